@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Engram Store builds, tests and benchmarks with.
+# Idempotent: asks apt only for what is missing, and runs `apt-get update` only
+# when something is.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  liburing-dev libxxhash-dev libboost-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
+  gnuplot-nox fio curl python3
+)
+# Extra groups, asked for by the scripts that need them.
+for extra in "$@"; do
+  case "$extra" in
+    --fuzz) PACKAGES+=(clang libclang-rt-14-dev) ;;
+    --prometheus) PACKAGES+=(prometheus) ;;
+    *) echo "install-deps: unknown option $extra" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
+echo "install-deps: installing ${missing[*]}" >&2
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# README command 2: installs what is missing, builds, and runs the whole test
+# suite with CTest. ENGRAM_SANITIZE=address,undefined or =thread builds and runs
+# it under sanitizers in a separate build directory.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+"$here/scripts/install-deps.sh"
+build_dir=$("$here/scripts/build.sh" | tail -n 1)
+cd "$build_dir"
+ctest --output-on-failure -j "${ENGRAM_TEST_JOBS:-2}" --timeout 900
