@@ -1,0 +1,103 @@
+// Row-cache configuration and statistics: the public face of src/cache/.
+//
+// The cache is set-associative: a row may live only in the ways of its
+// candidate set(s), chosen by a hash of its row ID. Everything the report in
+// docs/ calls out is a knob here, and every row that is not kept is counted.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "engram/status.h"
+
+namespace engram {
+
+// Whether a missed row may replace the chosen victim of a full candidate set.
+enum class AdmissionRule : uint8_t {
+  kAlways,             // every insert replaces the victim (no admission filter)
+  kEstimateAtLeast,    // admit if estimate(row) >= estimate(victim)  (the reported cache)
+  kEstimateGreater,    // admit if estimate(row) >  estimate(victim)  (TinyLFU)
+};
+
+// How the victim is chosen among the residents of the candidate set(s).
+enum class VictimOrder : uint8_t {
+  kLowestEstimateThenOldest,  // min (usage estimate, last access)  (the reported cache)
+  kOldest,                    // min last access: LRU within the set(s)
+};
+
+struct RowCacheConfig {
+  // Named preset this config came from ("legacy", "two-choice", ...), or "custom".
+  std::string name = "custom";
+
+  uint32_t ways = 4;             // slots per set, 1..32
+  uint32_t candidate_sets = 1;   // 1 or 2 sets a row may live in
+  // With 2 candidate sets: before evicting, try to move a resident of a full
+  // candidate set to its other (non-full) set, cuckoo-style, up to this many
+  // hops. 0 disables relocation.
+  uint32_t relocation_depth = 0;
+
+  AdmissionRule admission = AdmissionRule::kEstimateAtLeast;
+  // Caffeine-style defense against hash flooding: a candidate that loses
+  // admission but whose estimate is >= warm_threshold is admitted anyway with
+  // probability warm_admit_probability. 0 disables.
+  double warm_admit_probability = 0.0;
+  uint32_t warm_threshold = 6;
+  VictimOrder victim_order = VictimOrder::kLowestEstimateThenOldest;
+
+  // Count-min frequency sketch. Every lookup (hits and misses) increments it.
+  uint64_t sketch_bytes = 1u << 20;  // bytes of counters; 0 = size from capacity
+  uint32_t sketch_depth = 4;         // counters read per estimate (rows of the sketch), 1..8
+  uint32_t counter_bits = 8;         // 4 or 8; counters saturate
+  // Halve every counter after this many increments; 0 = never.
+  uint64_t halving_period = 0;
+
+  uint64_t seed = 0;  // hash seed for set choice and sketch
+
+  // Check every field; a bad configuration is an error, never a crash.
+  Status Validate() const;
+
+  // Presets: "legacy" (the reported 4-way cache), "ways8", "ways16",
+  // "two-choice" (two candidate sets of 4 ways), "lru" (4-way LRU, no
+  // admission), "default" (Engram Store's default policy).
+  static Result<RowCacheConfig> Preset(std::string_view name);
+  // A preset name, optionally followed by overrides, or overrides alone on top
+  // of "default": "legacy", "two-choice,ways=8", "ways=8,admission=always,
+  // victim=oldest,sets=2,relocate=4,sketch_bytes=1048576,halving=0,seed=7".
+  static Result<RowCacheConfig> FromSpec(std::string_view spec);
+  // The canonical key=value form (round-trips through FromSpec).
+  std::string ToSpec() const;
+};
+
+// Why a missed row was not kept. Every miss is followed by exactly one insert
+// attempt, so misses == inserts + sum(refusals) at every quiescent point.
+enum class RefusalReason : uint8_t {
+  kLostAdmission = 0,   // the admission rule preferred the resident victim
+  kAllPinned,           // every candidate slot holds a pinned read-ahead row
+  kCount,
+};
+const char* RefusalReasonName(RefusalReason r);  // "lost_admission", "all_pinned"
+
+struct RowCacheStats {
+  uint64_t lookups = 0;
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t inserts = 0;      // rows placed in the cache (including pinned read-ahead rows)
+  uint64_t evictions = 0;    // residents removed to make room
+  uint64_t refusals[static_cast<int>(RefusalReason::kCount)] = {};
+  uint64_t relocations = 0;  // residents moved to their other candidate set
+  uint64_t pinned_rows = 0;
+  uint64_t resident_rows = 0;
+  uint64_t capacity_rows = 0;
+  uint64_t memory_bytes = 0;     // everything charged to the budget
+  uint64_t overhead_bytes = 0;   // memory_bytes minus capacity_rows * row_bytes
+
+  uint64_t total_refusals() const {
+    uint64_t t = 0;
+    for (uint64_t r : refusals) t += r;
+    return t;
+  }
+  double hit_rate() const { return lookups ? double(hits) / double(lookups) : 0.0; }
+};
+
+}  // namespace engram

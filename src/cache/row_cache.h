@@ -1,0 +1,81 @@
+// RowCache: a set-associative cache of fixed-size rows keyed by 64-bit row ID.
+//
+// The cache does no I/O and knows nothing of files: the store and the trace
+// emulator (engram-replay) both drive this same class, so emulated and real
+// results agree.
+//
+// Protocol (what the store and the emulator do for one gather):
+//   for each distinct row ID:  Lookup(id, dst)    -> hit (row copied) or miss
+//   for each miss, once read:  Insert(id, bytes)  -> kept or refused (counted)
+// Every miss is followed by exactly one Insert, so
+// stats.misses == stats.inserts + stats.total_refusals() when quiescent.
+//
+// Read-ahead: InsertPinned() bypasses admission; a pinned row is never evicted
+// until Lookup consumes it (ConsumePin) or Unpin() releases it.
+//
+// Thread safety: all methods may be called concurrently. A Lookup copies the
+// whole row under the set's lock, so a reader never sees a torn row even while
+// that slot is being replaced.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "engram/cache_config.h"
+#include "engram/status.h"
+
+namespace engram {
+
+enum class InsertOutcome : uint8_t {
+  kInserted,         // placed in a free slot (or a relocation made one)
+  kInsertedEvicted,  // placed after evicting a victim
+  kAlreadyPresent,   // another thread inserted it first; counts as an insert of nothing
+  kRefusedLostAdmission,
+  kRefusedAllPinned,
+};
+
+enum class PinAction : uint8_t {
+  kKeep,     // a hit on a pinned row leaves it pinned
+  kConsume,  // a hit on a pinned row unpins it (the gather that used the read-ahead)
+};
+
+class RowCache {
+ public:
+  // A cache holding as many rows of row_bytes as fit in budget_bytes after the
+  // index, per-slot metadata and sketch are charged. row_bytes may be 0: the
+  // cache then keeps only the index (the emulator's mode); capacity must then
+  // be given with CreateWithCapacity.
+  static Result<std::unique_ptr<RowCache>> Create(const RowCacheConfig& config, uint64_t budget_bytes,
+                                                  uint32_t row_bytes);
+  // A cache with (at least, rounded to whole sets) capacity_rows slots.
+  static Result<std::unique_ptr<RowCache>> CreateWithCapacity(const RowCacheConfig& config,
+                                                              uint64_t capacity_rows, uint32_t row_bytes);
+  virtual ~RowCache() = default;
+
+  // Counts one lookup (hit or miss) and increments the row's sketch estimate.
+  // On a hit copies the row into dst (dst.size() >= row_bytes; may be empty
+  // when row_bytes == 0) and returns true.
+  virtual bool Lookup(uint64_t row_id, std::span<std::byte> dst, PinAction pin = PinAction::kConsume) = 0;
+
+  // Offers a missed row (row.size() == row_bytes). Exactly one call per miss.
+  virtual InsertOutcome Insert(uint64_t row_id, std::span<const std::byte> row) = 0;
+
+  // Read-ahead insert: bypasses admission, the row stays until consumed or
+  // unpinned. Refused (kRefusedAllPinned) if every candidate slot is pinned.
+  // Does not count a lookup or a miss. If the row is already resident it is
+  // pinned in place.
+  virtual InsertOutcome InsertPinned(uint64_t row_id, std::span<const std::byte> row) = 0;
+  // Releases a read-ahead pin; returns false if the row was not pinned.
+  virtual bool Unpin(uint64_t row_id) = 0;
+
+  virtual RowCacheStats Stats() const = 0;
+  virtual const RowCacheConfig& config() const = 0;
+  virtual uint64_t capacity_rows() const = 0;
+  virtual uint32_t row_bytes() const = 0;
+  // Bytes of memory the cache itself uses (rows + index + metadata + sketch).
+  virtual uint64_t memory_bytes() const = 0;
+};
+
+}  // namespace engram
