@@ -1,0 +1,236 @@
+#include "src/metrics/http_endpoint.h"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <charconv>
+#include <optional>
+#include <thread>
+
+namespace engram {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+Result<HttpEndpointOptions> ParseListenAddress(std::string_view spec) {
+  HttpEndpointOptions o;
+  size_t colon = spec.rfind(':');
+  if (colon == std::string_view::npos) {
+    return Status::InvalidArgument("listen address '" + std::string(spec) + "' is not HOST:PORT");
+  }
+  std::string_view host = spec.substr(0, colon);
+  std::string_view port = spec.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (!host.empty()) o.address = std::string(host);
+  unsigned value = 0;
+  auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty() || ec != std::errc() || p != port.data() + port.size() || value > 65535) {
+    return Status::InvalidArgument("listen address '" + std::string(spec) + "': bad port");
+  }
+  o.port = static_cast<uint16_t>(value);
+  boost::system::error_code aec;
+  asio::ip::make_address(o.address, aec);
+  if (aec) return Status::InvalidArgument("listen address '" + std::string(spec) + "': bad IP address");
+  return o;
+}
+
+class MetricsHttpEndpoint::Impl {
+ public:
+  Impl(HttpEndpointOptions options, Renderer render)
+      : options_(std::move(options)), render_(std::move(render)), acceptor_(io_) {}
+  ~Impl() {
+    // Sessions still queued in io_ are destroyed here, while the counters
+    // they touch are alive.
+    boost::system::error_code ec;
+    acceptor_.close(ec);
+  }
+
+  Status Bind() {
+    boost::system::error_code ec;
+    auto addr = asio::ip::make_address(options_.address, ec);
+    if (ec) return Status::InvalidArgument("metrics endpoint: bad address " + options_.address);
+    tcp::endpoint ep(addr, options_.port);
+    acceptor_.open(ep.protocol(), ec);
+    if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(ep, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return Status::IOError("metrics endpoint: cannot listen on " + options_.address + ":" +
+                             std::to_string(options_.port) + ": " + ec.message());
+    }
+    port_ = acceptor_.local_endpoint().port();
+    return Status::OK();
+  }
+
+  void Run() {
+    Accept();
+    thread_ = std::thread([this] { io_.run(); });
+  }
+
+  void Stop() {
+    io_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  HttpEndpointOptions options_;
+  Renderer render_;
+  // Counters are declared before io_ so they outlive the sessions that the
+  // io_context destroys on shutdown.
+  std::atomic<size_t> open_connections_{0};
+  std::atomic<uint64_t> served_{0};
+  std::atomic<uint64_t> rejected_{0};
+  uint16_t port_ = 0;
+  asio::io_context io_;
+  tcp::acceptor acceptor_;
+  std::thread thread_;
+
+ private:
+  void Accept();
+};
+
+namespace {
+
+// One client connection: read a request (with a deadline), answer, repeat
+// while the client keeps the connection alive.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, MetricsHttpEndpoint::Impl* owner)
+      : stream_(std::move(socket)), owner_(owner) {}
+  ~Session() { owner_->open_connections_.fetch_sub(1); }
+
+  void Start() { Read(); }
+
+ private:
+  void Read() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(owner_->options_.max_header_bytes));
+    parser_->body_limit(4096);
+    stream_.expires_after(owner_->options_.io_timeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+  }
+
+  void OnRead(beast::error_code ec) {
+    if (ec == http::error::end_of_stream || ec == asio::error::eof) return Close();
+    if (ec == beast::error::timeout) {
+      owner_->rejected_.fetch_add(1);
+      return Close();
+    }
+    if (ec) {
+      // A malformed or oversized request: say so, then close.
+      owner_->rejected_.fetch_add(1);
+      bool too_big = ec == http::error::header_limit || ec == http::error::body_limit ||
+                     ec == http::error::buffer_overflow;
+      return Reply(too_big ? http::status::request_header_fields_too_large : http::status::bad_request,
+                   "text/plain", std::string("bad request: ") + ec.message() + "\n", /*keep_alive=*/false, 11);
+    }
+    const auto& req = parser_->get();
+    bool keep = req.keep_alive();
+    unsigned version = req.version();
+    std::string_view target(req.target().data(), req.target().size());
+    size_t q = target.find('?');
+    std::string_view path = target.substr(0, q);
+    if (req.method() != http::verb::get && req.method() != http::verb::head) {
+      owner_->rejected_.fetch_add(1);
+      return Reply(http::status::method_not_allowed, "text/plain", "only GET and HEAD\n", keep, version);
+    }
+    if (path == "/metrics") {
+      owner_->served_.fetch_add(1);
+      return Reply(http::status::ok, "text/plain; version=0.0.4; charset=utf-8", owner_->render_(), keep, version,
+                   req.method() == http::verb::head);
+    }
+    if (path == "/healthz") {
+      owner_->served_.fetch_add(1);
+      return Reply(http::status::ok, "text/plain", "ok\n", keep, version, req.method() == http::verb::head);
+    }
+    owner_->rejected_.fetch_add(1);
+    return Reply(http::status::not_found, "text/plain", "not found; try /metrics or /healthz\n", keep, version);
+  }
+
+  void Reply(http::status status, const char* content_type, std::string body, bool keep_alive, unsigned version,
+             bool head_only = false) {
+    auto res = std::make_shared<http::response<http::string_body>>(status, version);
+    res->set(http::field::server, "engram-store");
+    res->set(http::field::content_type, content_type);
+    res->keep_alive(keep_alive);
+    if (status == http::status::method_not_allowed) res->set(http::field::allow, "GET, HEAD");
+    res->body() = std::move(body);
+    res->prepare_payload();
+    if (head_only) res->body().clear();
+    stream_.expires_after(owner_->options_.io_timeout);
+    if (head_only) {
+      auto sr = std::make_shared<http::response_serializer<http::string_body>>(*res);
+      http::async_write_header(stream_, *sr, [self = shared_from_this(), res, sr, keep_alive](beast::error_code ec, size_t) {
+        self->OnWrite(ec, keep_alive);
+      });
+      return;
+    }
+    http::async_write(stream_, *res, [self = shared_from_this(), res, keep_alive](beast::error_code ec, size_t) {
+      self->OnWrite(ec, keep_alive);
+    });
+  }
+
+  void OnWrite(beast::error_code ec, bool keep_alive) {
+    if (ec || !keep_alive) return Close();
+    Read();
+  }
+
+  void Close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_{16384};
+  std::optional<http::request_parser<http::string_body>> parser_;
+  MetricsHttpEndpoint::Impl* owner_;
+};
+
+}  // namespace
+
+void MetricsHttpEndpoint::Impl::Accept() {
+  acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (!ec) {
+      if (open_connections_.fetch_add(1) >= options_.max_connections) {
+        // Over the limit: refuse politely by closing; the client may retry.
+        open_connections_.fetch_sub(1);
+        rejected_.fetch_add(1);
+        boost::system::error_code ignored;
+        socket.close(ignored);
+      } else {
+        std::make_shared<Session>(std::move(socket), this)->Start();
+      }
+    }
+    Accept();
+  });
+}
+
+MetricsHttpEndpoint::MetricsHttpEndpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+MetricsHttpEndpoint::~MetricsHttpEndpoint() {
+  if (impl_) impl_->Stop();
+}
+
+Result<std::unique_ptr<MetricsHttpEndpoint>> MetricsHttpEndpoint::Start(const HttpEndpointOptions& options,
+                                                                        Renderer render_metrics) {
+  if (!render_metrics) return Status::InvalidArgument("metrics endpoint: no renderer");
+  auto impl = std::make_unique<Impl>(options, std::move(render_metrics));
+  ENGRAM_RETURN_IF_ERROR(impl->Bind());
+  impl->Run();
+  spdlog::info("metrics endpoint listening on http://{}:{}/metrics", options.address, impl->port_);
+  return std::unique_ptr<MetricsHttpEndpoint>(new MetricsHttpEndpoint(std::move(impl)));
+}
+
+uint16_t MetricsHttpEndpoint::port() const { return impl_->port_; }
+std::string MetricsHttpEndpoint::address() const { return impl_->options_.address; }
+uint64_t MetricsHttpEndpoint::requests_served() const { return impl_->served_.load(); }
+uint64_t MetricsHttpEndpoint::requests_rejected() const { return impl_->rejected_.load(); }
+
+}  // namespace engram

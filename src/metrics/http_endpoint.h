@@ -1,0 +1,60 @@
+// MetricsHttpEndpoint: serves GET /metrics (Prometheus text format 0.0.4) and
+// GET /healthz over HTTP/1.1, on a thread of its own (Boost.Beast on Asio).
+//
+// Why its own thread and io_context: a scrape must never run on, or wait for,
+// the store's I/O completion path, and a slow or stuck client must never stall
+// anything but its own connection. Every read and write has a deadline, the
+// request header size is capped, and the number of open connections is
+// bounded; whatever goes wrong is answered with 4xx or a closed socket.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "engram/status.h"
+
+namespace engram {
+
+struct HttpEndpointOptions {
+  std::string address = "127.0.0.1";  // loopback by default: metrics are not for the world
+  uint16_t port = 9464;               // 0 = any free port (see port())
+  std::chrono::milliseconds io_timeout{5000};  // per read or write of one request
+  size_t max_connections = 64;
+  size_t max_header_bytes = 8192;
+};
+
+// Parses "HOST:PORT", "[V6]:PORT" or ":PORT" (loopback) into options.
+Result<HttpEndpointOptions> ParseListenAddress(std::string_view spec);
+
+class MetricsHttpEndpoint {
+ public:
+  using Renderer = std::function<std::string()>;
+
+  // Binds and starts serving. `render_metrics` is called on the endpoint's
+  // thread for every GET /metrics; it must be safe to call concurrently with
+  // the store's work (it reads counters, it does not lock the hot path).
+  static Result<std::unique_ptr<MetricsHttpEndpoint>> Start(const HttpEndpointOptions& options,
+                                                            Renderer render_metrics);
+  ~MetricsHttpEndpoint();  // stops accepting, closes connections, joins the thread
+
+  MetricsHttpEndpoint(const MetricsHttpEndpoint&) = delete;
+  MetricsHttpEndpoint& operator=(const MetricsHttpEndpoint&) = delete;
+
+  uint16_t port() const;
+  std::string address() const;
+  // Counters about the endpoint itself (also exported by the store).
+  uint64_t requests_served() const;
+  uint64_t requests_rejected() const;  // 4xx answers and connections closed for timeout/limits
+
+  class Impl;
+
+ private:
+  explicit MetricsHttpEndpoint(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace engram

@@ -1,0 +1,222 @@
+// The Prometheus exposition and the HTTP endpoint, tested over real sockets.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "src/metrics/http_endpoint.h"
+#include "src/metrics/metrics_snapshot.h"
+
+namespace engram {
+namespace {
+
+MetricsSnapshot SampleSnapshot() {
+  MetricsSnapshot m;
+  m.AddCounter("engram_row_cache_hits_total", "Row-cache lookups that found the row.", {{"table", "layer1"}}, 42);
+  m.AddCounter("engram_row_cache_hits_total", "ignored", {{"table", "we\"ird\\name\n"}}, 7);
+  m.AddGauge("engram_row_cache_capacity_rows", "Rows the cache can hold.", {{"table", "layer1"}}, 1806918);
+  std::array<double, 3> bounds{1e-6, 1e-5, 1e-4};
+  std::array<uint64_t, 3> counts{2, 3, 0};
+  m.AddHistogram("engram_io_read_latency_seconds", "Latency of one block read.", {{"table", "layer1"}}, bounds,
+                 counts, 0.00042, 6);
+  return m;
+}
+
+TEST(MetricsSnapshot, RendersHelpTypeAndSamplesOncePerFamily) {
+  std::string text = SampleSnapshot().ToPrometheusText();
+  EXPECT_NE(text.find("# HELP engram_row_cache_hits_total Row-cache lookups that found the row.\n"
+                      "# TYPE engram_row_cache_hits_total counter\n"
+                      "engram_row_cache_hits_total{table=\"layer1\"} 42\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("# HELP engram_row_cache_hits_total", text.find("# HELP engram_row_cache_hits_total") + 1),
+            std::string::npos);
+  EXPECT_NE(text.find("engram_row_cache_capacity_rows{table=\"layer1\"} 1806918\n"), std::string::npos);
+}
+
+TEST(MetricsSnapshot, EscapesLabelValues) {
+  std::string text = SampleSnapshot().ToPrometheusText();
+  EXPECT_NE(text.find("{table=\"we\\\"ird\\\\name\\n\"} 7\n"), std::string::npos) << text;
+}
+
+TEST(MetricsSnapshot, HistogramBucketsAreCumulativeWithInfAndCount) {
+  MetricsSnapshot m = SampleSnapshot();
+  std::string text = m.ToPrometheusText();
+  EXPECT_NE(text.find("engram_io_read_latency_seconds_bucket{table=\"layer1\",le=\"1.0000000000000001e-05\"} 5\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("engram_io_read_latency_seconds_bucket{table=\"layer1\",le=\"+Inf\"} 6\n"), std::string::npos);
+  EXPECT_NE(text.find("engram_io_read_latency_seconds_count{table=\"layer1\"} 6\n"), std::string::npos);
+  EXPECT_EQ(m.Value("engram_io_read_latency_seconds", {{"table", "layer1"}}, "_count"), 6);
+}
+
+TEST(MetricsSnapshot, PassesPromtoolCheckWhenAvailable) {
+  if (system("command -v promtool >/dev/null 2>&1") != 0) GTEST_SKIP() << "promtool not installed";
+  char path[] = "/tmp/engram-metrics-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  std::string text = SampleSnapshot().ToPrometheusText();
+  ASSERT_EQ(write(fd, text.data(), text.size()), ssize_t(text.size()));
+  close(fd);
+  std::string cmd = std::string("promtool check metrics < ") + path + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[256];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  int rc = pclose(p);
+  unlink(path);
+  EXPECT_EQ(rc, 0) << out;
+}
+
+TEST(ParseListenAddress, AcceptsHostPortAndRejectsGarbage) {
+  auto a = ParseListenAddress("127.0.0.1:9100");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->address, "127.0.0.1");
+  EXPECT_EQ(a->port, 9100);
+  auto b = ParseListenAddress("[::1]:0");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->address, "::1");
+  EXPECT_TRUE(ParseListenAddress(":9464").ok());
+  EXPECT_FALSE(ParseListenAddress("localhost").ok());
+  EXPECT_FALSE(ParseListenAddress("127.0.0.1:99999").ok());
+  EXPECT_FALSE(ParseListenAddress("not-an-ip:80").ok());
+}
+
+// A tiny blocking HTTP client over a real socket.
+int Connect(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Sends raw bytes, reads until the server closes (or 5 s pass).
+std::string Exchange(uint16_t port, const std::string& request) {
+  int fd = Connect(port);
+  if (fd < 0) return "";
+  if (!request.empty()) (void)!write(fd, request.data(), request.size());
+  std::string out;
+  char buf[4096];
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, size_t(n));
+  }
+  close(fd);
+  return out;
+}
+
+std::string Get(uint16_t port, const std::string& path) {
+  return Exchange(port, "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+}
+
+class HttpEndpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    HttpEndpointOptions o;
+    o.port = 0;
+    o.io_timeout = std::chrono::milliseconds(300);
+    auto e = MetricsHttpEndpoint::Start(o, [this] {
+      ++renders_;
+      return SampleSnapshot().ToPrometheusText();
+    });
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    endpoint_ = std::move(e).value();
+  }
+  std::atomic<int> renders_{0};
+  std::unique_ptr<MetricsHttpEndpoint> endpoint_;
+};
+
+TEST_F(HttpEndpointTest, ServesMetricsInTextFormat004) {
+  std::string r = Get(endpoint_->port(), "/metrics");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+  EXPECT_NE(r.find("text/plain; version=0.0.4"), std::string::npos);
+  EXPECT_NE(r.find("engram_row_cache_hits_total{table=\"layer1\"} 42"), std::string::npos);
+  EXPECT_EQ(renders_.load(), 1);
+  EXPECT_EQ(endpoint_->address(), "127.0.0.1");
+}
+
+TEST_F(HttpEndpointTest, ServesHealthz) {
+  std::string r = Get(endpoint_->port(), "/healthz");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
+  EXPECT_NE(r.find("\r\n\r\nok\n"), std::string::npos);
+}
+
+TEST_F(HttpEndpointTest, UnknownPathIs404AndWrongMethodIs405) {
+  EXPECT_EQ(Get(endpoint_->port(), "/nope").rfind("HTTP/1.1 404", 0), 0u);
+  std::string r = Exchange(endpoint_->port(), "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+                                              "Connection: close\r\n\r\nhi");
+  EXPECT_EQ(r.rfind("HTTP/1.1 405", 0), 0u) << r;
+}
+
+TEST_F(HttpEndpointTest, MalformedRequestsGet4xxNotACrash) {
+  for (std::string bad : {std::string("GARBAGE\r\n\r\n"), std::string("GET /metrics HTTP/9\r\n\r\n"),
+                          std::string("GET /metrics HTTP/1.1\r\nBad Header Without Colon\r\n\r\n"),
+                          std::string("\x01\x02\x03\xff\r\n\r\n", 8)}) {
+    std::string r = Exchange(endpoint_->port(), bad);
+    EXPECT_EQ(r.rfind("HTTP/1.1 400", 0), 0u) << "request: " << bad << "\nresponse: " << r;
+  }
+  std::string huge = "GET /metrics HTTP/1.1\r\nX-Big: " + std::string(20000, 'a') + "\r\n\r\n";
+  EXPECT_EQ(Exchange(endpoint_->port(), huge).rfind("HTTP/1.1 431", 0), 0u);
+  // Still serving after all that.
+  EXPECT_EQ(Get(endpoint_->port(), "/healthz").rfind("HTTP/1.1 200", 0), 0u);
+  EXPECT_GE(endpoint_->requests_rejected(), 5u);
+}
+
+TEST_F(HttpEndpointTest, StuckClientDoesNotStallOthersAndIsTimedOut) {
+  // A client that connects and sends half a request, then nothing.
+  int stuck = Connect(endpoint_->port());
+  ASSERT_GE(stuck, 0);
+  ASSERT_GT(write(stuck, "GET /met", 8), 0);
+  // Others are served meanwhile.
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(Get(endpoint_->port(), "/metrics").rfind("HTTP/1.1 200", 0), 0u);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  // The stuck one is closed by the server's deadline (300 ms here).
+  pollfd p{stuck, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 5000), 1);
+  char c;
+  EXPECT_LE(read(stuck, &c, 1), 0);
+  close(stuck);
+}
+
+TEST_F(HttpEndpointTest, KeepAliveServesSeveralRequestsOnOneConnection) {
+  std::string two = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  std::string r = Exchange(endpoint_->port(), two);
+  size_t first = r.find("HTTP/1.1 200");
+  ASSERT_NE(first, std::string::npos);
+  EXPECT_NE(r.find("HTTP/1.1 200", first + 1), std::string::npos) << r;
+}
+
+TEST(HttpEndpoint, BindFailureIsAClearError) {
+  HttpEndpointOptions o;
+  o.port = 0;
+  auto first = MetricsHttpEndpoint::Start(o, [] { return std::string(); });
+  ASSERT_TRUE(first.ok());
+  o.port = (*first)->port();
+  auto second = MetricsHttpEndpoint::Start(o, [] { return std::string(); });
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("cannot listen"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace engram
