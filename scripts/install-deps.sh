@@ -8,7 +8,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   liburing-dev libxxhash-dev libboost-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
-  gnuplot-nox fio curl python3
+  gnuplot-nox fio curl python3 prometheus
 )
 # Extra groups, asked for by the scripts that need them.
 for extra in "$@"; do
