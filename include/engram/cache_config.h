@@ -49,10 +49,14 @@ struct RowCacheConfig {
   uint64_t sketch_bytes = 1u << 20;  // bytes of counters; 0 = size from capacity
   uint32_t sketch_depth = 4;         // counters read per estimate (rows of the sketch), 1..8
   uint32_t counter_bits = 8;         // 4 or 8; counters saturate
-  // Halve every counter after this many increments; 0 = never.
+  // Halve every counter after this many increments (lookups); 0 = never.
+  // The reported trace saw no halving, so "legacy" uses 0 (never); presets
+  // meant to run for a long time age their counters (see Preset()).
   uint64_t halving_period = 0;
 
   uint64_t seed = 0;  // hash seed for set choice and sketch
+
+  bool operator==(const RowCacheConfig&) const = default;
 
   // Check every field; a bad configuration is an error, never a crash.
   Status Validate() const;
@@ -71,6 +75,9 @@ struct RowCacheConfig {
 
 // Why a missed row was not kept. Every miss is followed by exactly one insert
 // attempt, so misses == inserts + sum(refusals) at every quiescent point.
+// (An Insert that finds the row already present -- another thread inserted it
+// first, or a concurrent relocation hid it from the Lookup -- counts as an
+// insert, which is what keeps the identity exact under races.)
 enum class RefusalReason : uint8_t {
   kLostAdmission = 0,   // the admission rule preferred the resident victim
   kAllPinned,           // every candidate slot holds a pinned read-ahead row
@@ -82,10 +89,14 @@ struct RowCacheStats {
   uint64_t lookups = 0;
   uint64_t hits = 0;
   uint64_t misses = 0;
-  uint64_t inserts = 0;      // rows placed in the cache (including pinned read-ahead rows)
-  uint64_t evictions = 0;    // residents removed to make room
-  uint64_t refusals[static_cast<int>(RefusalReason::kCount)] = {};
+  uint64_t inserts = 0;      // Insert() calls that kept the row (or found it present)
+  uint64_t evictions = 0;    // residents removed to make room (by Insert or InsertPinned)
+  uint64_t refusals[static_cast<int>(RefusalReason::kCount)] = {};  // Insert() refusals
   uint64_t relocations = 0;  // residents moved to their other candidate set
+  // Read-ahead (InsertPinned) is counted apart from inserts/refusals so that
+  // misses == inserts + total_refusals() holds with or without read-ahead.
+  uint64_t pinned_inserts = 0;   // InsertPinned() calls that placed or pinned the row
+  uint64_t pinned_refusals = 0;  // InsertPinned() calls refused: every candidate slot pinned
   uint64_t pinned_rows = 0;
   uint64_t resident_rows = 0;
   uint64_t capacity_rows = 0;

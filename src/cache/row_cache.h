@@ -49,6 +49,11 @@ class RowCache {
   // be given with CreateWithCapacity.
   static Result<std::unique_ptr<RowCache>> Create(const RowCacheConfig& config, uint64_t budget_bytes,
                                                   uint32_t row_bytes);
+  // The capacity_rows Create() would give for this budget, without allocating:
+  // lets the emulator size an index-only cache (row_bytes = 0 in
+  // CreateWithCapacity) exactly like a real cache of row_bytes rows.
+  static Result<uint64_t> CapacityForBudget(const RowCacheConfig& config, uint64_t budget_bytes,
+                                            uint32_t row_bytes);
   // A cache with (at least, rounded to whole sets) capacity_rows slots.
   static Result<std::unique_ptr<RowCache>> CreateWithCapacity(const RowCacheConfig& config,
                                                               uint64_t capacity_rows, uint32_t row_bytes);

@@ -1,0 +1,43 @@
+#include "src/cache/anonymous_memory.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <string>
+#include <utility>
+
+namespace engram::cache {
+
+AnonymousMemory::~AnonymousMemory() {
+  if (data_ != nullptr) munmap(data_, size_);
+}
+
+AnonymousMemory::AnonymousMemory(AnonymousMemory&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+AnonymousMemory& AnonymousMemory::operator=(AnonymousMemory&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) munmap(data_, size_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+Result<AnonymousMemory> AnonymousMemory::Allocate(uint64_t bytes, const char* what) {
+  AnonymousMemory m;
+  if (bytes == 0) return m;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    return Status::FromErrno("row cache: allocate " + std::to_string(bytes) + " bytes for the " + what, errno);
+  }
+#ifdef MADV_HUGEPAGE
+  // Random probes over a large index/slab: fewer TLB misses with huge pages.
+  if (bytes >= (uint64_t{2} << 20)) madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+  m.data_ = static_cast<uint8_t*>(p);
+  m.size_ = bytes;
+  return m;
+}
+
+}  // namespace engram::cache

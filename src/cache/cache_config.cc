@@ -1,0 +1,306 @@
+// RowCacheConfig: validation, named presets and the "preset,key=value" spec.
+#include <charconv>
+#include <cmath>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "engram/cache_config.h"
+
+namespace engram {
+namespace {
+
+constexpr uint32_t kMaxWays = 32;
+constexpr uint32_t kMaxRelocationDepth = 8;
+constexpr uint64_t kMinSketchBytes = 64;
+constexpr uint64_t kMaxSketchBytes = uint64_t{1} << 32;
+
+// ---- presets --------------------------------------------------------------
+// Every preset is built from the reported cache ("legacy") by changing only
+// what its name says, so emulated differences are attributable.
+
+RowCacheConfig Legacy() {
+  RowCacheConfig c;
+  c.name = "legacy";
+  c.ways = 4;
+  c.candidate_sets = 1;
+  c.relocation_depth = 0;
+  c.admission = AdmissionRule::kEstimateAtLeast;
+  c.warm_admit_probability = 0.0;
+  c.warm_threshold = 6;
+  c.victim_order = VictimOrder::kLowestEstimateThenOldest;
+  c.sketch_bytes = 1u << 20;  // "1 MiB of counters per table"
+  c.sketch_depth = 4;         // "the minimum of four 8-bit counters"
+  c.counter_bits = 8;
+  c.halving_period = 0;  // the reported trace saw no halving: never is exact for it
+  c.seed = 0;
+  return c;
+}
+
+// THE DEFAULT POLICY. The one place that defines what Engram Store runs when
+// nothing is configured. For now: two candidate sets of 4 ways (the best
+// emulated policy in the report at the same bytes) plus cuckoo relocation, so
+// a row evicts only when both of its sets and their residents' other sets are
+// full. Tuned later (issue "default policy") from replay results.
+RowCacheConfig Default() {
+  RowCacheConfig c = Legacy();
+  c.name = "default";
+  c.candidate_sets = 2;
+  c.relocation_depth = 2;
+  return c;
+}
+
+struct PresetEntry {
+  const char* name;
+  RowCacheConfig (*make)();
+};
+
+const PresetEntry kPresets[] = {
+    {"legacy", &Legacy},
+    {"ways8",
+     [] {
+       RowCacheConfig c = Legacy();
+       c.name = "ways8";
+       c.ways = 8;
+       return c;
+     }},
+    {"ways16",
+     [] {
+       RowCacheConfig c = Legacy();
+       c.name = "ways16";
+       c.ways = 16;
+       return c;
+     }},
+    {"two-choice",
+     [] {
+       RowCacheConfig c = Legacy();
+       c.name = "two-choice";
+       c.candidate_sets = 2;
+       return c;
+     }},
+    {"lru",
+     [] {
+       RowCacheConfig c = Legacy();
+       c.name = "lru";
+       c.admission = AdmissionRule::kAlways;
+       c.victim_order = VictimOrder::kOldest;
+       return c;
+     }},
+    {"default", &Default},
+};
+
+std::string PresetNames() {
+  std::string s;
+  for (const auto& p : kPresets) {
+    if (!s.empty()) s += ", ";
+    s += p.name;
+  }
+  return s;
+}
+
+const PresetEntry* FindPreset(std::string_view name) {
+  for (const auto& p : kPresets) {
+    if (name == p.name) return &p;
+  }
+  return nullptr;
+}
+
+// ---- spec parsing ---------------------------------------------------------
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+Status BadValue(std::string_view spec, std::string_view key, std::string_view value, std::string_view want) {
+  return Status::InvalidArgument("row cache spec '" + std::string(spec) + "': " + std::string(key) + "='" +
+                                 std::string(value) + "' is not " + std::string(want));
+}
+
+template <typename T>
+Status ParseUnsigned(std::string_view spec, std::string_view key, std::string_view v, T* out) {
+  T x{};
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (v.empty() || ec != std::errc() || p != v.data() + v.size()) {
+    return BadValue(spec, key, v, "an unsigned integer in range");
+  }
+  *out = x;
+  return Status::OK();
+}
+
+Status ParseDouble(std::string_view spec, std::string_view key, std::string_view v, double* out) {
+  double x = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (v.empty() || ec != std::errc() || p != v.data() + v.size()) return BadValue(spec, key, v, "a number");
+  *out = x;
+  return Status::OK();
+}
+
+const char* AdmissionName(AdmissionRule a) {
+  switch (a) {
+    case AdmissionRule::kAlways: return "always";
+    case AdmissionRule::kEstimateAtLeast: return "ge";
+    case AdmissionRule::kEstimateGreater: return "gt";
+  }
+  return "?";
+}
+
+const char* VictimName(VictimOrder v) {
+  switch (v) {
+    case VictimOrder::kLowestEstimateThenOldest: return "estimate";
+    case VictimOrder::kOldest: return "oldest";
+  }
+  return "?";
+}
+
+Status ApplyOverride(std::string_view spec, std::string_view key, std::string_view v, RowCacheConfig* c) {
+  if (key == "ways") return ParseUnsigned(spec, key, v, &c->ways);
+  if (key == "sets") return ParseUnsigned(spec, key, v, &c->candidate_sets);
+  if (key == "relocate") return ParseUnsigned(spec, key, v, &c->relocation_depth);
+  if (key == "admission") {
+    if (v == "always") c->admission = AdmissionRule::kAlways;
+    else if (v == "ge" || v == ">=") c->admission = AdmissionRule::kEstimateAtLeast;
+    else if (v == "gt" || v == ">") c->admission = AdmissionRule::kEstimateGreater;
+    else return BadValue(spec, key, v, "one of always, ge, gt");
+    return Status::OK();
+  }
+  if (key == "warm_p") return ParseDouble(spec, key, v, &c->warm_admit_probability);
+  if (key == "warm_threshold") return ParseUnsigned(spec, key, v, &c->warm_threshold);
+  if (key == "victim") {
+    if (v == "estimate") c->victim_order = VictimOrder::kLowestEstimateThenOldest;
+    else if (v == "oldest" || v == "lru") c->victim_order = VictimOrder::kOldest;
+    else return BadValue(spec, key, v, "one of estimate, oldest");
+    return Status::OK();
+  }
+  if (key == "sketch_bytes") return ParseUnsigned(spec, key, v, &c->sketch_bytes);
+  if (key == "sketch_depth") return ParseUnsigned(spec, key, v, &c->sketch_depth);
+  if (key == "counter_bits") return ParseUnsigned(spec, key, v, &c->counter_bits);
+  if (key == "halving") return ParseUnsigned(spec, key, v, &c->halving_period);
+  if (key == "seed") return ParseUnsigned(spec, key, v, &c->seed);
+  return Status::InvalidArgument("row cache spec '" + std::string(spec) + "': unknown key '" + std::string(key) +
+                                 "' (known: ways, sets, relocate, admission, warm_p, warm_threshold, victim, "
+                                 "sketch_bytes, sketch_depth, counter_bits, halving, seed)");
+}
+
+}  // namespace
+
+const char* RefusalReasonName(RefusalReason r) {
+  switch (r) {
+    case RefusalReason::kLostAdmission: return "lost_admission";
+    case RefusalReason::kAllPinned: return "all_pinned";
+    case RefusalReason::kCount: break;
+  }
+  return "unknown";
+}
+
+Status RowCacheConfig::Validate() const {
+  auto bad = [this](const std::string& what) {
+    return Status::InvalidArgument("row cache config '" + name + "': " + what);
+  };
+  if (ways < 1 || ways > kMaxWays) return bad("ways=" + std::to_string(ways) + " must be in 1..32");
+  if (candidate_sets < 1 || candidate_sets > 2) {
+    return bad("sets=" + std::to_string(candidate_sets) + " must be 1 or 2");
+  }
+  if (relocation_depth > kMaxRelocationDepth) {
+    return bad("relocate=" + std::to_string(relocation_depth) + " must be at most 8 (bounded work per insert)");
+  }
+  if (relocation_depth > 0 && candidate_sets != 2) {
+    return bad("relocate=" + std::to_string(relocation_depth) + " needs sets=2 (a row has no other set to move to)");
+  }
+  if (admission != AdmissionRule::kAlways && admission != AdmissionRule::kEstimateAtLeast &&
+      admission != AdmissionRule::kEstimateGreater) {
+    return bad("admission rule " + std::to_string(int(admission)) + " is unknown");
+  }
+  if (victim_order != VictimOrder::kLowestEstimateThenOldest && victim_order != VictimOrder::kOldest) {
+    return bad("victim order " + std::to_string(int(victim_order)) + " is unknown");
+  }
+  if (!(warm_admit_probability >= 0.0 && warm_admit_probability <= 1.0)) {  // also rejects NaN
+    return bad("warm_p=" + std::to_string(warm_admit_probability) + " must be in [0, 1]");
+  }
+  if (counter_bits != 4 && counter_bits != 8) {
+    return bad("counter_bits=" + std::to_string(counter_bits) + " must be 4 or 8");
+  }
+  const uint32_t counter_max = (1u << counter_bits) - 1;
+  if (warm_threshold > counter_max) {
+    return bad("warm_threshold=" + std::to_string(warm_threshold) + " exceeds the counter maximum " +
+               std::to_string(counter_max));
+  }
+  if (sketch_depth < 1 || sketch_depth > 8) {
+    return bad("sketch_depth=" + std::to_string(sketch_depth) + " must be in 1..8");
+  }
+  if (sketch_bytes != 0 && (sketch_bytes < kMinSketchBytes || sketch_bytes > kMaxSketchBytes)) {
+    return bad("sketch_bytes=" + std::to_string(sketch_bytes) + " must be 0 (size from capacity) or in 64..4 GiB");
+  }
+  return Status::OK();
+}
+
+Result<RowCacheConfig> RowCacheConfig::Preset(std::string_view name) {
+  const PresetEntry* p = FindPreset(name);
+  if (p == nullptr) {
+    return Status::InvalidArgument("unknown row cache preset '" + std::string(name) + "' (known: " + PresetNames() +
+                                   ")");
+  }
+  return p->make();
+}
+
+Result<RowCacheConfig> RowCacheConfig::FromSpec(std::string_view spec) {
+  std::vector<std::string_view> tokens;
+  for (std::string_view rest = spec;;) {
+    size_t comma = rest.find(',');
+    tokens.push_back(Trim(rest.substr(0, comma)));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  size_t first_override = 0;
+  RowCacheConfig config;
+  std::string preset_name;
+  if (!tokens.empty() && tokens[0].find('=') == std::string_view::npos) {
+    if (tokens[0].empty() && tokens.size() == 1) {
+      return Status::InvalidArgument("empty row cache spec (give a preset: " + PresetNames() + ")");
+    }
+    ENGRAM_ASSIGN_OR_RETURN(config, Preset(tokens[0]));
+    preset_name = tokens[0];
+    first_override = 1;
+  } else {
+    config = Default();
+  }
+  for (size_t i = first_override; i < tokens.size(); ++i) {
+    std::string_view t = tokens[i];
+    size_t eq = t.find('=');
+    if (eq == std::string_view::npos) {
+      return Status::InvalidArgument("row cache spec '" + std::string(spec) + "': '" + std::string(t) +
+                                     "' is not key=value (only the first item may be a preset name)");
+    }
+    ENGRAM_RETURN_IF_ERROR(ApplyOverride(spec, Trim(t.substr(0, eq)), Trim(t.substr(eq + 1)), &config));
+  }
+  // The name says which preset this is only while it still is that preset.
+  config.name = "custom";
+  if (!preset_name.empty()) {
+    RowCacheConfig preset = FindPreset(preset_name)->make();
+    config.name = preset.name;
+    if (!(config == preset)) config.name = "custom";
+  }
+  ENGRAM_RETURN_IF_ERROR(config.Validate().WithContext("row cache spec '" + std::string(spec) + "'"));
+  return config;
+}
+
+std::string RowCacheConfig::ToSpec() const {
+  std::string s;
+  if (const PresetEntry* p = FindPreset(name); p != nullptr && p->make() == *this) {
+    s = name;
+    s += ',';
+  }
+  char warm[64];
+  auto r = std::to_chars(warm, warm + sizeof(warm), warm_admit_probability);  // shortest round-trip form
+  s += "ways=" + std::to_string(ways) + ",sets=" + std::to_string(candidate_sets) +
+       ",relocate=" + std::to_string(relocation_depth) + ",admission=" + AdmissionName(admission) +
+       ",warm_p=" + std::string(warm, r.ptr) + ",warm_threshold=" + std::to_string(warm_threshold) +
+       ",victim=" + VictimName(victim_order) + ",sketch_bytes=" + std::to_string(sketch_bytes) +
+       ",sketch_depth=" + std::to_string(sketch_depth) + ",counter_bits=" + std::to_string(counter_bits) +
+       ",halving=" + std::to_string(halving_period) + ",seed=" + std::to_string(seed);
+  return s;
+}
+
+}  // namespace engram

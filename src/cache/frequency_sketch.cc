@@ -1,0 +1,80 @@
+#include "src/cache/frequency_sketch.h"
+
+#include "src/cache/set_hasher.h"
+
+namespace engram::cache {
+
+FrequencySketch::FrequencySketch(uint64_t bytes, uint32_t depth, uint32_t counter_bits, uint64_t halving_period,
+                                 uint64_t seed)
+    : bytes_(bytes),
+      depth_(depth),
+      bits_(counter_bits),
+      max_((1u << counter_bits) - 1),
+      width_(bytes * (8 / counter_bits) / depth),
+      halving_period_(halving_period),
+      seed_(Remix(seed ^ 0x5ce7c4a1d2b3f607ULL)),
+      counters_(new std::atomic<uint8_t>[bytes]()) {}
+
+FrequencySketch::Probe FrequencySketch::ProbeOf(uint64_t hash) const {
+  // Kirsch-Mitzenmacher double hashing: row i uses a + i*b. Remixing with the
+  // seed decorrelates the counters from the set index (hash % num_sets).
+  uint64_t a = Remix(hash ^ seed_);
+  return {a, Remix(a) | 1};
+}
+
+uint64_t FrequencySketch::IndexIn(const Probe& p, uint32_t row) const {
+  uint64_t x = p.a + row * p.b;
+  // Multiply-shift range reduction: uniform over any width, no division.
+  return row * width_ + static_cast<uint64_t>((static_cast<unsigned __int128>(x) * width_) >> 64);
+}
+
+uint32_t FrequencySketch::Get(uint64_t counter) const {
+  if (bits_ == 8) return counters_[counter].load(std::memory_order_relaxed);
+  uint8_t byte = counters_[counter >> 1].load(std::memory_order_relaxed);
+  return (counter & 1) ? (byte >> 4) : (byte & 0x0f);
+}
+
+void FrequencySketch::Bump(uint64_t counter) {
+  if (bits_ == 8) {
+    uint8_t v = counters_[counter].load(std::memory_order_relaxed);
+    if (v != 0xff) counters_[counter].store(v + 1, std::memory_order_relaxed);
+    return;
+  }
+  std::atomic<uint8_t>& cell = counters_[counter >> 1];
+  uint8_t byte = cell.load(std::memory_order_relaxed);
+  unsigned shift = (counter & 1) ? 4 : 0;
+  if (((byte >> shift) & 0x0f) != 0x0f) cell.store(static_cast<uint8_t>(byte + (1u << shift)), std::memory_order_relaxed);
+}
+
+void FrequencySketch::Increment(uint64_t hash) {
+  Probe p = ProbeOf(hash);
+  for (uint32_t i = 0; i < depth_; ++i) Bump(IndexIn(p, i));
+  if (halving_period_ != 0) {
+    // Only the thread whose increment completes a period halves.
+    uint64_t n = increments_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (n % halving_period_ == 0) Halve();
+  }
+}
+
+uint32_t FrequencySketch::Estimate(uint64_t hash) const {
+  Probe p = ProbeOf(hash);
+  uint32_t m = max_;
+  for (uint32_t i = 0; i < depth_; ++i) {
+    uint32_t v = Get(IndexIn(p, i));
+    if (v < m) m = v;
+  }
+  return m;
+}
+
+void FrequencySketch::Halve() {
+  // Halving both nibbles of a byte at once: shift, then drop the bit that
+  // crossed from the high nibble into the low one.
+  const uint8_t mask = bits_ == 8 ? 0x7f : 0x77;
+  for (uint64_t i = 0; i < bytes_; ++i) {
+    uint8_t v = counters_[i].load(std::memory_order_relaxed);
+    if (v != 0) counters_[i].store(static_cast<uint8_t>((v >> 1) & mask), std::memory_order_relaxed);
+  }
+  halvings_.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace engram::cache

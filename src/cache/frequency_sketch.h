@@ -1,0 +1,58 @@
+// FrequencySketch: a count-min sketch of row access counts (TinyLFU-style).
+//
+// depth rows of saturating 4- or 8-bit counters; a key's estimate is the
+// minimum of its counter in each row. Every Increment() bumps all depth
+// counters (plain count-min, as the reported cache does). After
+// halving_period increments every counter is halved so old popularity fades.
+//
+// Thread safety: counters are relaxed atomics updated with load + store, not
+// read-modify-write: two racing increments of one counter may count once.
+// That keeps the hot path free of locked instructions; the estimate is
+// approximate by design and exact when single-threaded (the emulator).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+namespace engram::cache {
+
+class FrequencySketch {
+ public:
+  // bytes of counters (>= 64), depth 1..8, counter_bits 4 or 8; 0 = never halve.
+  FrequencySketch(uint64_t bytes, uint32_t depth, uint32_t counter_bits, uint64_t halving_period, uint64_t seed);
+
+  // hash is the row's 64-bit hash (SetHasher::Hash); the sketch remixes it.
+  void Increment(uint64_t hash);
+  uint32_t Estimate(uint64_t hash) const;
+  // Halves every counter (called automatically every halving_period increments).
+  void Halve();
+
+  uint32_t max_count() const { return max_; }
+  uint64_t halvings() const { return halvings_.load(std::memory_order_relaxed); }
+  uint64_t memory_bytes() const { return bytes_; }
+  uint64_t counters_per_row() const { return width_; }
+
+ private:
+  // Index of the key's counter in sketch row i, in [0, width_).
+  struct Probe {
+    uint64_t a, b;
+  };
+  Probe ProbeOf(uint64_t hash) const;
+  uint64_t IndexIn(const Probe& p, uint32_t row) const;
+  uint32_t Get(uint64_t counter) const;
+  void Bump(uint64_t counter);
+
+  uint64_t bytes_;
+  uint32_t depth_;
+  uint32_t bits_;
+  uint32_t max_;
+  uint64_t width_;  // counters per sketch row
+  uint64_t halving_period_;
+  uint64_t seed_;
+  std::unique_ptr<std::atomic<uint8_t>[]> counters_;
+  std::atomic<uint64_t> increments_{0};
+  std::atomic<uint64_t> halvings_{0};
+};
+
+}  // namespace engram::cache

@@ -1,0 +1,46 @@
+// RowCache factories: size a SetAssociativeRowCache from a byte budget or a
+// row count.
+#include "src/cache/row_cache.h"
+
+#include <string>
+
+#include "src/cache/set_associative_cache.h"
+
+namespace engram {
+
+Result<uint64_t> RowCache::CapacityForBudget(const RowCacheConfig& config, uint64_t budget_bytes,
+                                             uint32_t row_bytes) {
+  ENGRAM_RETURN_IF_ERROR(config.Validate());
+  uint64_t sets = cache::SetsForBudget(config, budget_bytes, row_bytes);
+  if (sets == 0) {
+    cache::CacheFootprint one = cache::FootprintFor(config, 1, row_bytes);
+    return Status::InvalidArgument("row cache budget of " + std::to_string(budget_bytes) +
+                                   " bytes is below the " + std::to_string(one.total()) + " bytes of one " +
+                                   std::to_string(config.ways) + "-way set of " + std::to_string(row_bytes) +
+                                   "-byte rows plus the sketch");
+  }
+  return sets * config.ways;
+}
+
+Result<std::unique_ptr<RowCache>> RowCache::Create(const RowCacheConfig& config, uint64_t budget_bytes,
+                                                   uint32_t row_bytes) {
+  if (row_bytes == 0) {
+    return Status::InvalidArgument(
+        "row cache: a byte budget needs row_bytes > 0; for an index-only cache use CapacityForBudget with the real "
+        "row size, then CreateWithCapacity(..., row_bytes = 0)");
+  }
+  ENGRAM_ASSIGN_OR_RETURN(uint64_t capacity, CapacityForBudget(config, budget_bytes, row_bytes));
+  ENGRAM_ASSIGN_OR_RETURN(auto cache, cache::SetAssociativeRowCache::Make(config, capacity / config.ways, row_bytes));
+  return std::unique_ptr<RowCache>(std::move(cache));
+}
+
+Result<std::unique_ptr<RowCache>> RowCache::CreateWithCapacity(const RowCacheConfig& config, uint64_t capacity_rows,
+                                                               uint32_t row_bytes) {
+  ENGRAM_RETURN_IF_ERROR(config.Validate());
+  if (capacity_rows == 0) return Status::InvalidArgument("row cache: capacity_rows must be at least 1");
+  uint64_t sets = capacity_rows / config.ways + (capacity_rows % config.ways != 0);
+  ENGRAM_ASSIGN_OR_RETURN(auto cache, cache::SetAssociativeRowCache::Make(config, sets, row_bytes));
+  return std::unique_ptr<RowCache>(std::move(cache));
+}
+
+}  // namespace engram

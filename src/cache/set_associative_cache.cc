@@ -1,0 +1,529 @@
+#include "src/cache/set_associative_cache.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <string>
+#include <utility>
+
+namespace engram::cache {
+namespace {
+
+constexpr uint64_t kMaxSets = uint64_t{1} << 40;
+// Bound on the sets one relocation search may visit (and lock): bounded work
+// and bounded lock holding per insert, whatever relocation_depth is.
+constexpr int kMaxRelocationNodes = 64;
+
+uint32_t FullMask(uint32_t ways) { return ways == 32 ? ~0u : (1u << ways) - 1; }
+
+// Sketch of sketch_bytes == 0: one counter per slot in each sketch row.
+uint64_t AutoSketchBytes(const RowCacheConfig& c, uint64_t capacity_rows) {
+  uint64_t bits = capacity_rows * c.sketch_depth * c.counter_bits;
+  uint64_t bytes = (bits + 7) / 8;
+  return std::max<uint64_t>(64, (bytes + 63) & ~uint64_t{63});
+}
+
+// How long ago (in ticks) a stamp was written. A stamp from a racing thread
+// may be a little ahead of `now`: that is age 0, not 4 billion.
+uint32_t AgeOf(uint32_t now, uint32_t stamp) {
+  int32_t age = static_cast<int32_t>(now - stamp);
+  return age < 0 ? 0 : static_cast<uint32_t>(age);
+}
+
+}  // namespace
+
+CacheFootprint FootprintFor(const RowCacheConfig& config, uint64_t num_sets, uint32_t row_bytes) {
+  SetLayout layout = SetLayout::For(config.ways);
+  CacheFootprint f;
+  f.num_sets = num_sets;
+  f.index_bytes = num_sets * layout.stride;
+  f.slab_bytes = num_sets * config.ways * uint64_t{row_bytes};
+  f.sketch_bytes = config.sketch_bytes != 0 ? config.sketch_bytes : AutoSketchBytes(config, num_sets * config.ways);
+  f.fixed_bytes = kStatShards * sizeof(StatShard);
+  return f;
+}
+
+uint64_t SetsForBudget(const RowCacheConfig& config, uint64_t budget_bytes, uint32_t row_bytes) {
+  SetLayout layout = SetLayout::For(config.ways);
+  const bool auto_sketch = config.sketch_bytes == 0;
+  uint64_t per_set = layout.stride + config.ways * uint64_t{row_bytes};
+  uint64_t fixed = kStatShards * sizeof(StatShard);
+  if (auto_sketch) {
+    per_set += (uint64_t{config.ways} * config.sketch_depth * config.counter_bits + 7) / 8;
+    fixed += 64;  // the sketch's rounding up to whole 64-byte lines
+  } else {
+    fixed += config.sketch_bytes;
+  }
+  if (budget_bytes <= fixed) return 0;
+  uint64_t sets = std::min((budget_bytes - fixed) / per_set, kMaxSets);
+  while (sets > 0 && FootprintFor(config, sets, row_bytes).total() > budget_bytes) --sets;
+  return sets;
+}
+
+Result<std::unique_ptr<SetAssociativeRowCache>> SetAssociativeRowCache::Make(const RowCacheConfig& config,
+                                                                             uint64_t num_sets, uint32_t row_bytes) {
+  ENGRAM_RETURN_IF_ERROR(config.Validate());
+  if (num_sets == 0 || num_sets > kMaxSets) {
+    return Status::InvalidArgument("row cache: set count " + std::to_string(num_sets) + " must be in 1..2^40");
+  }
+  CacheFootprint footprint = FootprintFor(config, num_sets, row_bytes);
+  ENGRAM_ASSIGN_OR_RETURN(AnonymousMemory index, AnonymousMemory::Allocate(footprint.index_bytes, "index"));
+  ENGRAM_ASSIGN_OR_RETURN(AnonymousMemory slab, AnonymousMemory::Allocate(footprint.slab_bytes, "row slab"));
+  return std::unique_ptr<SetAssociativeRowCache>(
+      new SetAssociativeRowCache(config, num_sets, row_bytes, footprint, std::move(index), std::move(slab)));
+}
+
+SetAssociativeRowCache::SetAssociativeRowCache(const RowCacheConfig& config, uint64_t num_sets, uint32_t row_bytes,
+                                               const CacheFootprint& footprint, AnonymousMemory index,
+                                               AnonymousMemory slab)
+    : config_(config),
+      layout_(SetLayout::For(config.ways)),
+      num_sets_(num_sets),
+      row_bytes_(row_bytes),
+      footprint_(footprint),
+      hasher_(config.seed, num_sets, config.candidate_sets),
+      index_(std::move(index)),
+      slab_(std::move(slab)),
+      sketch_(footprint.sketch_bytes, config.sketch_depth, config.counter_bits, config.halving_period, config.seed),
+      shards_(new StatShard[kStatShards]) {}
+
+StatShard& SetAssociativeRowCache::Shard() const {
+  static std::atomic<uint32_t> next_thread{0};
+  thread_local const uint32_t mine = next_thread.fetch_add(1, std::memory_order_relaxed) % kStatShards;
+  return shards_[mine];
+}
+
+namespace {
+template <uint32_t W>
+inline int FindFixed(const uint64_t* keys, uint32_t occupied, uint64_t row_id) {
+  uint32_t match = 0;
+  for (uint32_t i = 0; i < W; ++i) match |= uint32_t{keys[i] == row_id} << i;
+  match &= occupied;
+  return match ? std::countr_zero(match) : -1;
+}
+}  // namespace
+
+int SetAssociativeRowCache::FindWay(SetView& s, uint64_t row_id) const {
+  const uint64_t* keys = s.keys();
+  const uint32_t occupied = s.occupied();
+  // Fixed widths let the compiler unroll the tag compare into branch-free code.
+  switch (layout_.ways) {
+    case 4: return FindFixed<4>(keys, occupied, row_id);
+    case 8: return FindFixed<8>(keys, occupied, row_id);
+    case 16: return FindFixed<16>(keys, occupied, row_id);
+    default:
+      for (uint32_t i = 0; i < layout_.ways; ++i) {
+        if (keys[i] == row_id && ((occupied >> i) & 1)) return static_cast<int>(i);
+      }
+      return -1;
+  }
+}
+
+bool SetAssociativeRowCache::Lookup(uint64_t row_id, std::span<std::byte> dst, PinAction pin) {
+  const uint64_t hash = hasher_.Hash(row_id);
+  sketch_.Increment(hash);
+  const uint32_t now = Tick();
+  const CandidateSets c = hasher_.Candidates(hash);
+  StatShard& stats = Shard();
+
+  auto hit = [&](SetView& s, uint64_t set, int way) {
+    if (row_bytes_ != 0 && !dst.empty()) {
+      std::memcpy(dst.data(), Payload(set, way), std::min<size_t>(dst.size(), row_bytes_));
+    }
+    s.stamps()[way] = now;
+    const uint32_t bit = 1u << way;
+    if (pin == PinAction::kConsume && (s.pinned() & bit)) {
+      s.pinned() &= ~bit;
+      stats.pinned_delta.fetch_sub(1, std::memory_order_relaxed);
+    }
+    stats.hits.fetch_add(1, std::memory_order_relaxed);
+  };
+
+  SetView first = View(c.first);
+  first.Lock();
+  int way = FindWay(first, row_id);
+  if (way >= 0) {
+    hit(first, c.first, way);
+    first.Unlock();
+    return true;
+  }
+  if (c.second == c.first) {
+    first.Unlock();
+    stats.misses.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  // Not in the first set. A relocation could be moving the row between its
+  // two sets right now, so hold both (ascending order) for a definite answer.
+  SetView second = View(c.second);
+  if (c.second > c.first) {
+    second.Lock();
+  } else {
+    first.Unlock();
+    second.Lock();
+    first.Lock();
+    way = FindWay(first, row_id);
+  }
+  bool found = true;
+  if (way >= 0) {
+    hit(first, c.first, way);
+  } else if ((way = FindWay(second, row_id)) >= 0) {
+    hit(second, c.second, way);
+  } else {
+    found = false;
+    stats.misses.fetch_add(1, std::memory_order_relaxed);
+  }
+  second.Unlock();
+  first.Unlock();
+  return found;
+}
+
+SetAssociativeRowCache::LockedSets SetAssociativeRowCache::LockCandidates(uint64_t hash) {
+  LockedSets l{hasher_.Candidates(hash), false};
+  l.two = l.sets.first != l.sets.second;
+  if (!l.two) {
+    View(l.sets.first).Lock();
+  } else {
+    View(std::min(l.sets.first, l.sets.second)).Lock();
+    View(std::max(l.sets.first, l.sets.second)).Lock();
+  }
+  return l;
+}
+
+void SetAssociativeRowCache::UnlockCandidates(const LockedSets& l) {
+  View(l.sets.first).Unlock();
+  if (l.two) View(l.sets.second).Unlock();
+}
+
+bool SetAssociativeRowCache::FindLocked(const LockedSets& l, uint64_t row_id, uint64_t* set, int* way) {
+  SetView first = View(l.sets.first);
+  if ((*way = FindWay(first, row_id)) >= 0) {
+    *set = l.sets.first;
+    return true;
+  }
+  if (!l.two) return false;
+  SetView second = View(l.sets.second);
+  if ((*way = FindWay(second, row_id)) >= 0) {
+    *set = l.sets.second;
+    return true;
+  }
+  return false;
+}
+
+void SetAssociativeRowCache::WriteEntry(uint64_t set, uint32_t way, uint64_t row_id, uint32_t stamp,
+                                        std::span<const std::byte> row, bool pinned) {
+  SetView s = View(set);
+  const uint32_t bit = 1u << way;
+  s.keys()[way] = row_id;
+  s.stamps()[way] = stamp;
+  s.occupied() |= bit;
+  s.pinned() = pinned ? (s.pinned() | bit) : (s.pinned() & ~bit);
+  if (row_bytes_ != 0) {
+    uint8_t* dst = Payload(set, way);
+    size_t n = std::min<size_t>(row.size(), row_bytes_);
+    if (n != 0) std::memcpy(dst, row.data(), n);
+    if (n < row_bytes_) std::memset(dst + n, 0, row_bytes_ - n);  // a short row never leaves stale bytes
+  }
+}
+
+void SetAssociativeRowCache::MoveEntry(uint64_t from_set, uint32_t from_way, uint64_t to_set, uint32_t to_way) {
+  SetView from = View(from_set);
+  SetView to = View(to_set);
+  to.keys()[to_way] = from.keys()[from_way];
+  to.stamps()[to_way] = from.stamps()[from_way];
+  to.occupied() |= 1u << to_way;
+  to.pinned() &= ~(1u << to_way);  // pinned rows are never moved
+  from.occupied() &= ~(1u << from_way);
+  if (row_bytes_ != 0) std::memcpy(Payload(to_set, to_way), Payload(from_set, from_way), row_bytes_);
+}
+
+bool SetAssociativeRowCache::Relocate(const LockedSets& l, uint64_t* set, uint32_t* way) {
+  // Breadth-first search for the shortest chain of moves: a resident of a
+  // candidate set moves to its other set, whose resident moves on, ... until
+  // a set with a free way. Node i's row sits in way `way` of its parent's set.
+  struct Node {
+    uint64_t set;
+    int parent;
+    uint32_t way;
+    uint32_t depth;
+  };
+  Node nodes[kMaxRelocationNodes];
+  int n = 0;
+  nodes[n++] = {l.sets.first, -1, 0, 0};
+  nodes[n++] = {l.sets.second, -1, 0, 0};
+  const int roots = n;
+  const uint32_t full = FullMask(layout_.ways);
+  auto visited = [&](uint64_t s) {
+    for (int i = 0; i < n; ++i) {
+      if (nodes[i].set == s) return true;
+    }
+    return false;
+  };
+
+  int found = -1;
+  for (int i = 0; i < n && found < 0 && n < kMaxRelocationNodes; ++i) {
+    if (nodes[i].depth >= config_.relocation_depth) break;  // BFS order: all later nodes are as deep
+    SetView s = View(nodes[i].set);
+    const uint32_t movable = s.occupied() & ~s.pinned();
+    for (uint32_t w = 0; w < layout_.ways && n < kMaxRelocationNodes; ++w) {
+      if (!((movable >> w) & 1)) continue;
+      const uint64_t alt = hasher_.OtherSet(s.keys()[w], nodes[i].set);
+      if (visited(alt)) continue;
+      // Never wait for a lock out of order: a busy set is simply not explored.
+      if (!View(alt).TryLock()) continue;
+      nodes[n++] = {alt, i, w, nodes[i].depth + 1};
+      if (View(alt).occupied() != full) {
+        found = n - 1;
+        break;
+      }
+    }
+  }
+
+  if (found >= 0) {
+    uint64_t moves = 0;
+    int child = found;
+    uint32_t freed_way = 0;
+    while (nodes[child].parent >= 0) {
+      const Node& c = nodes[child];
+      const uint32_t to_way = std::countr_zero(~View(c.set).occupied() & full);
+      MoveEntry(nodes[c.parent].set, c.way, c.set, to_way);
+      freed_way = c.way;
+      child = c.parent;
+      ++moves;
+    }
+    *set = nodes[child].set;
+    *way = freed_way;
+    Shard().relocations.fetch_add(moves, std::memory_order_relaxed);
+  }
+  for (int i = roots; i < n; ++i) View(nodes[i].set).Unlock();
+  return found >= 0;
+}
+
+bool SetAssociativeRowCache::Admit(uint32_t candidate_estimate, uint32_t victim_estimate, uint64_t row_id,
+                                   uint32_t now) const {
+  switch (config_.admission) {
+    case AdmissionRule::kAlways: return true;
+    case AdmissionRule::kEstimateAtLeast:
+      if (candidate_estimate >= victim_estimate) return true;
+      break;
+    case AdmissionRule::kEstimateGreater:
+      if (candidate_estimate > victim_estimate) return true;
+      break;
+  }
+  // Caffeine's hash-flooding defense: an attacker (or an unlucky workload)
+  // cannot keep a warm row out forever by inflating a victim's estimate.
+  if (config_.warm_admit_probability <= 0.0 || candidate_estimate < config_.warm_threshold) return false;
+  if (config_.warm_admit_probability >= 1.0) return true;
+  // Deterministic draw from (row, tick, seed): replayable, and no shared RNG state.
+  uint64_t draw = Remix(row_id ^ Remix(uint64_t{now} ^ config_.seed ^ 0xa0761d6478bd642fULL));
+  return static_cast<double>(draw >> 11) * 0x1.0p-53 < config_.warm_admit_probability;
+}
+
+SetAssociativeRowCache::Placement SetAssociativeRowCache::Place(const LockedSets& l, uint64_t row_id, uint64_t hash,
+                                                                uint32_t now, PlaceMode mode) {
+  const uint32_t full = FullMask(layout_.ways);
+  const uint64_t candidates[2] = {l.sets.first, l.sets.second};
+  const int count = l.two ? 2 : 1;
+
+  // 1. A free way, in the emptier candidate set (the first on a tie).
+  int best_free = 0;
+  int best_set = -1;
+  for (int i = 0; i < count; ++i) {
+    int free_ways = std::popcount(~View(candidates[i]).occupied() & full);
+    if (free_ways > best_free) {
+      best_free = free_ways;
+      best_set = i;
+    }
+  }
+  if (best_set >= 0) {
+    uint32_t way = std::countr_zero(~View(candidates[best_set]).occupied() & full);
+    return {InsertOutcome::kInserted, candidates[best_set], way};
+  }
+
+  // 2. Cuckoo relocation makes a free way without evicting anyone.
+  if (config_.relocation_depth > 0 && l.two) {
+    uint64_t set;
+    uint32_t way;
+    if (Relocate(l, &set, &way)) return {InsertOutcome::kInserted, set, way};
+  }
+
+  // 3. The victim: lowest (estimate, last access), or oldest, among unpinned residents.
+  const bool by_estimate = config_.victim_order == VictimOrder::kLowestEstimateThenOldest;
+  bool have_victim = false;
+  uint64_t victim_set = 0;
+  uint32_t victim_way = 0, victim_estimate = 0, victim_age = 0;
+  for (int i = 0; i < count; ++i) {
+    SetView s = View(candidates[i]);
+    const uint32_t unpinned = s.occupied() & ~s.pinned();
+    for (uint32_t w = 0; w < layout_.ways; ++w) {
+      if (!((unpinned >> w) & 1)) continue;
+      const uint32_t age = AgeOf(now, s.stamps()[w]);
+      const uint32_t estimate = by_estimate ? sketch_.Estimate(hasher_.Hash(s.keys()[w])) : 0;
+      bool better = !have_victim || estimate < victim_estimate || (estimate == victim_estimate && age > victim_age);
+      if (better) {
+        have_victim = true;
+        victim_set = candidates[i];
+        victim_way = w;
+        victim_estimate = estimate;
+        victim_age = age;
+      }
+    }
+  }
+  if (!have_victim) return {InsertOutcome::kRefusedAllPinned, 0, 0};
+
+  // 4. Admission (read-ahead rows bypass it).
+  if (mode == PlaceMode::kAdmit && config_.admission != AdmissionRule::kAlways) {
+    if (!by_estimate) victim_estimate = sketch_.Estimate(hasher_.Hash(View(victim_set).keys()[victim_way]));
+    if (!Admit(sketch_.Estimate(hash), victim_estimate, row_id, now)) {
+      return {InsertOutcome::kRefusedLostAdmission, 0, 0};
+    }
+  }
+  return {InsertOutcome::kInsertedEvicted, victim_set, victim_way};
+}
+
+InsertOutcome SetAssociativeRowCache::Insert(uint64_t row_id, std::span<const std::byte> row) {
+  const uint64_t hash = hasher_.Hash(row_id);
+  const uint32_t now = Tick();
+  StatShard& stats = Shard();
+  LockedSets l = LockCandidates(hash);
+  uint64_t set;
+  int way;
+  if (FindLocked(l, row_id, &set, &way)) {
+    UnlockCandidates(l);
+    stats.inserts.fetch_add(1, std::memory_order_relaxed);  // see RefusalReason: keeps misses == inserts + refusals
+    return InsertOutcome::kAlreadyPresent;
+  }
+  Placement p = Place(l, row_id, hash, now, PlaceMode::kAdmit);
+  if (p.outcome == InsertOutcome::kInserted || p.outcome == InsertOutcome::kInsertedEvicted) {
+    WriteEntry(p.set, p.way, row_id, now, row, /*pinned=*/false);
+  }
+  UnlockCandidates(l);
+  switch (p.outcome) {
+    case InsertOutcome::kInserted:
+      stats.inserts.fetch_add(1, std::memory_order_relaxed);
+      stats.resident_delta.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case InsertOutcome::kInsertedEvicted:
+      stats.inserts.fetch_add(1, std::memory_order_relaxed);
+      stats.evictions.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case InsertOutcome::kRefusedLostAdmission:
+      stats.refusals[int(RefusalReason::kLostAdmission)].fetch_add(1, std::memory_order_relaxed);
+      break;
+    case InsertOutcome::kRefusedAllPinned:
+      stats.refusals[int(RefusalReason::kAllPinned)].fetch_add(1, std::memory_order_relaxed);
+      break;
+    case InsertOutcome::kAlreadyPresent: break;
+  }
+  return p.outcome;
+}
+
+InsertOutcome SetAssociativeRowCache::InsertPinned(uint64_t row_id, std::span<const std::byte> row) {
+  const uint64_t hash = hasher_.Hash(row_id);
+  const uint32_t now = Tick();
+  StatShard& stats = Shard();
+  LockedSets l = LockCandidates(hash);
+  uint64_t set;
+  int way;
+  if (FindLocked(l, row_id, &set, &way)) {
+    SetView s = View(set);
+    if (!(s.pinned() & (1u << way))) {
+      s.pinned() |= 1u << way;
+      stats.pinned_delta.fetch_add(1, std::memory_order_relaxed);
+    }
+    UnlockCandidates(l);
+    stats.pinned_inserts.fetch_add(1, std::memory_order_relaxed);
+    return InsertOutcome::kAlreadyPresent;
+  }
+  Placement p = Place(l, row_id, hash, now, PlaceMode::kPinned);
+  if (p.outcome == InsertOutcome::kRefusedAllPinned) {
+    UnlockCandidates(l);
+    stats.pinned_refusals.fetch_add(1, std::memory_order_relaxed);
+    return p.outcome;
+  }
+  WriteEntry(p.set, p.way, row_id, now, row, /*pinned=*/true);
+  UnlockCandidates(l);
+  stats.pinned_inserts.fetch_add(1, std::memory_order_relaxed);
+  stats.pinned_delta.fetch_add(1, std::memory_order_relaxed);
+  if (p.outcome == InsertOutcome::kInsertedEvicted) {
+    stats.evictions.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    stats.resident_delta.fetch_add(1, std::memory_order_relaxed);
+  }
+  return p.outcome;
+}
+
+bool SetAssociativeRowCache::Unpin(uint64_t row_id) {
+  LockedSets l = LockCandidates(hasher_.Hash(row_id));
+  uint64_t set;
+  int way;
+  bool unpinned = false;
+  if (FindLocked(l, row_id, &set, &way)) {
+    SetView s = View(set);
+    if (s.pinned() & (1u << way)) {
+      s.pinned() &= ~(1u << way);
+      unpinned = true;
+    }
+  }
+  UnlockCandidates(l);
+  if (unpinned) Shard().pinned_delta.fetch_sub(1, std::memory_order_relaxed);
+  return unpinned;
+}
+
+bool SetAssociativeRowCache::Contains(uint64_t row_id) {
+  LockedSets l = LockCandidates(hasher_.Hash(row_id));
+  uint64_t set;
+  int way;
+  bool found = FindLocked(l, row_id, &set, &way);
+  UnlockCandidates(l);
+  return found;
+}
+
+bool SetAssociativeRowCache::IsPinned(uint64_t row_id) {
+  LockedSets l = LockCandidates(hasher_.Hash(row_id));
+  uint64_t set;
+  int way;
+  bool pinned = FindLocked(l, row_id, &set, &way) && (View(set).pinned() & (1u << way));
+  UnlockCandidates(l);
+  return pinned;
+}
+
+std::vector<uint64_t> SetAssociativeRowCache::ResidentsOf(uint64_t set) {
+  std::vector<uint64_t> rows;
+  SetView s = View(set);
+  s.Lock();
+  for (uint32_t w = 0; w < layout_.ways; ++w) {
+    if ((s.occupied() >> w) & 1) rows.push_back(s.keys()[w]);
+  }
+  s.Unlock();
+  return rows;
+}
+
+RowCacheStats SetAssociativeRowCache::Stats() const {
+  RowCacheStats st;
+  int64_t pinned = 0, resident = 0;
+  for (int i = 0; i < kStatShards; ++i) {
+    const StatShard& s = shards_[i];
+    auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+    st.hits += get(s.hits);
+    st.misses += get(s.misses);
+    st.inserts += get(s.inserts);
+    st.evictions += get(s.evictions);
+    st.relocations += get(s.relocations);
+    for (int r = 0; r < int(RefusalReason::kCount); ++r) st.refusals[r] += get(s.refusals[r]);
+    st.pinned_inserts += get(s.pinned_inserts);
+    st.pinned_refusals += get(s.pinned_refusals);
+    pinned += s.pinned_delta.load(std::memory_order_relaxed);
+    resident += s.resident_delta.load(std::memory_order_relaxed);
+  }
+  st.lookups = st.hits + st.misses;
+  // Shards are read one by one, so under concurrent updates a sum may be
+  // transiently negative; clamp instead of wrapping.
+  st.pinned_rows = pinned > 0 ? uint64_t(pinned) : 0;
+  st.resident_rows = resident > 0 ? uint64_t(resident) : 0;
+  st.capacity_rows = capacity_rows();
+  st.memory_bytes = memory_bytes();
+  st.overhead_bytes = st.memory_bytes - st.capacity_rows * row_bytes_;
+  return st;
+}
+
+}  // namespace engram::cache

@@ -1,0 +1,145 @@
+// SetAssociativeRowCache: the one RowCache implementation.
+//
+// Policy (all from RowCacheConfig):
+//  - A row lives in one of its candidate sets (1 or 2, SetHasher).
+//  - Insert: a free way in the emptier candidate set (the first on a tie,
+//    lowest free way); else, with relocation, a BFS of at most
+//    relocation_depth cuckoo moves frees a way in a candidate set; else the
+//    victim is the unpinned resident of the candidate sets with the lowest
+//    (estimate, last access) -- or the oldest, with VictimOrder::kOldest --
+//    and the admission rule decides between the row and the victim.
+//  - Pinned rows (InsertPinned) are never evicted and never relocated.
+//
+// Logical clock: every Lookup, Insert and InsertPinned takes one tick from a
+// global counter; a hit stamps the way with its lookup's tick, an insert with
+// its own. Stamps are 32-bit and compared as ages relative to the current
+// tick, which is exact while residents are younger than 2^31 ticks.
+//
+// Concurrency: each set's lock lives in the set (set_layout.h). Operations on
+// two candidate sets lock them in ascending set order; relocation takes any
+// further set only with TryLock and skips it when busy, so no thread ever
+// waits while holding a lock out of order: deadlock-free. A Lookup copies the
+// row while holding the set's lock; writers hold the same lock, so a copied
+// row is never torn.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engram/cache_config.h"
+#include "src/cache/anonymous_memory.h"
+#include "src/cache/frequency_sketch.h"
+#include "src/cache/row_cache.h"
+#include "src/cache/set_hasher.h"
+#include "src/cache/set_layout.h"
+
+namespace engram::cache {
+
+// Statistics are sharded by thread: a relaxed add to a line other threads
+// rarely touch, summed by Stats(). Quiescent sums are exact.
+struct alignas(64) StatShard {
+  std::atomic<uint64_t> hits{0}, misses{0}, inserts{0}, evictions{0}, relocations{0};
+  std::atomic<uint64_t> refusals[static_cast<int>(RefusalReason::kCount)] = {};
+  std::atomic<uint64_t> pinned_inserts{0}, pinned_refusals{0};
+  std::atomic<int64_t> pinned_delta{0}, resident_delta{0};
+};
+constexpr int kStatShards = 16;
+
+// Bytes a cache of these dimensions charges to its budget (index, slab,
+// sketch, counters), and the sketch size it uses.
+struct CacheFootprint {
+  uint64_t num_sets = 0;
+  uint64_t index_bytes = 0;
+  uint64_t slab_bytes = 0;
+  uint64_t sketch_bytes = 0;
+  uint64_t fixed_bytes = 0;  // statistics shards
+  uint64_t total() const { return index_bytes + slab_bytes + sketch_bytes + fixed_bytes; }
+};
+CacheFootprint FootprintFor(const RowCacheConfig& config, uint64_t num_sets, uint32_t row_bytes);
+// The most sets whose footprint fits budget_bytes (0 if not even one).
+uint64_t SetsForBudget(const RowCacheConfig& config, uint64_t budget_bytes, uint32_t row_bytes);
+
+class SetAssociativeRowCache final : public RowCache {
+ public:
+  // config must be valid; num_sets >= 1.
+  static Result<std::unique_ptr<SetAssociativeRowCache>> Make(const RowCacheConfig& config, uint64_t num_sets,
+                                                              uint32_t row_bytes);
+
+  bool Lookup(uint64_t row_id, std::span<std::byte> dst, PinAction pin = PinAction::kConsume) override;
+  InsertOutcome Insert(uint64_t row_id, std::span<const std::byte> row) override;
+  InsertOutcome InsertPinned(uint64_t row_id, std::span<const std::byte> row) override;
+  bool Unpin(uint64_t row_id) override;
+
+  RowCacheStats Stats() const override;
+  const RowCacheConfig& config() const override { return config_; }
+  uint64_t capacity_rows() const override { return num_sets_ * layout_.ways; }
+  uint32_t row_bytes() const override { return row_bytes_; }
+  uint64_t memory_bytes() const override { return footprint_.total(); }
+
+  // ---- introspection for tests and tools (no stats, no sketch, no clock) ----
+  uint64_t num_sets() const { return num_sets_; }
+  const SetHasher& hasher() const { return hasher_; }
+  CandidateSets CandidateSetsOf(uint64_t row_id) const { return hasher_.CandidatesOf(row_id); }
+  bool Contains(uint64_t row_id);
+  bool IsPinned(uint64_t row_id);
+  // The rows resident in one set, in way order.
+  std::vector<uint64_t> ResidentsOf(uint64_t set);
+  uint32_t EstimateOf(uint64_t row_id) const { return sketch_.Estimate(hasher_.Hash(row_id)); }
+  const FrequencySketch& sketch() const { return sketch_; }
+
+ private:
+  // The candidate sets of one operation, locked in ascending order.
+  struct LockedSets {
+    CandidateSets sets;
+    bool two;  // two distinct sets
+  };
+
+  enum class PlaceMode { kAdmit, kPinned };
+  struct Placement {
+    InsertOutcome outcome;
+    uint64_t set;
+    uint32_t way;
+  };
+
+  SetAssociativeRowCache(const RowCacheConfig& config, uint64_t num_sets, uint32_t row_bytes,
+                         const CacheFootprint& footprint, AnonymousMemory index, AnonymousMemory slab);
+
+  SetView View(uint64_t set) const { return SetView(index_.data() + set * layout_.stride, layout_); }
+  uint8_t* Payload(uint64_t set, uint32_t way) const {
+    return slab_.data() + (set * layout_.ways + way) * uint64_t{row_bytes_};
+  }
+  int FindWay(SetView& s, uint64_t row_id) const;
+  uint32_t Tick() { return static_cast<uint32_t>(clock_.fetch_add(1, std::memory_order_relaxed)); }
+  StatShard& Shard() const;
+
+  LockedSets LockCandidates(uint64_t hash);
+  void UnlockCandidates(const LockedSets& l);
+  // Finds the row in the locked candidate sets.
+  bool FindLocked(const LockedSets& l, uint64_t row_id, uint64_t* set, int* way);
+
+  // Places row_id in the locked candidate sets (which do not hold it).
+  Placement Place(const LockedSets& l, uint64_t row_id, uint64_t hash, uint32_t now, PlaceMode mode);
+  // Frees a way in a full candidate set by cuckoo moves; false if none found.
+  bool Relocate(const LockedSets& l, uint64_t* set, uint32_t* way);
+  void MoveEntry(uint64_t from_set, uint32_t from_way, uint64_t to_set, uint32_t to_way);
+  void WriteEntry(uint64_t set, uint32_t way, uint64_t row_id, uint32_t stamp, std::span<const std::byte> row,
+                  bool pinned);
+  bool Admit(uint32_t candidate_estimate, uint32_t victim_estimate, uint64_t row_id, uint32_t now) const;
+
+  const RowCacheConfig config_;
+  const SetLayout layout_;
+  const uint64_t num_sets_;
+  const uint32_t row_bytes_;
+  const CacheFootprint footprint_;
+  const SetHasher hasher_;
+  AnonymousMemory index_;
+  AnonymousMemory slab_;
+  FrequencySketch sketch_;
+  std::atomic<uint64_t> clock_{1};
+  std::unique_ptr<StatShard[]> shards_;
+};
+
+}  // namespace engram::cache

@@ -1,0 +1,61 @@
+// SetHasher: maps a row ID to its 64-bit hash and its candidate set(s).
+//
+// One XXH3 per operation: the hash picks the primary set (hash modulo the set
+// count, as in the reported cache) and, remixed, the second candidate set and
+// the sketch counters. Tests use it to craft row IDs that collide in a set.
+#pragma once
+
+#include <xxhash.h>
+
+#include <cstdint>
+
+namespace engram::cache {
+
+// Murmur3's 64-bit finalizer: a cheap bijective remix of a hash, so a second
+// independent-looking value comes from the first without hashing the key twice.
+inline uint64_t Remix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+struct CandidateSets {
+  uint64_t first;
+  uint64_t second;  // == first when the row has one candidate set
+};
+
+class SetHasher {
+ public:
+  SetHasher(uint64_t seed, uint64_t num_sets, uint32_t candidate_sets)
+      : seed_(seed), num_sets_(num_sets), two_(candidate_sets == 2 && num_sets > 1) {}
+
+  uint64_t Hash(uint64_t row_id) const { return XXH3_64bits_withSeed(&row_id, sizeof(row_id), seed_); }
+
+  CandidateSets Candidates(uint64_t hash) const {
+    uint64_t first = hash % num_sets_;
+    if (!two_) return {first, first};
+    // Uniform over the other num_sets - 1 sets, so the two always differ.
+    uint64_t second = (first + 1 + Remix(hash ^ 0x9e3779b97f4a7c15ULL) % (num_sets_ - 1)) % num_sets_;
+    return {first, second};
+  }
+  CandidateSets CandidatesOf(uint64_t row_id) const { return Candidates(Hash(row_id)); }
+
+  // The set a resident of `current` would move to (its other candidate).
+  uint64_t OtherSet(uint64_t row_id, uint64_t current) const {
+    CandidateSets c = CandidatesOf(row_id);
+    return c.first == current ? c.second : c.first;
+  }
+
+  uint64_t num_sets() const { return num_sets_; }
+  bool two_candidates() const { return two_; }
+
+ private:
+  uint64_t seed_;
+  uint64_t num_sets_;
+  bool two_;
+};
+
+}  // namespace engram::cache
