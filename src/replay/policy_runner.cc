@@ -1,0 +1,98 @@
+#include "src/replay/policy_runner.h"
+
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "engram/cache_config.h"
+#include "src/cache/row_cache.h"
+#include "src/replay/reference_policies.h"
+#include "src/replay/trace_index.h"
+
+namespace engram::replay {
+namespace {
+
+Result<RowCacheConfig> CacheConfig(std::string_view policy, const RunOptions& options) {
+  auto config = RowCacheConfig::FromSpec(policy);
+  if (!config.ok()) return config.status().WithContext("policy '" + std::string(policy) + "'");
+  if (options.sketch_bytes) config->sketch_bytes = *options.sketch_bytes;
+  Status st = config->Validate();
+  if (!st.ok()) return st.WithContext("policy '" + std::string(policy) + "'");
+  return config;
+}
+
+Result<PolicyRun> ReplayRowCache(const PolicyJob& job, const GatherTrace& trace, const RunOptions& options) {
+  ENGRAM_ASSIGN_OR_RETURN(RowCacheConfig config, CacheConfig(job.policy, options));
+  auto created = RowCache::CreateWithCapacity(config, job.capacity_rows, /*row_bytes=*/0);
+  if (!created.ok()) return created.status().WithContext("policy '" + job.policy + "'");
+  std::unique_ptr<RowCache> cache = std::move(*created);
+  RequestRecorder recorder;
+  std::vector<uint64_t> misses;
+  for (size_t r = 0; r < trace.requests(); ++r) {
+    for (uint64_t g = trace.request_begin(r); g < trace.request_end[r]; ++g) {
+      misses.clear();
+      for (uint64_t i = trace.gather_begin(g); i < trace.gather_end[g]; ++i) {
+        if (!cache->Lookup(trace.rows[i], {})) misses.push_back(trace.rows[i]);
+      }
+      for (uint64_t id : misses) cache->Insert(id, {});
+    }
+    recorder.EndRequest(cache->Stats(), trace.request_end[r] - trace.request_begin(r));
+  }
+  PolicyRun run;
+  run.policy = job.policy;
+  run.spec = cache->config().ToSpec();
+  run.capacity_rows = cache->capacity_rows();
+  run.requests = recorder.Take();
+  return run;
+}
+
+}  // namespace
+
+bool IsReferencePolicy(std::string_view policy) { return policy == "full-lru" || policy == "belady"; }
+
+Status ValidatePolicy(std::string_view policy) {
+  if (IsReferencePolicy(policy)) return Status::OK();
+  return CacheConfig(policy, RunOptions{}).status();
+}
+
+Result<std::vector<PolicyRun>> RunPolicies(std::span<const PolicyJob> jobs, const GatherTrace& trace,
+                                           const RunOptions& options) {
+  for (const PolicyJob& job : jobs) {
+    ENGRAM_RETURN_IF_ERROR(ValidatePolicy(job.policy));
+    if (job.capacity_rows == 0) return Status::InvalidArgument("policy '" + job.policy + "': capacity of 0 rows");
+  }
+  // The reference simulators share one index (dense numbering, next uses).
+  std::unique_ptr<TraceIndex> index;
+  for (const PolicyJob& job : jobs) {
+    if (IsReferencePolicy(job.policy) && !index) index = std::make_unique<TraceIndex>(TraceIndex::Build(trace));
+  }
+
+  std::vector<std::optional<Result<PolicyRun>>> results(jobs.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t j; (j = next.fetch_add(1)) < jobs.size();) {
+      const PolicyJob& job = jobs[j];
+      if (job.policy == "full-lru") {
+        results[j] = SimulateFullLru(trace, *index, job.capacity_rows);
+      } else if (job.policy == "belady") {
+        results[j] = SimulateBelady(trace, *index, job.capacity_rows);
+      } else {
+        results[j] = ReplayRowCache(job, trace, options);
+      }
+    }
+  };
+  const unsigned threads = std::max(1u, std::min<unsigned>(options.threads, jobs.size()));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+
+  std::vector<PolicyRun> runs;
+  for (auto& r : results) {
+    if (!r->ok()) return r->status();
+    runs.push_back(std::move(**r));
+  }
+  return runs;
+}
+
+}  // namespace engram::replay

@@ -1,0 +1,43 @@
+// Replays one trace under several cache policies, each on its own cache.
+//
+// A policy is "full-lru" or "belady" (the fully associative bounds in
+// reference_policies.h) or anything RowCacheConfig::FromSpec accepts: a
+// preset (legacy, ways8, ways16, two-choice, lru, default) with optional
+// key=value overrides. RowCache policies run the real src/cache/ RowCache in
+// index-only mode (row_bytes = 0), so emulated and served behaviour agree.
+// Every job reads the same immutable trace; results do not depend on the
+// number of threads.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engram/status.h"
+#include "src/replay/gather_trace.h"
+#include "src/replay/replay_stats.h"
+
+namespace engram::replay {
+
+struct PolicyJob {
+  std::string policy;
+  uint64_t capacity_rows = 0;
+};
+
+struct RunOptions {
+  std::optional<uint64_t> sketch_bytes;  // overrides every RowCache policy's sketch size
+  unsigned threads = 2;
+};
+
+bool IsReferencePolicy(std::string_view policy);  // full-lru, belady
+// Fails if the policy name/spec is not understood (before any replay starts).
+Status ValidatePolicy(std::string_view policy);
+
+// Results in job order.
+Result<std::vector<PolicyRun>> RunPolicies(std::span<const PolicyJob> jobs, const GatherTrace& trace,
+                                           const RunOptions& options);
+
+}  // namespace engram::replay
