@@ -1,0 +1,91 @@
+/* Engram Store C API: what a Rust, Python or C runtime links against.
+ *
+ * Every function returns an engram_status (0 = OK). On failure the message
+ * for the calling thread is available from engram_last_error() until the
+ * next call on that thread. Handles are opaque; all functions are thread-safe
+ * except closing a store while other calls on it are running. */
+#ifndef ENGRAM_ENGRAM_H_
+#define ENGRAM_ENGRAM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum engram_status {
+  ENGRAM_OK = 0,
+  ENGRAM_INVALID_ARGUMENT = 1,
+  ENGRAM_NOT_FOUND = 2,
+  ENGRAM_CORRUPTION = 3,
+  ENGRAM_IO_ERROR = 4,
+  ENGRAM_OUT_OF_RANGE = 5,
+  ENGRAM_UNSUPPORTED = 6,
+  ENGRAM_RESOURCE_EXHAUSTED = 7,
+  ENGRAM_CANCELLED = 8,
+  ENGRAM_INTERNAL = 9
+} engram_status;
+
+typedef struct engram_store engram_store;
+typedef struct engram_gather engram_gather;
+
+typedef struct engram_store_options {
+  const char* const* table_paths; /* one file per table */
+  size_t table_count;
+  uint64_t cache_bytes;           /* 0 = 1 GiB */
+  const char* cache_policy;       /* NULL = "default" */
+  const char* io_backend;         /* NULL = "auto" */
+  const char* metrics_listen;     /* NULL = no endpoint; "127.0.0.1:9464" */
+  const char* trace_path;         /* NULL = no trace capture */
+} engram_store_options;
+
+typedef struct engram_gather_result {
+  uint64_t rows, distinct_rows, hits, misses, inserts, refusals, prefetched_used;
+  uint64_t blocks_read, bytes_read;
+  uint64_t wait_nanoseconds, cache_nanoseconds, disk_nanoseconds;
+} engram_gather_result;
+
+typedef struct engram_table_stats {
+  uint64_t row_count;
+  uint32_t record_bytes;
+  uint64_t lookups, hits, misses, inserts, evictions, refusals, refusals_lost_admission, refusals_all_pinned;
+  uint64_t relocations, capacity_rows, resident_rows, pinned_rows;
+  uint64_t gathers, failed_gathers;
+  uint64_t readiness_wait_nanoseconds, readiness_wait_cache_nanoseconds, readiness_wait_disk_nanoseconds;
+  uint64_t prefetch_rows, prefetch_used_rows, prefetch_wasted_rows;
+  uint64_t io_reads, io_bytes, io_errors, checksum_failures;
+} engram_table_stats;
+
+const char* engram_last_error(void);
+const char* engram_status_string(engram_status status);
+
+engram_status engram_store_open(const engram_store_options* options, engram_store** out);
+void engram_store_close(engram_store* store);
+size_t engram_table_count(const engram_store* store);
+uint32_t engram_record_bytes(const engram_store* store, size_t table);
+uint64_t engram_row_count(const engram_store* store, size_t table);
+
+/* Synchronous gather: row i lands at dst + i * stride. */
+engram_status engram_gather_rows(engram_store* store, size_t table, const uint64_t* row_ids, size_t count,
+                                 void* dst, size_t stride, engram_gather_result* result);
+/* Asynchronous: start, then wait exactly once (which frees the handle).
+ * row_ids and dst must stay valid until the wait returns. */
+engram_status engram_gather_start(engram_store* store, size_t table, const uint64_t* row_ids, size_t count,
+                                  void* dst, size_t stride, engram_gather** out);
+engram_status engram_gather_wait(engram_gather* gather, engram_gather_result* result);
+
+engram_status engram_prefetch(engram_store* store, size_t table, const uint64_t* row_ids, size_t count);
+void engram_prefetch_wait(engram_store* store);
+void engram_prefetch_release(engram_store* store, size_t table, const uint64_t* row_ids, size_t count);
+
+engram_status engram_table_stats_get(const engram_store* store, size_t table, engram_table_stats* out);
+/* The Prometheus exposition; returns its length. Writes at most capacity
+ * bytes (NUL-terminated when it fits); call with capacity 0 to size it. */
+size_t engram_metrics_text(const engram_store* store, char* buffer, size_t capacity);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ENGRAM_ENGRAM_H_ */

@@ -1,0 +1,50 @@
+// Options for opening a Store. Plain structs with defaults that serve a
+// V4.1-shaped deployment; every field is validated by Store::Open.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace engram {
+
+struct TableOptions {
+  std::string path;  // an Engram table file (storage/FORMAT.md)
+  // Name used in stats and metrics (label `table`); default: the file's
+  // stem ("layer1" for /data/layer1.engram).
+  std::string name;
+  // Bytes of the store's cache budget reserved for this table; 0 = a share of
+  // what is left, proportional to table size.
+  uint64_t cache_bytes = 0;
+};
+
+struct StoreOptions {
+  std::vector<TableOptions> tables;
+
+  // One budget for every table's row cache (rows, index, metadata, sketch).
+  uint64_t cache_bytes = 1ull << 30;
+  // A RowCacheConfig spec: a preset ("default", "legacy", "two-choice", ...)
+  // optionally followed by key=value overrides (see cache_config.h).
+  std::string cache_policy = "default";
+
+  // I/O backend: "auto" (io_uring, falling back to pread with one warning),
+  // "io_uring", "pread" or "mmap". mmap serves from the page cache: do not use
+  // it on unified-memory hosts (GB10 / DGX Spark), where page cache competes
+  // with GPU memory, nor when tables are much larger than RAM.
+  std::string io_backend = "auto";
+  uint32_t queue_depth = 128;   // io_uring reads in flight
+  uint32_t io_threads = 4;      // pread / mmap worker threads
+  bool direct_io = true;        // O_DIRECT: misses really go to the device
+
+  // If set, every gather (table index and row IDs) is appended to this file
+  // for engram-replay --store-trace (format in src/store/trace_writer.h).
+  std::string trace_path;
+
+  // If set ("127.0.0.1:9464"), the store serves GET /metrics and /healthz.
+  std::string metrics_listen;
+
+  // Testing: make io_uring setup fail so "auto" falls back to pread.
+  bool fail_ring_setup_for_testing = false;
+};
+
+}  // namespace engram

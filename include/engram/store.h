@@ -1,0 +1,163 @@
+// Store: serves rows of disk-backed Engram tables through a row cache.
+//
+// The runtime hands the store the row IDs of a prefill chunk (48 per token
+// for V4.1) and waits until the rows are in its buffer:
+//
+//   auto store = engram::Store::Open(options).value();
+//   engram::GatherResult r = store->Gather(table, row_ids, dst, stride);
+//   if (!r.status.ok()) ...;   // nothing unverified was returned or cached
+//
+// A gather deduplicates its row IDs (each distinct row is looked up once:
+// hit or miss), copies hits from the cache, reads every missed 4 KiB block
+// once (rows of one block coalesced), verifies the block checksum, offers the
+// rows to the cache and copies them to dst[i * stride]. The time the caller
+// waits is reported split into cache time and disk time, per gather and as
+// cumulative counters per table.
+//
+// Read-ahead: Prefetch() starts reads of rows known early; they are inserted
+// pinned (never evicted) until a gather consumes them or ReleasePrefetch().
+//
+// Thread safety: every method may be called concurrently from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/post.hpp>
+
+#include "engram/cache_config.h"
+#include "engram/options.h"
+#include "engram/status.h"
+
+namespace engram {
+
+struct GatherResult {
+  Status status;                // OK, or why the gather failed (no row of dst is valid then)
+  uint64_t rows = 0;            // row IDs requested
+  uint64_t distinct_rows = 0;   // after deduplication
+  uint64_t hits = 0;            // distinct rows served from the cache
+  uint64_t misses = 0;          // distinct rows read from disk
+  uint64_t inserts = 0;         // misses kept by the cache
+  uint64_t refusals = 0;        // misses the cache refused to keep
+  uint64_t prefetched_used = 0; // hits on rows a Prefetch brought in
+  uint64_t blocks_read = 0;
+  uint64_t bytes_read = 0;
+  // The readiness wait: wall time from the start of the gather until its rows
+  // were ready, and the parts of it spent on cache work (dedup, lookups,
+  // copies of hits) and on disk work (from submitting the reads until every
+  // missed row was verified, offered to the cache and copied).
+  // cache_nanoseconds + disk_nanoseconds <= wait_nanoseconds.
+  uint64_t wait_nanoseconds = 0;
+  uint64_t cache_nanoseconds = 0;
+  uint64_t disk_nanoseconds = 0;
+};
+
+struct TableStats {
+  std::string name;
+  std::string path;
+  uint64_t row_count = 0;
+  uint32_t record_bytes = 0;
+  uint64_t cache_budget_bytes = 0;
+  RowCacheStats cache;
+  uint64_t gathers = 0;
+  uint64_t failed_gathers = 0;
+  uint64_t rows_requested = 0;
+  uint64_t failed_rows = 0;  // misses whose read or checksum failed (never offered to the cache)
+  uint64_t readiness_wait_nanoseconds = 0;
+  uint64_t readiness_wait_cache_nanoseconds = 0;
+  uint64_t readiness_wait_disk_nanoseconds = 0;
+  uint64_t prefetch_rows = 0;         // rows inserted pinned by Prefetch
+  uint64_t prefetch_used_rows = 0;    // of those, consumed by a gather
+  uint64_t prefetch_wasted_rows = 0;  // of those, released unused
+  uint64_t io_reads = 0;
+  uint64_t io_bytes = 0;
+  uint64_t io_errors = 0;
+  uint64_t checksum_failures = 0;
+};
+
+// A started gather. Wait() on it exactly once (or destroy it: the store then
+// waits for its reads internally, the buffers must stay valid until then).
+class GatherTicket {
+ public:
+  GatherTicket() = default;
+  bool valid() const { return state_ != nullptr; }
+  struct State;
+  explicit GatherTicket(std::shared_ptr<State> s) : state_(std::move(s)) {}
+  std::shared_ptr<State> state_;
+};
+
+class Store {
+ public:
+  static Result<std::unique_ptr<Store>> Open(const StoreOptions& options);
+  virtual ~Store() = default;
+
+  virtual size_t table_count() const = 0;
+  // Index of the table with this name, or NotFound.
+  virtual Result<size_t> FindTable(const std::string& name) const = 0;
+  virtual uint32_t record_bytes(size_t table) const = 0;
+  virtual uint64_t row_count(size_t table) const = 0;
+  // The table file's metadata JSON (dtype, shapes, hash layout, ...).
+  virtual std::string metadata_json(size_t table) const = 0;
+  // "io_uring(...)" / "pread(...)": the backend actually in use.
+  virtual std::string io_description() const = 0;
+
+  // Starts a gather: row i goes to dst + i * stride (stride >= record_bytes).
+  // Bad arguments fail immediately in the returned result; otherwise the
+  // ticket is waited on with Wait(). row_ids and dst must stay valid until the
+  // gather completes.
+  virtual GatherTicket StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
+                                   size_t stride) = 0;
+  virtual GatherResult Wait(GatherTicket ticket) = 0;
+  GatherResult Gather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride) {
+    return Wait(StartGather(table, row_ids, dst, stride));
+  }
+
+  // Callback form. `done` runs on an I/O completion thread; it must only hand
+  // the result off. AsyncGather below is what applications use.
+  virtual void StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
+                           std::function<void(GatherResult)> done) = 0;
+
+  // Boost.Asio form: any completion token (a callback, asio::use_future,
+  // asio::use_awaitable, ...). The handler runs on its associated executor
+  // (the caller's), never on the I/O completion thread.
+  template <typename CompletionToken>
+  auto AsyncGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
+                   CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(GatherResult)>(
+        [this, table, row_ids, dst, stride](auto handler) {
+          using Handler = decltype(handler);
+          auto shared = std::make_shared<Handler>(std::move(handler));
+          StartGather(table, row_ids, dst, stride, [shared](GatherResult result) {
+            auto executor = boost::asio::get_associated_executor(*shared);
+            boost::asio::post(executor, [shared, result = std::move(result)]() mutable {
+              (*shared)(std::move(result));
+            });
+          });
+        },
+        token);
+  }
+
+  // Read-ahead: reads the rows that are not cached and inserts them pinned.
+  // Returns once the reads are issued; the rows become hits when they land.
+  // Pins are released when a gather consumes the row or by ReleasePrefetch.
+  virtual Status Prefetch(size_t table, std::span<const uint64_t> row_ids) = 0;
+  // Waits until every prefetch issued so far has landed (or failed).
+  virtual void WaitForPrefetches() = 0;
+  // Unpins rows that were prefetched and not consumed (counted as wasted).
+  virtual void ReleasePrefetch(size_t table, std::span<const uint64_t> row_ids) = 0;
+
+  virtual TableStats Stats(size_t table) const = 0;
+  // Every metric in the Prometheus text exposition format 0.0.4.
+  virtual std::string MetricsText() const = 0;
+  // Port of the metrics endpoint, 0 if none is running.
+  virtual uint16_t metrics_port() const = 0;
+};
+
+}  // namespace engram

@@ -1,0 +1,178 @@
+// The C API: a thin shell over engram::Store. Status messages go to a
+// thread-local so the C caller can fetch them with engram_last_error().
+#include "engram/engram.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "engram/store.h"
+
+struct engram_store {
+  std::unique_ptr<engram::Store> store;
+};
+
+struct engram_gather {
+  engram::Store* store;
+  engram::GatherTicket ticket;
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+engram_status Report(const engram::Status& s) {
+  g_last_error = s.ok() ? std::string() : s.ToString();
+  return static_cast<engram_status>(s.code());
+}
+
+void Fill(const engram::GatherResult& r, engram_gather_result* out) {
+  if (!out) return;
+  out->rows = r.rows;
+  out->distinct_rows = r.distinct_rows;
+  out->hits = r.hits;
+  out->misses = r.misses;
+  out->inserts = r.inserts;
+  out->refusals = r.refusals;
+  out->prefetched_used = r.prefetched_used;
+  out->blocks_read = r.blocks_read;
+  out->bytes_read = r.bytes_read;
+  out->wait_nanoseconds = r.wait_nanoseconds;
+  out->cache_nanoseconds = r.cache_nanoseconds;
+  out->disk_nanoseconds = r.disk_nanoseconds;
+}
+
+}  // namespace
+
+static_assert(int(engram::StatusCode::kInternal) == ENGRAM_INTERNAL, "C status codes follow StatusCode");
+
+extern "C" {
+
+const char* engram_last_error(void) { return g_last_error.c_str(); }
+
+const char* engram_status_string(engram_status status) {
+  return engram::StatusCodeName(static_cast<engram::StatusCode>(status));
+}
+
+engram_status engram_store_open(const engram_store_options* options, engram_store** out) {
+  if (!options || !out) return Report(engram::Status::InvalidArgument("engram_store_open: null argument"));
+  *out = nullptr;
+  if (options->table_count > 0 && !options->table_paths) {
+    return Report(engram::Status::InvalidArgument("engram_store_open: table_paths is null"));
+  }
+  engram::StoreOptions o;
+  for (size_t i = 0; i < options->table_count; ++i) {
+    if (!options->table_paths[i]) return Report(engram::Status::InvalidArgument("engram_store_open: null path"));
+    o.tables.push_back({options->table_paths[i], "", 0});
+  }
+  if (options->cache_bytes) o.cache_bytes = options->cache_bytes;
+  if (options->cache_policy) o.cache_policy = options->cache_policy;
+  if (options->io_backend) o.io_backend = options->io_backend;
+  if (options->metrics_listen) o.metrics_listen = options->metrics_listen;
+  if (options->trace_path) o.trace_path = options->trace_path;
+  auto store = engram::Store::Open(o);
+  if (!store.ok()) return Report(store.status());
+  *out = new engram_store{std::move(store).value()};
+  return Report(engram::Status::OK());
+}
+
+void engram_store_close(engram_store* store) { delete store; }
+
+size_t engram_table_count(const engram_store* store) { return store ? store->store->table_count() : 0; }
+uint32_t engram_record_bytes(const engram_store* store, size_t table) {
+  return store ? store->store->record_bytes(table) : 0;
+}
+uint64_t engram_row_count(const engram_store* store, size_t table) {
+  return store ? store->store->row_count(table) : 0;
+}
+
+engram_status engram_gather_rows(engram_store* store, size_t table, const uint64_t* row_ids, size_t count,
+                                 void* dst, size_t stride, engram_gather_result* result) {
+  engram_gather* g = nullptr;
+  engram_status s = engram_gather_start(store, table, row_ids, count, dst, stride, &g);
+  if (s != ENGRAM_OK) return s;
+  return engram_gather_wait(g, result);
+}
+
+engram_status engram_gather_start(engram_store* store, size_t table, const uint64_t* row_ids, size_t count,
+                                  void* dst, size_t stride, engram_gather** out) {
+  if (!store || !out || (count > 0 && !row_ids)) {
+    return Report(engram::Status::InvalidArgument("engram_gather_start: null argument"));
+  }
+  auto* g = new engram_gather{store->store.get(), {}};
+  g->ticket = store->store->StartGather(table, std::span<const uint64_t>(row_ids, count),
+                                        static_cast<std::byte*>(dst), stride);
+  *out = g;
+  return Report(engram::Status::OK());
+}
+
+engram_status engram_gather_wait(engram_gather* gather, engram_gather_result* result) {
+  if (!gather) return Report(engram::Status::InvalidArgument("engram_gather_wait: null gather"));
+  std::unique_ptr<engram_gather> g(gather);
+  engram::GatherResult r = g->store->Wait(std::move(g->ticket));
+  Fill(r, result);
+  return Report(r.status);
+}
+
+engram_status engram_prefetch(engram_store* store, size_t table, const uint64_t* row_ids, size_t count) {
+  if (!store || (count > 0 && !row_ids)) return Report(engram::Status::InvalidArgument("engram_prefetch: null"));
+  return Report(store->store->Prefetch(table, std::span<const uint64_t>(row_ids, count)));
+}
+
+void engram_prefetch_wait(engram_store* store) {
+  if (store) store->store->WaitForPrefetches();
+}
+
+void engram_prefetch_release(engram_store* store, size_t table, const uint64_t* row_ids, size_t count) {
+  if (store && (row_ids || count == 0)) store->store->ReleasePrefetch(table, std::span<const uint64_t>(row_ids, count));
+}
+
+engram_status engram_table_stats_get(const engram_store* store, size_t table, engram_table_stats* out) {
+  if (!store || !out) return Report(engram::Status::InvalidArgument("engram_table_stats_get: null argument"));
+  if (table >= store->store->table_count()) {
+    return Report(engram::Status::InvalidArgument("engram_table_stats_get: no table " + std::to_string(table)));
+  }
+  engram::TableStats s = store->store->Stats(table);
+  *out = engram_table_stats{};
+  out->row_count = s.row_count;
+  out->record_bytes = s.record_bytes;
+  out->lookups = s.cache.lookups;
+  out->hits = s.cache.hits;
+  out->misses = s.cache.misses;
+  out->inserts = s.cache.inserts;
+  out->evictions = s.cache.evictions;
+  out->refusals = s.cache.total_refusals();
+  out->refusals_lost_admission = s.cache.refusals[int(engram::RefusalReason::kLostAdmission)];
+  out->refusals_all_pinned = s.cache.refusals[int(engram::RefusalReason::kAllPinned)];
+  out->relocations = s.cache.relocations;
+  out->capacity_rows = s.cache.capacity_rows;
+  out->resident_rows = s.cache.resident_rows;
+  out->pinned_rows = s.cache.pinned_rows;
+  out->gathers = s.gathers;
+  out->failed_gathers = s.failed_gathers;
+  out->readiness_wait_nanoseconds = s.readiness_wait_nanoseconds;
+  out->readiness_wait_cache_nanoseconds = s.readiness_wait_cache_nanoseconds;
+  out->readiness_wait_disk_nanoseconds = s.readiness_wait_disk_nanoseconds;
+  out->prefetch_rows = s.prefetch_rows;
+  out->prefetch_used_rows = s.prefetch_used_rows;
+  out->prefetch_wasted_rows = s.prefetch_wasted_rows;
+  out->io_reads = s.io_reads;
+  out->io_bytes = s.io_bytes;
+  out->io_errors = s.io_errors;
+  out->checksum_failures = s.checksum_failures;
+  return Report(engram::Status::OK());
+}
+
+size_t engram_metrics_text(const engram_store* store, char* buffer, size_t capacity) {
+  if (!store) return 0;
+  std::string text = store->store->MetricsText();
+  if (buffer && capacity > 0) {
+    size_t n = std::min(capacity - 1, text.size());
+    std::memcpy(buffer, text.data(), n);
+    buffer[n] = '\0';
+  }
+  return text.size();
+}
+
+}  // extern "C"

@@ -1,0 +1,207 @@
+#include "src/store/gather_operation.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "src/store/store_impl.h"
+#include "storage/io/io_stats.h"
+
+namespace engram {
+
+Status BlockBatch::Build(const TableState& table, io::FileId file,
+                         std::vector<std::pair<uint64_t, uint32_t>> rows_and_refs) {
+  std::sort(rows_and_refs.begin(), rows_and_refs.end());
+  rows.clear();
+  row_ref.clear();
+  blocks.clear();
+  first_row.clear();
+  const TableGeometry& g = table.file->geometry();
+  for (size_t i = 0; i < rows_and_refs.size(); ++i) {
+    uint64_t block = g.BlockOfRow(rows_and_refs[i].first);
+    if (blocks.empty() || blocks.back() != block) {
+      blocks.push_back(block);
+      first_row.push_back(static_cast<uint32_t>(rows.size()));
+    }
+    rows.push_back(rows_and_refs[i].first);
+    row_ref.push_back(rows_and_refs[i].second);
+  }
+  first_row.push_back(static_cast<uint32_t>(rows.size()));
+  if (blocks.empty()) return Status::OK();
+  ENGRAM_ASSIGN_OR_RETURN(buffer, io::AlignedBuffer::Allocate(blocks.size() * io::kBlockSize));
+  reads.resize(blocks.size());
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    reads[b] = io::BlockRead{file, g.BlockOffset(blocks[b]), static_cast<uint32_t>(io::kBlockSize),
+                             buffer.data() + b * io::kBlockSize, Status()};
+  }
+  return Status::OK();
+}
+
+Status BlockBatch::Check(size_t b, TableState& table) const {
+  TableCounters& c = table.counters;
+  c.Add(c.io_reads, 1);
+  if (!reads[b].status.ok()) {
+    c.Add(c.io_errors, 1);
+    return reads[b].status.WithContext("table " + table.name + " block " + std::to_string(blocks[b]));
+  }
+  c.Add(c.io_bytes, io::kBlockSize);
+  Status s = table.file->VerifyBlock(blocks[b], Block(b));
+  if (!s.ok()) {
+    c.Add(c.checksum_failures, 1);
+    spdlog::error("table {}: {}", table.name, s.ToString());
+  }
+  return s;
+}
+
+}  // namespace engram
+
+using engram::GatherTicket;
+
+void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
+  State& st = *self;
+  TableState& table = st.store->table_state(st.table);
+  const uint32_t record = table.file->record_bytes();
+  st.plan.Build(st.row_ids);
+  st.result.rows = st.row_ids.size();
+  st.result.distinct_rows = st.plan.distinct.size();
+
+  std::vector<std::pair<uint64_t, uint32_t>> missed;
+  for (size_t d = 0; d < st.plan.distinct.size(); ++d) {
+    const uint64_t row = st.plan.distinct[d];
+    std::byte* out = st.dst + size_t(st.plan.first_pos[d]) * st.stride;
+    if (table.cache->Lookup(row, std::span<std::byte>(out, record), PinAction::kConsume)) {
+      ++st.result.hits;
+      if (table.ConsumePrefetched(row)) {
+        ++st.result.prefetched_used;
+        table.counters.Add(table.counters.prefetch_used_rows, 1);
+      }
+      st.plan.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(st.dst + size_t(p) * st.stride, out, record); });
+    } else {
+      missed.emplace_back(row, static_cast<uint32_t>(d));
+    }
+  }
+  st.result.misses = missed.size();
+  st.t1 = io::MonotonicNanos();
+  st.result.cache_nanoseconds = st.t1 - st.t0;
+  if (missed.empty()) return st.Finish();
+
+  Status s = st.batch.Build(table, table.file_id, std::move(missed));
+  if (!s.ok()) {
+    st.result.status = s;
+    return st.Finish();
+  }
+  st.result.blocks_read = st.batch.blocks.size();
+  // The engine holds `batch.reads` and the buffer until the callback runs, and
+  // the callback holds the state.
+  st.store->engine().SubmitBatch(st.batch.reads, [self] { self->OnBlocksRead(); });
+}
+
+void GatherTicket::State::OnBlocksRead() {
+  TableState& table = store->table_state(this->table);
+  const uint32_t record = table.file->record_bytes();
+  const TableGeometry& g = table.file->geometry();
+  for (size_t b = 0; b < batch.blocks.size(); ++b) {
+    const uint32_t begin = batch.first_row[b], end = batch.first_row[b + 1];
+    Status s = batch.Check(b, table);
+    if (!s.ok()) {
+      // Nothing from this block is returned or cached.
+      table.counters.Add(table.counters.failed_rows, end - begin);
+      if (result.status.ok()) result.status = s;
+      continue;
+    }
+    result.bytes_read += io::kBlockSize;
+    std::span<const std::byte> block = batch.Block(b);
+    for (uint32_t i = begin; i < end; ++i) {
+      const uint64_t row = batch.rows[i];
+      const size_t d = batch.row_ref[i];
+      std::span<const std::byte> bytes = block.subspan(g.RowOffsetInBlock(row), record);
+      std::byte* out = dst + size_t(plan.first_pos[d]) * stride;
+      std::memcpy(out, bytes.data(), record);
+      plan.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(dst + size_t(p) * stride, bytes.data(), record); });
+      InsertOutcome o = table.cache->Insert(row, bytes);
+      if (o == InsertOutcome::kRefusedLostAdmission || o == InsertOutcome::kRefusedAllPinned) {
+        ++result.refusals;
+      } else {
+        ++result.inserts;
+      }
+    }
+  }
+  result.disk_nanoseconds = io::MonotonicNanos() - t1;
+  batch.buffer = io::AlignedBuffer();  // release the block memory now, not when the ticket dies
+  Finish();
+}
+
+void GatherTicket::State::Finish() {
+  TableState& table = store->table_state(this->table);
+  const uint64_t now = io::MonotonicNanos();
+  result.wait_nanoseconds = now - t0;
+  TableCounters& c = table.counters;
+  c.Add(c.gathers, 1);
+  c.Add(c.rows_requested, result.rows);
+  if (!result.status.ok()) c.Add(c.failed_gathers, 1);
+  c.Add(c.wait_ns, result.wait_nanoseconds);
+  c.Add(c.wait_cache_ns, result.cache_nanoseconds);
+  c.Add(c.wait_disk_ns, result.disk_nanoseconds);
+  if (done) {
+    // The callback form hands the result off; it must not block.
+    auto cb = std::move(done);
+    cb(std::move(result));
+    return;
+  }
+  std::lock_guard lock(mu);
+  complete = true;
+  cv.notify_all();
+}
+
+namespace engram {
+
+namespace {
+
+struct PrefetchOperation {
+  StoreImpl* store;
+  size_t table;
+  BlockBatch batch;
+};
+
+}  // namespace
+
+void StartPrefetch(StoreImpl* store, size_t table_index, std::vector<uint64_t> rows) {
+  TableState& table = store->table_state(table_index);
+  auto op = std::make_shared<PrefetchOperation>();
+  op->store = store;
+  op->table = table_index;
+  std::vector<std::pair<uint64_t, uint32_t>> refs;
+  refs.reserve(rows.size());
+  // Rows already resident are read again too: InsertPinned then pins them in
+  // place. Simple and always correct; read-ahead targets rows not yet seen.
+  for (uint64_t r : rows) refs.emplace_back(r, 0);
+  Status s = op->batch.Build(table, table.file_id, std::move(refs));
+  if (!s.ok() || op->batch.blocks.empty()) {
+    if (!s.ok()) spdlog::warn("prefetch on table {}: {}", table.name, s.ToString());
+    store->PrefetchDone();
+    return;
+  }
+  store->engine().SubmitBatch(op->batch.reads, [op] {
+    TableState& t = op->store->table_state(op->table);
+    const uint32_t record = t.file->record_bytes();
+    const TableGeometry& g = t.file->geometry();
+    for (size_t b = 0; b < op->batch.blocks.size(); ++b) {
+      if (!op->batch.Check(b, t).ok()) continue;  // counted; a later gather reads it again
+      std::span<const std::byte> block = op->batch.Block(b);
+      for (uint32_t i = op->batch.first_row[b]; i < op->batch.first_row[b + 1]; ++i) {
+        const uint64_t row = op->batch.rows[i];
+        InsertOutcome o = t.cache->InsertPinned(row, block.subspan(g.RowOffsetInBlock(row), record));
+        if (o == InsertOutcome::kRefusedAllPinned || o == InsertOutcome::kRefusedLostAdmission) continue;
+        std::lock_guard lock(t.prefetch_mu);
+        if (t.prefetched.insert(row).second) {
+          t.prefetched_count.fetch_add(1, std::memory_order_relaxed);
+          t.counters.Add(t.counters.prefetch_rows, 1);
+        }
+      }
+    }
+    op->store->PrefetchDone();
+  });
+}
+
+}  // namespace engram

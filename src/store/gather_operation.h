@@ -1,0 +1,76 @@
+// One gather in flight (GatherTicket::State) and one read-ahead in flight.
+//
+// Timeline of a gather, which is also how its readiness wait is split:
+//   t0  Start: validate, deduplicate, look every distinct row up in the cache,
+//       copy hits (and their duplicates) to dst            -> cache time
+//   t1  submit one read per missed 4 KiB block (rows of a block coalesced)
+//   t2  every block landed; each is verified, its missed rows are offered to
+//       the cache and copied to dst                         -> disk time
+//   wait = t2 - t0 >= cache + disk.
+// Nothing is copied out of, or inserted from, a block that failed its read or
+// its checksum; the gather then fails with that block's status.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "engram/store.h"
+#include "src/store/gather_plan.h"
+#include "storage/io/aligned_buffer.h"
+#include "storage/io/io_engine.h"
+
+namespace engram {
+
+class StoreImpl;
+struct TableState;
+
+// Blocks to read for a set of rows: rows sorted by ID, grouped by block.
+struct BlockBatch {
+  std::vector<uint64_t> blocks;           // distinct block indexes, ascending
+  std::vector<uint32_t> first_row;        // first_row[b]: index into rows of block b's first row
+  std::vector<uint64_t> rows;             // row IDs sorted ascending
+  std::vector<uint32_t> row_ref;          // caller's reference for each row in `rows`
+  io::AlignedBuffer buffer;               // blocks.size() * 4096 bytes
+  std::vector<io::BlockRead> reads;
+
+  // Builds the batch for rows[i] (with refs[i]); allocates the buffer.
+  Status Build(const TableState& table, io::FileId file, std::vector<std::pair<uint64_t, uint32_t>> rows_and_refs);
+  std::span<const std::byte> Block(size_t b) const { return buffer.span().subspan(b * io::kBlockSize, io::kBlockSize); }
+  // Checks the read status and checksum of block b, counting failures.
+  Status Check(size_t b, TableState& table) const;
+};
+
+}  // namespace engram
+
+struct engram::GatherTicket::State {
+  StoreImpl* store = nullptr;
+  size_t table = 0;
+  std::span<const uint64_t> row_ids;
+  std::byte* dst = nullptr;
+  size_t stride = 0;
+
+  GatherPlan plan;
+  BlockBatch batch;
+  GatherResult result;
+  uint64_t t0 = 0, t1 = 0;
+
+  std::function<void(GatherResult)> done;  // callback form; empty for Wait()
+  std::mutex mu;
+  std::condition_variable cv;
+  bool complete = false;
+
+  // Runs the cache phase and submits the reads (or completes at once).
+  static void Start(const std::shared_ptr<State>& self);
+  // The disk phase, on an I/O completion thread.
+  void OnBlocksRead();
+  // Publishes the result: counters, then the callback or the waiter.
+  void Finish();
+};
+
+namespace engram {
+// Reads the blocks of `rows` that are not already cached and inserts the
+// rows pinned. Completes asynchronously; calls store->PrefetchDone().
+void StartPrefetch(StoreImpl* store, size_t table, std::vector<uint64_t> rows);
+}  // namespace engram

@@ -1,0 +1,247 @@
+#include "src/store/store_impl.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "src/store/budget_split.h"
+#include "src/store/gather_operation.h"
+#include "src/store/store_metrics.h"
+#include "storage/io/io_stats.h"
+
+namespace engram {
+
+Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
+  ENGRAM_ASSIGN_OR_RETURN(auto impl, StoreImpl::Open(options));
+  return std::unique_ptr<Store>(std::move(impl));
+}
+
+Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options) {
+  if (options.tables.empty()) return Status::InvalidArgument("store: no tables given");
+  ENGRAM_ASSIGN_OR_RETURN(RowCacheConfig cache_config, RowCacheConfig::FromSpec(options.cache_policy));
+  ENGRAM_ASSIGN_OR_RETURN(io::IoBackend backend, io::ParseIoBackend(options.io_backend));
+
+  std::unique_ptr<StoreImpl> store(new StoreImpl());
+  store->options_ = options;
+  io::IoOptions io;
+  io.backend = backend;
+  io.queue_depth = options.queue_depth;
+  io.threads = options.io_threads;
+  io.use_direct_io = options.direct_io;
+  io.fail_ring_setup_for_testing = options.fail_ring_setup_for_testing;
+  ENGRAM_ASSIGN_OR_RETURN(store->engine_, io::CreateIoEngine(io));
+  spdlog::info("store: I/O backend {}", store->engine_->Describe());
+
+  std::vector<uint64_t> explicit_bytes, weights;
+  for (const TableOptions& t : options.tables) {
+    auto state = std::make_unique<TableState>();
+    ENGRAM_ASSIGN_OR_RETURN(state->file, TableFile::Open(t.path));
+    auto fid = store->engine_->OpenFile(t.path);
+    if (!fid.ok()) return fid.status().WithContext("open table " + t.path);
+    state->file_id = *fid;
+    state->name = t.name.empty() ? std::filesystem::path(t.path).stem().string() : t.name;
+    for (const auto& other : store->tables_) {
+      if (other->name == state->name) return Status::InvalidArgument("two tables named '" + state->name + "'");
+    }
+    explicit_bytes.push_back(t.cache_bytes);
+    weights.push_back(state->file->row_count() * state->file->record_bytes());
+    store->tables_.push_back(std::move(state));
+  }
+  ENGRAM_ASSIGN_OR_RETURN(std::vector<uint64_t> budgets,
+                          SplitCacheBudget(options.cache_bytes, explicit_bytes, weights));
+  for (size_t i = 0; i < store->tables_.size(); ++i) {
+    TableState& t = *store->tables_[i];
+    t.cache_budget_bytes = budgets[i];
+    auto cache = RowCache::Create(cache_config, budgets[i], t.file->record_bytes());
+    if (!cache.ok()) return cache.status().WithContext("cache for table " + t.name);
+    t.cache = std::move(cache).value();
+    spdlog::info("store: table {} ({} rows of {} B) cache {} B = {} rows, policy {}", t.name, t.file->row_count(),
+                 t.file->record_bytes(), budgets[i], t.cache->capacity_rows(), cache_config.ToSpec());
+  }
+  if (!options.trace_path.empty()) {
+    ENGRAM_ASSIGN_OR_RETURN(store->trace_, TraceWriter::Open(options.trace_path));
+  }
+  if (!options.metrics_listen.empty()) {
+    ENGRAM_ASSIGN_OR_RETURN(HttpEndpointOptions http, ParseListenAddress(options.metrics_listen));
+    StoreImpl* raw = store.get();
+    ENGRAM_ASSIGN_OR_RETURN(store->endpoint_, MetricsHttpEndpoint::Start(http, [raw] { return raw->MetricsText(); }));
+  }
+  return store;
+}
+
+StoreImpl::~StoreImpl() {
+  endpoint_.reset();  // no scrape may run while the store is torn down
+  if (engine_) engine_->Shutdown();  // every pending callback has run after this
+  if (trace_) (void)trace_->Flush();
+}
+
+Result<size_t> StoreImpl::FindTable(const std::string& name) const {
+  for (size_t i = 0; i < tables_.size(); ++i) {
+    if (tables_[i]->name == name) return i;
+  }
+  return Status::NotFound("no table named '" + name + "'");
+}
+
+uint32_t StoreImpl::record_bytes(size_t table) const {
+  return table < tables_.size() ? tables_[table]->file->record_bytes() : 0;
+}
+uint64_t StoreImpl::row_count(size_t table) const {
+  return table < tables_.size() ? tables_[table]->file->row_count() : 0;
+}
+std::string StoreImpl::metadata_json(size_t table) const {
+  return table < tables_.size() ? tables_[table]->file->metadata_text() : std::string();
+}
+
+std::shared_ptr<GatherTicket::State> StoreImpl::Begin(size_t table, std::span<const uint64_t> row_ids,
+                                                      std::byte* dst, size_t stride,
+                                                      std::function<void(GatherResult)> done) {
+  auto st = std::make_shared<GatherTicket::State>();
+  st->t0 = io::MonotonicNanos();
+  st->store = this;
+  st->table = table;
+  st->row_ids = row_ids;
+  st->dst = dst;
+  st->stride = stride;
+  st->done = std::move(done);
+  Status bad;
+  if (table >= tables_.size()) {
+    bad = Status::InvalidArgument("gather: no table " + std::to_string(table));
+  } else if (stride < tables_[table]->file->record_bytes()) {
+    bad = Status::InvalidArgument("gather: stride " + std::to_string(stride) + " is smaller than a row (" +
+                                  std::to_string(tables_[table]->file->record_bytes()) + " B)");
+  } else if (dst == nullptr && !row_ids.empty()) {
+    bad = Status::InvalidArgument("gather: no destination buffer");
+  } else if (row_ids.size() >= GatherPlan::kNone) {
+    bad = Status::InvalidArgument("gather: too many row IDs in one gather");
+  } else {
+    const TableGeometry& g = tables_[table]->file->geometry();
+    for (uint64_t id : row_ids) {
+      if (id >= g.row_count()) {
+        bad = g.CheckRow(id).WithContext("gather on table " + tables_[table]->name);
+        break;
+      }
+    }
+  }
+  if (!bad.ok()) {
+    st->result.status = bad;
+    st->result.rows = row_ids.size();
+    if (table < tables_.size()) {
+      st->Finish();
+    } else {
+      // No table to account the failure to.
+      st->result.wait_nanoseconds = io::MonotonicNanos() - st->t0;
+      if (st->done) {
+        auto cb = std::move(st->done);
+        cb(st->result);
+      } else {
+        st->complete = true;
+      }
+    }
+    return st;
+  }
+  if (trace_) trace_->Record(table, row_ids);
+  GatherTicket::State::Start(st);
+  return st;
+}
+
+GatherTicket StoreImpl::StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride) {
+  return GatherTicket(Begin(table, row_ids, dst, stride, nullptr));
+}
+
+void StoreImpl::StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
+                            std::function<void(GatherResult)> done) {
+  if (!done) done = [](GatherResult) {};
+  Begin(table, row_ids, dst, stride, std::move(done));
+}
+
+GatherResult StoreImpl::Wait(GatherTicket ticket) {
+  if (!ticket.valid()) {
+    GatherResult r;
+    r.status = Status::InvalidArgument("wait on an empty gather ticket");
+    return r;
+  }
+  GatherTicket::State& st = *ticket.state_;
+  std::unique_lock lock(st.mu);
+  st.cv.wait(lock, [&] { return st.complete; });
+  return std::move(st.result);
+}
+
+Status StoreImpl::Prefetch(size_t table, std::span<const uint64_t> row_ids) {
+  if (table >= tables_.size()) return Status::InvalidArgument("prefetch: no table " + std::to_string(table));
+  const TableGeometry& g = tables_[table]->file->geometry();
+  std::vector<uint64_t> rows;
+  rows.reserve(row_ids.size());
+  for (uint64_t id : row_ids) {
+    ENGRAM_RETURN_IF_ERROR(g.CheckRow(id).WithContext("prefetch on table " + tables_[table]->name));
+    rows.push_back(id);
+  }
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  {
+    std::lock_guard lock(prefetch_mu_);
+    ++prefetches_in_flight_;
+  }
+  StartPrefetch(this, table, std::move(rows));
+  return Status::OK();
+}
+
+void StoreImpl::PrefetchDone() {
+  std::lock_guard lock(prefetch_mu_);
+  --prefetches_in_flight_;
+  prefetch_cv_.notify_all();
+}
+
+void StoreImpl::WaitForPrefetches() {
+  std::unique_lock lock(prefetch_mu_);
+  prefetch_cv_.wait(lock, [&] { return prefetches_in_flight_ == 0; });
+}
+
+void StoreImpl::ReleasePrefetch(size_t table, std::span<const uint64_t> row_ids) {
+  if (table >= tables_.size()) return;
+  TableState& t = *tables_[table];
+  std::lock_guard lock(t.prefetch_mu);
+  for (uint64_t id : row_ids) {
+    if (t.prefetched.erase(id) == 0) continue;
+    t.prefetched_count.fetch_sub(1, std::memory_order_relaxed);
+    t.cache->Unpin(id);
+    t.counters.Add(t.counters.prefetch_wasted_rows, 1);
+  }
+}
+
+TableStats StoreImpl::Stats(size_t table) const {
+  TableStats s;
+  if (table >= tables_.size()) return s;
+  const TableState& t = *tables_[table];
+  const TableCounters& c = t.counters;
+  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  s.name = t.name;
+  s.path = t.file->path();
+  s.row_count = t.file->row_count();
+  s.record_bytes = t.file->record_bytes();
+  s.cache_budget_bytes = t.cache_budget_bytes;
+  s.cache = t.cache->Stats();
+  s.gathers = get(c.gathers);
+  s.failed_gathers = get(c.failed_gathers);
+  s.rows_requested = get(c.rows_requested);
+  s.failed_rows = get(c.failed_rows);
+  s.readiness_wait_nanoseconds = get(c.wait_ns);
+  s.readiness_wait_cache_nanoseconds = get(c.wait_cache_ns);
+  s.readiness_wait_disk_nanoseconds = get(c.wait_disk_ns);
+  s.prefetch_rows = get(c.prefetch_rows);
+  s.prefetch_used_rows = get(c.prefetch_used_rows);
+  s.prefetch_wasted_rows = get(c.prefetch_wasted_rows);
+  s.io_reads = get(c.io_reads);
+  s.io_bytes = get(c.io_bytes);
+  s.io_errors = get(c.io_errors);
+  s.checksum_failures = get(c.checksum_failures);
+  return s;
+}
+
+std::string StoreImpl::MetricsText() const {
+  std::vector<TableStats> stats;
+  for (size_t i = 0; i < tables_.size(); ++i) stats.push_back(Stats(i));
+  return BuildStoreMetrics(stats, engine_->Stats(), io::IoBackendName(engine_->backend())).ToPrometheusText();
+}
+
+}  // namespace engram

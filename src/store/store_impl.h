@@ -1,0 +1,67 @@
+// StoreImpl: composes the table files, the I/O engine and one row cache per
+// table. Policy (src/cache) knows nothing of I/O; the I/O engine
+// (storage/io) knows nothing of caching; this is the only place they meet.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engram/store.h"
+#include "src/metrics/http_endpoint.h"
+#include "src/store/table_state.h"
+#include "src/store/trace_writer.h"
+#include "storage/io/io_engine.h"
+
+namespace engram {
+
+class StoreImpl final : public Store {
+ public:
+  static Result<std::unique_ptr<StoreImpl>> Open(const StoreOptions& options);
+  ~StoreImpl() override;
+
+  size_t table_count() const override { return tables_.size(); }
+  Result<size_t> FindTable(const std::string& name) const override;
+  uint32_t record_bytes(size_t table) const override;
+  uint64_t row_count(size_t table) const override;
+  std::string metadata_json(size_t table) const override;
+  std::string io_description() const override { return engine_->Describe(); }
+
+  GatherTicket StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
+                           size_t stride) override;
+  GatherResult Wait(GatherTicket ticket) override;
+  void StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
+                   std::function<void(GatherResult)> done) override;
+
+  Status Prefetch(size_t table, std::span<const uint64_t> row_ids) override;
+  void WaitForPrefetches() override;
+  void ReleasePrefetch(size_t table, std::span<const uint64_t> row_ids) override;
+
+  TableStats Stats(size_t table) const override;
+  std::string MetricsText() const override;
+  uint16_t metrics_port() const override { return endpoint_ ? endpoint_->port() : 0; }
+
+  // For the gather and prefetch operations.
+  TableState& table_state(size_t i) { return *tables_[i]; }
+  io::IoEngine& engine() { return *engine_; }
+  TraceWriter* trace() { return trace_.get(); }
+  void PrefetchDone();
+
+ private:
+  StoreImpl() = default;
+  std::shared_ptr<GatherTicket::State> Begin(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
+                                             size_t stride, std::function<void(GatherResult)> done);
+
+  StoreOptions options_;
+  std::unique_ptr<io::IoEngine> engine_;
+  std::vector<std::unique_ptr<TableState>> tables_;
+  std::unique_ptr<TraceWriter> trace_;
+  std::unique_ptr<MetricsHttpEndpoint> endpoint_;
+
+  std::mutex prefetch_mu_;
+  std::condition_variable prefetch_cv_;
+  uint64_t prefetches_in_flight_ = 0;
+};
+
+}  // namespace engram

@@ -1,0 +1,61 @@
+// TableState: everything the store keeps for one open table: the validated
+// file, its FileId in the I/O engine, its row cache and its counters.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
+#include "src/cache/row_cache.h"
+#include "storage/io/io_engine.h"
+#include "storage/table_file.h"
+
+namespace engram {
+
+struct TableCounters {
+  std::atomic<uint64_t> gathers{0};
+  std::atomic<uint64_t> failed_gathers{0};
+  std::atomic<uint64_t> rows_requested{0};
+  std::atomic<uint64_t> failed_rows{0};
+  std::atomic<uint64_t> wait_ns{0};
+  std::atomic<uint64_t> wait_cache_ns{0};
+  std::atomic<uint64_t> wait_disk_ns{0};
+  std::atomic<uint64_t> prefetch_rows{0};
+  std::atomic<uint64_t> prefetch_used_rows{0};
+  std::atomic<uint64_t> prefetch_wasted_rows{0};
+  std::atomic<uint64_t> io_reads{0};
+  std::atomic<uint64_t> io_bytes{0};
+  std::atomic<uint64_t> io_errors{0};
+  std::atomic<uint64_t> checksum_failures{0};
+
+  void Add(std::atomic<uint64_t>& c, uint64_t v) { c.fetch_add(v, std::memory_order_relaxed); }
+};
+
+struct TableState {
+  std::string name;
+  std::unique_ptr<TableFile> file;  // validated header + metadata; geometry
+  io::FileId file_id = 0;
+  uint64_t cache_budget_bytes = 0;
+  std::unique_ptr<RowCache> cache;
+  TableCounters counters;
+
+  // Rows inserted pinned by Prefetch and not yet consumed or released. The
+  // count lets gathers skip the lock when no read-ahead is outstanding.
+  std::mutex prefetch_mu;
+  std::unordered_set<uint64_t> prefetched;
+  std::atomic<uint64_t> prefetched_count{0};
+
+  // True (and removes it) if `row` was a prefetched row not yet consumed.
+  bool ConsumePrefetched(uint64_t row) {
+    if (prefetched_count.load(std::memory_order_relaxed) == 0) return false;
+    std::lock_guard lock(prefetch_mu);
+    if (prefetched.erase(row) == 0) return false;
+    prefetched_count.fetch_sub(1, std::memory_order_relaxed);
+    return true;
+  }
+};
+
+}  // namespace engram

@@ -1,0 +1,356 @@
+// The store against real table files on the real disk, through every I/O
+// backend: byte-exact rows, readiness accounting, read-ahead, bad input and
+// corrupt blocks.
+#include "engram/store.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "storage/table_file.h"
+#include "tests/testing/temp_table.h"
+
+namespace engram {
+namespace {
+
+using testing::TempDir;
+
+constexpr uint32_t kRecord = 264;
+constexpr uint64_t kRows = 30000;  // ~2000 blocks, 8 MB
+constexpr uint64_t kSeed = 42;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = dir_.File("layer1.engram");
+    ASSERT_TRUE(testing::WriteGeneratedTable(path_, kRows, kRecord, kSeed).ok());
+    testing::DropPageCache(path_);
+  }
+
+  StoreOptions Options(const std::string& backend = "auto", uint64_t cache_bytes = 4u << 20) {
+    StoreOptions o;
+    o.tables.push_back({path_, "", 0});
+    o.cache_bytes = cache_bytes;
+    o.io_backend = backend;
+    o.cache_policy = "default";
+    return o;
+  }
+
+  static std::vector<uint64_t> RandomRows(size_t n, uint64_t seed, uint64_t limit = kRows) {
+    std::mt19937_64 rng(seed);
+    std::vector<uint64_t> ids(n);
+    for (auto& id : ids) id = rng() % limit;
+    return ids;
+  }
+
+  // Every row of dst equals the generator's bytes.
+  static void ExpectRowsExact(std::span<const uint64_t> ids, const std::vector<std::byte>& dst, size_t stride) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto want = testing::ExpectedRow(kSeed, ids[i], kRecord);
+      ASSERT_EQ(std::memcmp(dst.data() + i * stride, want.data(), kRecord), 0) << "row " << ids[i] << " at " << i;
+    }
+  }
+
+  TempDir dir_;
+  std::string path_;
+};
+
+TEST_F(StoreTest, EveryBackendServesByteExactRowsFromColdFile) {
+  for (const char* backend : {"pread", "io_uring", "mmap"}) {
+    SCOPED_TRACE(backend);
+    testing::DropPageCache(path_);
+    auto store = Store::Open(Options(backend));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    auto ids = RandomRows(5000, 7);
+    ids.push_back(ids[0]);  // duplicates are served too
+    ids.push_back(kRows - 1);
+    std::vector<std::byte> dst(ids.size() * kRecord);
+    GatherResult r = (*store)->Gather(0, ids, dst.data(), kRecord);
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    ExpectRowsExact(ids, dst, kRecord);
+    EXPECT_EQ(r.hits + r.misses, r.distinct_rows);
+    EXPECT_GT(r.misses, 0u);
+    EXPECT_EQ(r.bytes_read, r.blocks_read * 4096);
+    // Second time: served from the cache, still exact, with a wider stride.
+    std::vector<std::byte> dst2(ids.size() * 300);
+    GatherResult r2 = (*store)->Gather(0, ids, dst2.data(), 300);
+    ASSERT_TRUE(r2.status.ok());
+    EXPECT_GT(r2.hits, r.hits);
+    ExpectRowsExact(ids, dst2, 300);
+  }
+}
+
+TEST_F(StoreTest, MissedRowsOfOneBlockAreReadOnce) {
+  auto store = Store::Open(Options("pread"));
+  ASSERT_TRUE(store.ok());
+  const uint64_t per_block = 4088 / kRecord;  // 15 rows per 4 KiB block
+  std::vector<uint64_t> ids;
+  for (uint64_t r = 0; r < per_block * 3; ++r) ids.push_back(r);
+  std::vector<std::byte> dst(ids.size() * kRecord);
+  GatherResult r = (*store)->Gather(0, ids, dst.data(), kRecord);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.misses, per_block * 3);
+  EXPECT_EQ(r.blocks_read, 3u);
+  ExpectRowsExact(ids, dst, kRecord);
+}
+
+TEST_F(StoreTest, FallsBackToPreadWhenRingSetupFailsWithIdenticalRows) {
+  StoreOptions o = Options("auto");
+  o.fail_ring_setup_for_testing = true;
+  auto fallback = Store::Open(o);
+  ASSERT_TRUE(fallback.ok()) << fallback.status().ToString();
+  EXPECT_NE((*fallback)->io_description().find("pread"), std::string::npos) << (*fallback)->io_description();
+  auto ring = Store::Open(Options("io_uring"));
+  ASSERT_TRUE(ring.ok());
+  auto ids = RandomRows(3000, 11);
+  std::vector<std::byte> a(ids.size() * kRecord), b(ids.size() * kRecord);
+  GatherResult ra = (*fallback)->Gather(0, ids, a.data(), kRecord);
+  GatherResult rb = (*ring)->Gather(0, ids, b.data(), kRecord);
+  ASSERT_TRUE(ra.status.ok());
+  ASSERT_TRUE(rb.status.ok());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(ra.misses, rb.misses);
+  EXPECT_EQ(ra.hits, rb.hits);
+  // io_uring alone does not fall back: it fails with a clear error.
+  StoreOptions strict = Options("io_uring");
+  strict.fail_ring_setup_for_testing = true;
+  EXPECT_FALSE(Store::Open(strict).ok());
+}
+
+TEST_F(StoreTest, ConcurrentGathersFromSeveralThreadsAreByteExact) {
+  // A small cache so evictions and refusals happen all the time.
+  auto store = Store::Open(Options("auto", 1u << 20));
+  ASSERT_TRUE(store.ok());
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 20; ++round) {
+        auto ids = RandomRows(400, 1000 * t + round, 6000);
+        std::vector<std::byte> dst(ids.size() * kRecord);
+        GatherResult r = (*store)->Gather(0, ids, dst.data(), kRecord);
+        if (!r.status.ok()) ++bad;
+        for (size_t i = 0; i < ids.size(); ++i) {
+          if (std::memcmp(dst.data() + i * kRecord, testing::ExpectedRow(kSeed, ids[i], kRecord).data(), kRecord))
+            ++bad;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  TableStats s = (*store)->Stats(0);
+  EXPECT_EQ(s.gathers, 80u);
+  EXPECT_GT(s.cache.evictions + s.cache.total_refusals(), 0u);
+  EXPECT_EQ(s.cache.misses, s.cache.inserts + s.cache.total_refusals());
+}
+
+TEST_F(StoreTest, ReadinessWaitSplitsIntoCacheAndDiskAndCountersAddUp) {
+  auto store = Store::Open(Options("auto"));
+  ASSERT_TRUE(store.ok());
+  uint64_t sum_wait = 0, sum_cache = 0, sum_disk = 0;
+  for (int g = 0; g < 6; ++g) {
+    auto ids = RandomRows(2000, g % 3);  // repeats: some gathers are mostly hits
+    std::vector<std::byte> dst(ids.size() * kRecord);
+    GatherResult r = (*store)->Gather(0, ids, dst.data(), kRecord);
+    ASSERT_TRUE(r.status.ok());
+    EXPECT_LE(r.cache_nanoseconds + r.disk_nanoseconds, r.wait_nanoseconds);
+    EXPECT_GT(r.cache_nanoseconds, 0u);
+    if (r.misses > 0) EXPECT_GT(r.disk_nanoseconds, 0u);
+    if (r.misses == 0) EXPECT_EQ(r.disk_nanoseconds, 0u);
+    sum_wait += r.wait_nanoseconds;
+    sum_cache += r.cache_nanoseconds;
+    sum_disk += r.disk_nanoseconds;
+  }
+  TableStats s = (*store)->Stats(0);
+  EXPECT_EQ(s.readiness_wait_nanoseconds, sum_wait);
+  EXPECT_EQ(s.readiness_wait_cache_nanoseconds, sum_cache);
+  EXPECT_EQ(s.readiness_wait_disk_nanoseconds, sum_disk);
+}
+
+TEST_F(StoreTest, RowPastTheEndFailsTheGatherWithOutOfRange) {
+  auto store = Store::Open(Options());
+  ASSERT_TRUE(store.ok());
+  std::vector<uint64_t> ids{1, 2, kRows};
+  std::vector<std::byte> dst(ids.size() * kRecord);
+  GatherResult r = (*store)->Gather(0, ids, dst.data(), kRecord);
+  EXPECT_EQ(r.status.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(r.status.message().find(std::to_string(kRows)), std::string::npos) << r.status.message();
+  EXPECT_EQ((*store)->Stats(0).cache.lookups, 0u);  // rejected before touching the cache
+  EXPECT_EQ((*store)->Gather(0, ids, dst.data(), kRecord - 1).status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*store)->Gather(5, ids, dst.data(), kRecord).status.code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(StoreTest, CorruptBlockFailsGatherCachesNothingFromItAndOthersStillWork) {
+  // Flip one byte of a record in block 10 on disk.
+  auto table = TableFile::Open(path_);
+  ASSERT_TRUE(table.ok());
+  const uint64_t bad_row = (*table)->rows_per_block() * 10 + 3;
+  const uint64_t off = (*table)->geometry().RowFileOffset(bad_row) + 5;
+  table->reset();
+  {
+    std::fstream f(path_, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(off);
+    char c;
+    f.read(&c, 1);
+    c ^= 0x40;
+    f.seekp(off);
+    f.write(&c, 1);
+  }
+  testing::DropPageCache(path_);
+  for (const char* backend : {"pread", "io_uring", "mmap"}) {
+    SCOPED_TRACE(backend);
+    auto store = Store::Open(Options(backend));
+    ASSERT_TRUE(store.ok());
+    const uint64_t same_block_row = bad_row - 1;
+    std::vector<uint64_t> ids{5, bad_row, 700};
+    std::vector<std::byte> dst(ids.size() * kRecord);
+    GatherResult r = (*store)->Gather(0, ids, dst.data(), kRecord);
+    EXPECT_EQ(r.status.code(), StatusCode::kCorruption) << r.status.ToString();
+    EXPECT_NE(r.status.message().find("block 10"), std::string::npos) << r.status.message();
+    TableStats s = (*store)->Stats(0);
+    EXPECT_EQ(s.checksum_failures, 1u);
+    EXPECT_EQ(s.failed_gathers, 1u);
+    EXPECT_EQ(s.failed_rows, 1u);
+    // Nothing of block 10 is cached: asking again reads (and fails) again.
+    std::vector<uint64_t> again{same_block_row};
+    GatherResult r2 = (*store)->Gather(0, again, dst.data(), kRecord);
+    EXPECT_EQ(r2.status.code(), StatusCode::kCorruption);
+    EXPECT_EQ(r2.hits, 0u);
+    // Rows of other blocks are served, exact (5 and 700 were cached by the first gather).
+    std::vector<uint64_t> good{5, 700, 9000};
+    GatherResult r3 = (*store)->Gather(0, good, dst.data(), kRecord);
+    ASSERT_TRUE(r3.status.ok()) << r3.status.ToString();
+    EXPECT_EQ(r3.hits, 2u);
+    ExpectRowsExact(good, dst, kRecord);
+  }
+}
+
+TEST_F(StoreTest, OpenRejectsTruncatedAndMissingTablesWithClearErrors) {
+  EXPECT_EQ(Store::Open(StoreOptions{}).status().code(), StatusCode::kInvalidArgument);
+  StoreOptions missing = Options();
+  missing.tables[0].path = dir_.File("nope.engram");
+  EXPECT_EQ(Store::Open(missing).status().code(), StatusCode::kNotFound);
+  std::filesystem::resize_file(path_, std::filesystem::file_size(path_) - 100);
+  auto truncated = Store::Open(Options());
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_EQ(truncated.status().code(), StatusCode::kCorruption) << truncated.status().ToString();
+  StoreOptions bad_policy = Options();
+  bad_policy.cache_policy = "ways=0";
+  EXPECT_FALSE(Store::Open(bad_policy).ok());
+  StoreOptions bad_backend = Options();
+  bad_backend.io_backend = "floppy";
+  EXPECT_FALSE(Store::Open(bad_backend).ok());
+}
+
+TEST_F(StoreTest, PrefetchedRowsAreHitsAndCountedUsedOrWasted) {
+  auto store = Store::Open(Options("auto"));
+  ASSERT_TRUE(store.ok());
+  std::vector<uint64_t> ahead{100, 200, 300, 400};
+  ASSERT_TRUE((*store)->Prefetch(0, ahead).ok());
+  (*store)->WaitForPrefetches();
+  TableStats s = (*store)->Stats(0);
+  EXPECT_EQ(s.prefetch_rows, 4u);
+  EXPECT_EQ(s.cache.pinned_rows, 4u);
+  std::vector<uint64_t> ids{100, 200, 5};
+  std::vector<std::byte> dst(ids.size() * kRecord);
+  GatherResult r = (*store)->Gather(0, ids, dst.data(), kRecord);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.hits, 2u);
+  EXPECT_EQ(r.prefetched_used, 2u);
+  ExpectRowsExact(ids, dst, kRecord);
+  (*store)->ReleasePrefetch(0, ahead);
+  s = (*store)->Stats(0);
+  EXPECT_EQ(s.prefetch_used_rows, 2u);
+  EXPECT_EQ(s.prefetch_wasted_rows, 2u);
+  EXPECT_EQ(s.cache.pinned_rows, 0u);
+  EXPECT_FALSE((*store)->Prefetch(0, std::vector<uint64_t>{kRows + 1}).ok());
+}
+
+TEST_F(StoreTest, AsyncGatherRunsHandlerOnCallersExecutor) {
+  auto store = Store::Open(Options("auto"));
+  ASSERT_TRUE(store.ok());
+  boost::asio::io_context ctx;
+  auto ids = RandomRows(500, 3);
+  std::vector<std::byte> dst(ids.size() * kRecord);
+  std::thread::id handler_thread;
+  GatherResult got;
+  (*store)->AsyncGather(0, ids, dst.data(), kRecord,
+                        boost::asio::bind_executor(ctx, [&](GatherResult r) {
+                          handler_thread = std::this_thread::get_id();
+                          got = std::move(r);
+                        }));
+  ctx.run();  // returns once the handler ran here
+  EXPECT_EQ(handler_thread, std::this_thread::get_id());
+  ASSERT_TRUE(got.status.ok());
+  ExpectRowsExact(ids, dst, kRecord);
+  // use_future
+  std::future<GatherResult> f = (*store)->AsyncGather(0, ids, dst.data(), kRecord, boost::asio::use_future);
+  GatherResult r2 = f.get();
+  ASSERT_TRUE(r2.status.ok());
+  EXPECT_EQ(r2.hits, r2.distinct_rows);
+}
+
+TEST_F(StoreTest, TwoTablesShareTheBudgetProportionallyOrExplicitly) {
+  std::string small = dir_.File("small.engram");
+  ASSERT_TRUE(testing::WriteGeneratedTable(small, kRows / 3, kRecord, 9).ok());
+  StoreOptions o = Options("pread", 8u << 20);
+  o.tables.push_back({small, "", 0});
+  auto store = Store::Open(o);
+  ASSERT_TRUE(store.ok());
+  ASSERT_EQ((*store)->table_count(), 2u);
+  EXPECT_EQ(*(*store)->FindTable("small"), 1u);
+  uint64_t a = (*store)->Stats(0).cache_budget_bytes, b = (*store)->Stats(1).cache_budget_bytes;
+  EXPECT_EQ(a + b, 8u << 20);
+  EXPECT_NEAR(double(a) / double(b), 3.0, 0.05);
+  o.tables[1].cache_bytes = 1u << 20;
+  auto explicit_store = Store::Open(o);
+  ASSERT_TRUE(explicit_store.ok());
+  EXPECT_EQ((*explicit_store)->Stats(1).cache_budget_bytes, 1u << 20);
+  EXPECT_EQ((*explicit_store)->Stats(0).cache_budget_bytes, 7u << 20);
+  o.tables[1].cache_bytes = 9u << 20;
+  EXPECT_FALSE(Store::Open(o).ok());
+}
+
+TEST_F(StoreTest, TraceCaptureRecordsEveryGather) {
+  StoreOptions o = Options();
+  o.trace_path = dir_.File("trace.txt");
+  {
+    auto store = Store::Open(o);
+    ASSERT_TRUE(store.ok());
+    std::vector<uint64_t> ids{3, 1, 3};
+    std::vector<std::byte> dst(ids.size() * kRecord);
+    ASSERT_TRUE((*store)->Gather(0, ids, dst.data(), kRecord).status.ok());
+    ASSERT_TRUE((*store)->Gather(0, std::vector<uint64_t>{9}, dst.data(), kRecord).status.ok());
+  }
+  std::ifstream f(o.trace_path);
+  std::string l1, l2;
+  std::getline(f, l1);
+  std::getline(f, l2);
+  EXPECT_EQ(l1, "0 3 1 3");
+  EXPECT_EQ(l2, "0 9");
+}
+
+TEST_F(StoreTest, MetricsMoveAsGathersRun) {
+  auto store = Store::Open(Options());
+  ASSERT_TRUE(store.ok());
+  std::string before = (*store)->MetricsText();
+  EXPECT_NE(before.find("engram_row_cache_hits_total{table=\"layer1\"} 0"), std::string::npos) << before;
+  auto ids = RandomRows(100, 5);
+  std::vector<std::byte> dst(ids.size() * kRecord);
+  ASSERT_TRUE((*store)->Gather(0, ids, dst.data(), kRecord).status.ok());
+  ASSERT_TRUE((*store)->Gather(0, ids, dst.data(), kRecord).status.ok());
+  std::string after = (*store)->MetricsText();
+  EXPECT_EQ(after.find("engram_row_cache_hits_total{table=\"layer1\"} 0\n"), std::string::npos);
+  EXPECT_NE(after.find("engram_row_cache_refusals_total{table=\"layer1\",reason=\"lost_admission\"}"),
+            std::string::npos);
+  EXPECT_NE(after.find("engram_gathers_total{table=\"layer1\"} 2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace engram
