@@ -1,0 +1,57 @@
+// Small POSIX file helpers shared by the table writer, reader and converter.
+//
+// They exist so that every short read/write, EINTR and errno is handled in one
+// place and turned into a Status that names the file and the offset.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "engram/status.h"
+
+namespace engram::fileutil {
+
+// Reads exactly dst.size() bytes at `offset`; a short file is Corruption
+// ("<path>: unexpected end of file at offset N").
+Status PreadExact(int fd, std::span<std::byte> dst, uint64_t offset, std::string_view path);
+
+// Writes all of `src` at the current file position.
+Status WriteAll(int fd, std::span<const std::byte> src, std::string_view path);
+
+// Writes all of `src` at `offset`.
+Status PwriteAll(int fd, std::span<const std::byte> src, uint64_t offset, std::string_view path);
+
+// Size of an open file.
+Result<uint64_t> FileSize(int fd, std::string_view path);
+
+// fsync of the directory holding `path`, so a rename into it is durable.
+Status SyncParentDir(const std::string& path);
+
+// Opens `path` read-only (O_CLOEXEC).
+Result<int> OpenReadOnly(const std::string& path);
+
+// Closes `fd` on destruction. Move-only.
+class ScopedFd {
+ public:
+  ScopedFd() = default;
+  explicit ScopedFd(int fd) : fd_(fd) {}
+  ScopedFd(ScopedFd&& o) noexcept : fd_(o.release()) {}
+  ScopedFd& operator=(ScopedFd&& o) noexcept;
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  ~ScopedFd();
+  int get() const { return fd_; }
+  int release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace engram::fileutil

@@ -1,0 +1,35 @@
+// The Engram hash layout of one layer, as embedded in a table's metadata
+// ("hash_layout"), so a runtime can turn token n-grams into row IDs of this
+// table from the table file alone (plus the tokenizer's compressed-token map,
+// identified by its digest).
+//
+// Source: a layout file such as tests/fixtures/engram-hash/layout-v41.json
+// (format "engram-hash-layout/1"): global fields plus one object per layer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engram/status.h"
+
+namespace engram {
+
+// Reads `path` and returns the object for the layer whose layer_id is
+// `layer_id`, merged with the file's global fields (everything but "layers"),
+// plus "layout_file_format". InvalidArgument names the available layer IDs if
+// there is no such layer.
+Result<nlohmann::json> LoadLayerHashLayout(const std::string& path, int64_t layer_id);
+
+// Same, from an already parsed layout document.
+Result<nlohmann::json> SelectLayerHashLayout(const nlohmann::json& layout_file, int64_t layer_id);
+
+// Checks that an embedded layer layout is usable with a table of `row_count`
+// rows: orders, heads, pad_id, multipliers (decimal strings or integers, one
+// per n-gram position), primes and offsets (orders x heads), every
+// offsets[o][h] + primes[o][h] <= total_rows, and total_rows == row_count.
+// Errors name the field.
+Status ValidateHashLayout(const nlohmann::json& layer, uint64_t row_count);
+
+}  // namespace engram

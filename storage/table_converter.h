@@ -1,0 +1,68 @@
+// Conversion of checkpoint tensors (safetensors or .npy) into an Engram table.
+//
+// A table row is one row (dimension 0) of the weight tensor, optionally
+// followed by the same row of a scale tensor: for DeepSeek V4.1,
+// weight[rows, 256] F8_E4M3 + scale[rows, 8] UE8M0 -> 264-byte records, so a
+// row and its scales come back in one read. Other weights (BF16, F16, F32,
+// ...) are copied as stored. Several shards are concatenated in order.
+//
+// Streaming: each shard is read in chunks of about options.chunk_bytes, so
+// memory stays bounded whatever the tensor size.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engram/status.h"
+#include "storage/table_format.h"
+#include "storage/table_writer.h"
+#include "storage/tensor_info.h"
+
+namespace engram {
+
+// One tensor in one file.
+struct TensorSlice {
+  std::string path;
+  TensorInfo tensor;
+};
+
+struct ConvertSpec {
+  std::string source_kind;          // "safetensors" or "npy" (recorded in metadata)
+  std::vector<TensorSlice> weight;  // one per shard, rows appended in this order
+  std::vector<TensorSlice> scale;   // empty, or one per weight shard with the same row count
+};
+
+struct ConvertOptions {
+  // A layer layout from LoadLayerHashLayout, embedded as metadata "hash_layout"
+  // after checking it against the converted row count.
+  std::optional<nlohmann::json> hash_layout;
+  size_t chunk_bytes = 8u << 20;
+  // Called after each chunk with rows done so far and the total.
+  std::function<void(uint64_t rows_done, uint64_t rows_total)> progress;
+  TableWriterOptions writer;  // record_bytes and metadata are filled in by the converter
+  std::string created_by = "engram-convert";
+};
+
+// Looks up `weight_name` (and `scale_name` if not empty) in each safetensors
+// file. NotFound names the file and lists a few tensors it does have.
+Result<ConvertSpec> SafetensorsConvertSpec(const std::vector<std::string>& files, const std::string& weight_name,
+                                           const std::string& scale_name);
+
+// One .npy file per weight shard, and optionally one per scale shard.
+Result<ConvertSpec> NpyConvertSpec(const std::vector<std::string>& weight_files,
+                                   const std::vector<std::string>& scale_files);
+
+// Checks shapes (same row layout across shards, scale rows == weight rows,
+// record size in [1, kMaxRecordBytes]) and returns the record size.
+Result<uint32_t> ConvertRecordBytes(const ConvertSpec& spec);
+
+// Writes the table atomically to out_path; returns its header.
+Result<TableHeader> ConvertToTable(const ConvertSpec& spec, const std::string& out_path,
+                                   const ConvertOptions& options);
+
+}  // namespace engram

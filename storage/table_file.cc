@@ -1,0 +1,116 @@
+#include "storage/table_file.h"
+
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "storage/file_util.h"
+#include "storage/hash_layout.h"
+
+namespace engram {
+
+namespace {
+constexpr size_t kVerifyChunkBlocks = 1024;  // 4 MiB sequential reads
+}  // namespace
+
+Result<std::unique_ptr<TableFile>> TableFile::Open(const std::string& path) {
+  ENGRAM_ASSIGN_OR_RETURN(int fd, fileutil::OpenReadOnly(path));
+  std::unique_ptr<TableFile> t(new TableFile(path, fd));
+  Status s = t->Load();
+  if (!s.ok()) return s.WithContext(path);
+  return t;
+}
+
+TableFile::~TableFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status TableFile::Load() {
+  ENGRAM_ASSIGN_OR_RETURN(uint64_t size, fileutil::FileSize(fd_, path_));
+  if (size < kTableBlockSize) {
+    return Status::Corruption("file is " + std::to_string(size) + " bytes, too short for the " +
+                              std::to_string(kTableBlockSize) + "-byte table header block");
+  }
+  std::vector<std::byte> block(kTableBlockSize);
+  ENGRAM_RETURN_IF_ERROR(fileutil::PreadExact(fd_, block, 0, path_));
+  ENGRAM_ASSIGN_OR_RETURN(header_, DecodeTableHeader(block, size));
+  geometry_ = TableGeometry(header_);
+
+  // The metadata section and its zero padding (bounded by kMaxMetadataBytes).
+  uint64_t padded = header_.file_bytes - header_.metadata_offset;
+  std::vector<std::byte> section(padded);
+  ENGRAM_RETURN_IF_ERROR(fileutil::PreadExact(fd_, section, header_.metadata_offset, path_));
+  uint64_t hash = XXH3_64bits(section.data(), header_.metadata_bytes);
+  if (hash != header_.metadata_xxh3) return Status::Corruption("metadata section checksum mismatch");
+  for (uint64_t i = header_.metadata_bytes; i < padded; ++i) {
+    if (section[i] != std::byte{0}) return Status::Corruption("metadata section padding is not zero");
+  }
+  metadata_text_.assign(reinterpret_cast<const char*>(section.data()), header_.metadata_bytes);
+  metadata_ = nlohmann::json::parse(metadata_text_, nullptr, /*allow_exceptions=*/false);
+  if (metadata_.is_discarded() || !metadata_.is_object()) {
+    return Status::Corruption("metadata section is not a JSON object");
+  }
+  if (metadata_.contains("hash_layout")) {
+    Status s = ValidateHashLayout(metadata_["hash_layout"], header_.row_count);
+    if (!s.ok()) return Status::Corruption("metadata: " + s.message());
+  }
+  return Status::OK();
+}
+
+Status TableFile::VerifyBlock(uint64_t block_index, std::span<const std::byte> block) const {
+  if (block_index >= header_.block_count) {
+    return Status::OutOfRange("block " + std::to_string(block_index) + " is past the end of " + path_ + " (" +
+                              std::to_string(header_.block_count) + " blocks)");
+  }
+  Status s = VerifyBlockChecksum(block, block_index, header_.checksum_salt);
+  if (s.ok()) return s;
+  uint64_t first = geometry_.FirstRowOfBlock(block_index);
+  uint64_t last = first + geometry_.RowsInBlock(block_index) - 1;
+  return Status(s.code(), path_ + ": " + s.message() + " (rows " + std::to_string(first) + ".." +
+                              std::to_string(last) + ", file offset " +
+                              std::to_string(geometry_.BlockOffset(block_index)) + ")");
+}
+
+Status TableFile::ReadBlock(uint64_t block_index, std::span<std::byte> dst) const {
+  if (dst.size() != kTableBlockSize) {
+    return Status::InvalidArgument("ReadBlock buffer is " + std::to_string(dst.size()) + " bytes, expected " +
+                                   std::to_string(kTableBlockSize));
+  }
+  if (block_index >= header_.block_count) return VerifyBlock(block_index, dst);  // OutOfRange
+  ENGRAM_RETURN_IF_ERROR(fileutil::PreadExact(fd_, dst, geometry_.BlockOffset(block_index), path_));
+  return VerifyBlock(block_index, dst);
+}
+
+Status TableFile::ReadRow(uint64_t row, std::span<std::byte> dst) const {
+  ENGRAM_RETURN_IF_ERROR(geometry_.CheckRow(row).WithContext(path_));
+  if (dst.size() != header_.record_bytes) {
+    return Status::InvalidArgument("ReadRow buffer is " + std::to_string(dst.size()) + " bytes, records are " +
+                                   std::to_string(header_.record_bytes));
+  }
+  alignas(64) std::byte block[kTableBlockSize];
+  ENGRAM_RETURN_IF_ERROR(ReadBlock(geometry_.BlockOfRow(row), block));
+  std::memcpy(dst.data(), block + geometry_.RowOffsetInBlock(row), header_.record_bytes);
+  return Status::OK();
+}
+
+Status TableFile::VerifyAll(const ProgressFn& progress) const {
+  const uint64_t total = header_.block_count;
+  std::vector<std::byte> chunk(kVerifyChunkBlocks * kTableBlockSize);
+  for (uint64_t b = 0; b < total;) {
+    uint64_t n = std::min<uint64_t>(kVerifyChunkBlocks, total - b);
+    std::span<std::byte> span(chunk.data(), n * kTableBlockSize);
+    ENGRAM_RETURN_IF_ERROR(fileutil::PreadExact(fd_, span, geometry_.BlockOffset(b), path_));
+    for (uint64_t i = 0; i < n; ++i) {
+      ENGRAM_RETURN_IF_ERROR(VerifyBlock(b + i, span.subspan(i * kTableBlockSize, kTableBlockSize)));
+    }
+    b += n;
+    if (progress) progress(b, total);
+  }
+  if (progress && total == 0) progress(0, 0);
+  return Status::OK();
+}
+
+}  // namespace engram

@@ -1,0 +1,85 @@
+// TableFile: an open, validated Engram table file (format v1).
+//
+// Open() reads and checks the header (every field, against the file size) and
+// the metadata section (length, checksum, JSON, embedded hash layout). Data
+// blocks are not read at open; each is verified when read (ReadBlock,
+// ReadRow) or by VerifyAll().
+//
+// The geometry helpers and VerifyBlock() are pure (no I/O): I/O backends read
+// 4 KiB blocks at BlockOffset() however they like (io_uring, O_DIRECT, mmap)
+// and hand the buffer to VerifyBlock(). ReadRow/ReadBlock use pread on the
+// file's own descriptor and are meant for tools and tests.
+//
+// Thread safety: all const methods may be called concurrently.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engram/status.h"
+#include "storage/table_format.h"
+
+namespace engram {
+
+class TableFile {
+ public:
+  static Result<std::unique_ptr<TableFile>> Open(const std::string& path);
+  ~TableFile();
+  TableFile(const TableFile&) = delete;
+  TableFile& operator=(const TableFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  int fd() const { return fd_; }
+  const TableHeader& header() const { return header_; }
+  const TableGeometry& geometry() const { return geometry_; }
+  // The metadata section, parsed (always a JSON object) and as stored.
+  const nlohmann::json& metadata() const { return metadata_; }
+  const std::string& metadata_text() const { return metadata_text_; }
+
+  uint64_t row_count() const { return header_.row_count; }
+  uint32_t record_bytes() const { return header_.record_bytes; }
+  uint32_t rows_per_block() const { return header_.rows_per_block; }
+  uint64_t block_count() const { return header_.block_count; }
+  uint64_t file_bytes() const { return header_.file_bytes; }
+
+  uint64_t BlockOfRow(uint64_t row) const { return geometry_.BlockOfRow(row); }
+  uint64_t BlockOffset(uint64_t block) const { return geometry_.BlockOffset(block); }
+  uint32_t RowOffsetInBlock(uint64_t row) const { return geometry_.RowOffsetInBlock(row); }
+  Status CheckRow(uint64_t row) const { return geometry_.CheckRow(row); }
+
+  // Checks a 4096-byte block read from BlockOffset(block_index). Pure.
+  // Corruption names the block, its rows and the file.
+  Status VerifyBlock(uint64_t block_index, std::span<const std::byte> block) const;
+
+  // pread + VerifyBlock. dst must be kTableBlockSize bytes.
+  Status ReadBlock(uint64_t block_index, std::span<std::byte> dst) const;
+
+  // Reads the row's block, verifies it, copies the record into dst
+  // (dst.size() must equal record_bytes()).
+  Status ReadRow(uint64_t row, std::span<std::byte> dst) const;
+
+  // Reads every data block in large sequential chunks and verifies it.
+  // Returns the first failure (naming the block). progress(done, total) is
+  // called in blocks, now and then and at the end.
+  using ProgressFn = std::function<void(uint64_t blocks_done, uint64_t blocks_total)>;
+  Status VerifyAll(const ProgressFn& progress = {}) const;
+
+ private:
+  TableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  Status Load();
+
+  std::string path_;
+  int fd_ = -1;
+  TableHeader header_;
+  TableGeometry geometry_;
+  nlohmann::json metadata_;
+  std::string metadata_text_;
+};
+
+}  // namespace engram

@@ -1,0 +1,168 @@
+#include "storage/table_writer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include <spdlog/spdlog.h>
+
+#include "storage/file_util.h"
+
+namespace engram {
+
+namespace {
+
+std::string TempPathFor(const std::string& path) {
+  std::string dir, base = path;
+  if (auto slash = path.rfind('/'); slash != std::string::npos) {
+    dir = path.substr(0, slash + 1);
+    base = path.substr(slash + 1);
+  }
+  return dir + "." + base + ".tmp-XXXXXX";
+}
+
+uint64_t RandomSalt() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TableWriter>> TableWriter::Create(const std::string& path, TableWriterOptions options) {
+  if (path.empty() || path.back() == '/') return Status::InvalidArgument("table path '" + path + "' names no file");
+  if (RowsPerBlock(options.record_bytes) == 0) {
+    return Status::InvalidArgument("record_bytes " + std::to_string(options.record_bytes) + " is not in [1, " +
+                                   std::to_string(kMaxRecordBytes) + "]");
+  }
+  if (!options.metadata.is_object()) return Status::InvalidArgument("table metadata must be a JSON object");
+  std::string temp = TempPathFor(path);
+  int fd = ::mkostemp(temp.data(), O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno("create temporary file " + temp, errno);
+  uint64_t salt = options.checksum_salt ? *options.checksum_salt : RandomSalt();
+  std::unique_ptr<TableWriter> w(new TableWriter(path, temp, fd, std::move(options), salt));
+  // Reserve the header block as zeros: the file cannot open as a table until
+  // Finish() overwrites it.
+  std::vector<std::byte> zeros(kTableBlockSize);
+  ENGRAM_RETURN_IF_ERROR(w->Fail(fileutil::WriteAll(fd, zeros, temp)));
+  return w;
+}
+
+TableWriter::TableWriter(std::string path, std::string temp_path, int fd, TableWriterOptions options, uint64_t salt)
+    : path_(std::move(path)), temp_path_(std::move(temp_path)), fd_(fd), options_(std::move(options)), salt_(salt),
+      rows_per_block_(RowsPerBlock(options_.record_bytes)) {
+  size_t blocks = std::max<size_t>(1, options_.buffer_bytes / kTableBlockSize);
+  buffer_.assign(blocks * kTableBlockSize, std::byte{0});
+}
+
+TableWriter::~TableWriter() {
+  if (!finished_) Abandon();
+}
+
+Status TableWriter::Fail(Status s) {
+  if (!s.ok() && error_.ok()) error_ = s;
+  return s;
+}
+
+void TableWriter::Abandon() {
+  if (abandoned_ || finished_) return;
+  abandoned_ = true;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  ::unlink(temp_path_.c_str());
+  if (error_.ok()) error_ = Status::Cancelled("table writer for " + path_ + " was abandoned");
+}
+
+Status TableWriter::SealCurrentBlock() {
+  std::span<std::byte> block(buffer_.data() + buffer_blocks_used_ * kTableBlockSize, kTableBlockSize);
+  SealBlock(block, blocks_written_, salt_);
+  ++blocks_written_;
+  ++buffer_blocks_used_;
+  rows_in_block_ = 0;
+  if (buffer_blocks_used_ * kTableBlockSize == buffer_.size()) return FlushBuffer();
+  return Status::OK();
+}
+
+Status TableWriter::FlushBuffer() {
+  size_t bytes = buffer_blocks_used_ * kTableBlockSize;
+  ENGRAM_RETURN_IF_ERROR(Fail(fileutil::WriteAll(fd_, std::span(buffer_.data(), bytes), temp_path_)));
+  // Blocks are sealed with zero padding, so the buffer must be zero again
+  // before it is refilled.
+  std::memset(buffer_.data(), 0, bytes);
+  buffer_blocks_used_ = 0;
+  return Status::OK();
+}
+
+Status TableWriter::AppendRecords(std::span<const std::byte> records) {
+  if (!error_.ok()) return error_;
+  if (finished_) return Status::InvalidArgument("table " + path_ + " is already finished");
+  const uint32_t rb = options_.record_bytes;
+  if (records.size() % rb != 0) {
+    return Status::InvalidArgument("append of " + std::to_string(records.size()) +
+                                   " bytes is not a whole number of " + std::to_string(rb) + "-byte records");
+  }
+  size_t pos = 0;
+  while (pos < records.size()) {
+    // Copy as many records as fit in the current block in one memcpy.
+    uint32_t room = rows_per_block_ - rows_in_block_;
+    size_t n = std::min<size_t>(room, (records.size() - pos) / rb);
+    std::byte* dst = buffer_.data() + buffer_blocks_used_ * kTableBlockSize + size_t{rows_in_block_} * rb;
+    std::memcpy(dst, records.data() + pos, n * rb);
+    pos += n * rb;
+    rows_in_block_ += static_cast<uint32_t>(n);
+    rows_written_ += n;
+    if (rows_in_block_ == rows_per_block_) ENGRAM_RETURN_IF_ERROR(SealCurrentBlock());
+  }
+  return Status::OK();
+}
+
+Status TableWriter::Finish() {
+  if (!error_.ok()) return error_;
+  if (finished_) return Status::InvalidArgument("table " + path_ + " is already finished");
+  if (!options_.metadata.is_object()) return Fail(Status::InvalidArgument("table metadata must be a JSON object"));
+  if (rows_in_block_ > 0) ENGRAM_RETURN_IF_ERROR(SealCurrentBlock());
+  if (buffer_blocks_used_ > 0) ENGRAM_RETURN_IF_ERROR(FlushBuffer());
+
+  std::string meta = options_.metadata.dump(-1, ' ', /*ensure_ascii=*/false,
+                                            nlohmann::json::error_handler_t::replace);
+  uint64_t meta_hash = XXH3_64bits(meta.data(), meta.size());
+  auto header = MakeTableHeader(options_.record_bytes, rows_written_, meta.size(), meta_hash, salt_);
+  if (!header.ok()) return Fail(header.status().WithContext(path_));
+  header_ = *header;
+  if (header_.block_count != blocks_written_) {
+    return Fail(Status::Internal("wrote " + std::to_string(blocks_written_) + " blocks, header expects " +
+                                 std::to_string(header_.block_count)));
+  }
+  // Metadata, zero padded to a whole block.
+  std::vector<std::byte> meta_section((meta.size() + kTableBlockSize - 1) / kTableBlockSize * kTableBlockSize);
+  std::memcpy(meta_section.data(), meta.data(), meta.size());
+  ENGRAM_RETURN_IF_ERROR(Fail(fileutil::WriteAll(fd_, meta_section, temp_path_)));
+
+  // Data and metadata must be durable before the header that vouches for them.
+  if (options_.sync && ::fdatasync(fd_) != 0) return Fail(Status::FromErrno("fdatasync " + temp_path_, errno));
+  alignas(64) std::byte hblock[kTableBlockSize];
+  EncodeTableHeader(header_, std::span<std::byte, kTableBlockSize>(hblock, kTableBlockSize));
+  ENGRAM_RETURN_IF_ERROR(Fail(fileutil::PwriteAll(fd_, hblock, 0, temp_path_)));
+  if (options_.sync && ::fsync(fd_) != 0) return Fail(Status::FromErrno("fsync " + temp_path_, errno));
+  if (::fchmod(fd_, 0644) != 0) return Fail(Status::FromErrno("chmod " + temp_path_, errno));
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    return Fail(Status::FromErrno("close " + temp_path_, errno));
+  }
+  fd_ = -1;
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    return Fail(Status::FromErrno("rename " + temp_path_ + " to " + path_, errno));
+  }
+  finished_ = true;
+  if (options_.sync) ENGRAM_RETURN_IF_ERROR(fileutil::SyncParentDir(path_));
+  spdlog::info("wrote Engram table {}: {} rows of {} B, {} blocks, {} bytes", path_, header_.row_count,
+               header_.record_bytes, header_.block_count, header_.file_bytes);
+  return Status::OK();
+}
+
+}  // namespace engram

@@ -1,0 +1,102 @@
+// TableWriter: streams fixed-size records into a new Engram table file.
+//
+// Memory is bounded by options.buffer_bytes whatever the table size. The
+// file is built under a temporary name in the destination directory; only
+// Finish() writes the header, fsyncs, renames it into place and fsyncs the
+// directory. Until then the header block is all zeros, so neither an
+// interrupted write nor a leftover temp file ever opens as a valid table.
+// Destroying a writer without Finish() (or calling Abandon()) deletes the
+// temporary file.
+//
+//   TableWriterOptions opt;
+//   opt.record_bytes = 264;
+//   ENGRAM_ASSIGN_OR_RETURN(auto w, TableWriter::Create("layer1.engram", opt));
+//   ENGRAM_RETURN_IF_ERROR(w->AppendRecords(bytes));   // any multiple of 264
+//   w->SetMetadata(json);                               // any time before Finish
+//   ENGRAM_RETURN_IF_ERROR(w->Finish());
+//
+// Not thread-safe: one thread drives a writer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engram/status.h"
+#include "storage/table_format.h"
+
+namespace engram {
+
+struct TableWriterOptions {
+  uint32_t record_bytes = 0;  // required, in [1, kMaxRecordBytes]
+  // Written as the metadata section (compact JSON). Must be an object.
+  nlohmann::json metadata = nlohmann::json::object();
+  // Seed mixed into block checksums. Unset: random per file (a block copied
+  // from another table then fails). Set it for byte-identical reruns.
+  std::optional<uint64_t> checksum_salt;
+  // Size of the write buffer (rounded to whole blocks, at least one block).
+  size_t buffer_bytes = 8u << 20;
+  // fsync the file and its directory in Finish(). Only tests turn this off.
+  bool sync = true;
+};
+
+class TableWriter {
+ public:
+  static Result<std::unique_ptr<TableWriter>> Create(const std::string& path, TableWriterOptions options);
+
+  ~TableWriter();  // Abandon() unless Finish() succeeded
+  TableWriter(const TableWriter&) = delete;
+  TableWriter& operator=(const TableWriter&) = delete;
+
+  // Appends whole records: records.size() must be a multiple of record_bytes.
+  Status AppendRecords(std::span<const std::byte> records);
+  Status Append(std::span<const std::byte> record) { return AppendRecords(record); }
+
+  // Replaces the metadata written by Finish() (must be a JSON object).
+  void SetMetadata(nlohmann::json metadata) { options_.metadata = std::move(metadata); }
+
+  // Seals the last block, writes metadata and header, fsyncs, renames the
+  // temporary file to the final path and fsyncs the directory.
+  Status Finish();
+
+  // Deletes the temporary file; later calls fail. Idempotent.
+  void Abandon();
+
+  uint64_t rows_written() const { return rows_written_; }
+  uint32_t record_bytes() const { return options_.record_bytes; }
+  const std::string& path() const { return path_; }
+  const std::string& temp_path() const { return temp_path_; }
+  // The header Finish() wrote (valid after a successful Finish()).
+  const TableHeader& header() const { return header_; }
+
+ private:
+  TableWriter(std::string path, std::string temp_path, int fd, TableWriterOptions options, uint64_t salt);
+
+  Status Fail(Status s);
+  Status SealCurrentBlock();
+  Status FlushBuffer();
+
+  std::string path_;
+  std::string temp_path_;
+  int fd_ = -1;
+  TableWriterOptions options_;
+  uint64_t salt_;
+  uint32_t rows_per_block_;
+  std::vector<std::byte> buffer_;  // whole blocks; the last may be in progress
+  size_t buffer_blocks_used_ = 0;  // sealed blocks in buffer_
+  uint32_t rows_in_block_ = 0;     // records in the block being filled
+  uint64_t blocks_written_ = 0;    // sealed blocks already on disk or in buffer_
+  uint64_t rows_written_ = 0;
+  Status error_;                   // sticky first failure
+  bool finished_ = false;
+  bool abandoned_ = false;
+  TableHeader header_;
+};
+
+}  // namespace engram

@@ -1,0 +1,84 @@
+// engram-convert: turns checkpoint tensors (safetensors shards or .npy files)
+// into one Engram table file. See storage/table_converter.h.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "storage/hash_layout.h"
+#include "storage/progress_meter.h"
+#include "storage/table_converter.h"
+
+namespace {
+
+int Fail(const engram::Status& s) {
+  std::fprintf(stderr, "engram-convert: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Convert an Engram embedding tensor into an Engram table file.\n"
+      "Each record is one weight row followed by the same row of the scale tensor (if any);\n"
+      "several shards are concatenated in the order given."};
+  std::vector<std::string> st_files, npy_files, npy_scale_files;
+  std::string weight, scale, layout_file, out;
+  int64_t layer_id = -1;
+  bool progress = false;
+  size_t chunk_mib = 8;
+  uint64_t salt = 0;
+  auto* st = app.add_option("--safetensors", st_files, "safetensors shard(s), comma separated, in row order")
+                 ->delimiter(',');
+  auto* npy = app.add_option("--npy", npy_files, ".npy weight shard(s), comma separated, in row order")
+                  ->delimiter(',')
+                  ->excludes(st);
+  app.add_option("--npy-scale", npy_scale_files, ".npy scale shard(s), one per --npy file")
+      ->delimiter(',')
+      ->needs(npy);
+  app.add_option("--weight", weight, "weight tensor name in each safetensors shard")->needs(st);
+  app.add_option("--scale", scale, "scale tensor name in each safetensors shard (appended to each row)")->needs(st);
+  auto* layout_opt = app.add_option("--layout", layout_file, "hash layout file to embed (e.g. layout-v41.json)");
+  app.add_option("--layer", layer_id, "layer_id of the layout's layer to embed")->needs(layout_opt);
+  app.add_option("--chunk-mib", chunk_mib, "read chunk size in MiB")->capture_default_str();
+  auto* salt_opt = app.add_option("--checksum-salt", salt, "fixed block checksum salt (default: random)");
+  app.add_flag("--progress", progress, "show a progress bar even when stderr is not a terminal");
+  app.add_option("OUT", out, "output table file")->required();
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::warn);
+
+  engram::Result<engram::ConvertSpec> spec = engram::Status::InvalidArgument("give --safetensors or --npy");
+  if (!st_files.empty()) {
+    if (weight.empty()) return Fail(engram::Status::InvalidArgument("--safetensors needs --weight NAME"));
+    spec = engram::SafetensorsConvertSpec(st_files, weight, scale);
+  } else if (!npy_files.empty()) {
+    spec = engram::NpyConvertSpec(npy_files, npy_scale_files);
+  }
+  if (!spec.ok()) return Fail(spec.status());
+  auto record_bytes = engram::ConvertRecordBytes(*spec);
+  if (!record_bytes.ok()) return Fail(record_bytes.status());
+
+  engram::ConvertOptions opt;
+  opt.created_by = std::string("engram-convert ") + ENGRAM_VERSION;
+  opt.chunk_bytes = std::max<size_t>(1, chunk_mib) << 20;
+  if (salt_opt->count()) opt.writer.checksum_salt = salt;
+  if (!layout_file.empty()) {
+    if (layer_id < 0) return Fail(engram::Status::InvalidArgument("--layout needs --layer <layer_id>"));
+    auto l = engram::LoadLayerHashLayout(layout_file, layer_id);
+    if (!l.ok()) return Fail(l.status());
+    opt.hash_layout = *l;
+  }
+  uint64_t total_rows = 0;
+  for (const auto& w : spec->weight) total_rows += w.tensor.rows();
+  engram::ProgressMeter meter("engram-convert", total_rows * *record_bytes, progress);
+  opt.progress = [&](uint64_t done, uint64_t) { meter.Update(done * *record_bytes); };
+  auto header = engram::ConvertToTable(*spec, out, opt);
+  if (!header.ok()) return Fail(header.status());
+  meter.Finish();
+  std::fprintf(stderr, "engram-convert: wrote %s: %llu rows of %u bytes\n", out.c_str(),
+               static_cast<unsigned long long>(header->row_count), header->record_bytes);
+  return 0;
+}

@@ -1,0 +1,151 @@
+// engram-inspect: look inside an Engram table file.
+//   engram-inspect FILE | info FILE      header fields and metadata
+//   engram-inspect verify FILE           check every block checksum
+//   engram-inspect dump FILE --rows A,B  record bytes (hex, or --raw to stdout)
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "storage/progress_meter.h"
+#include "storage/table_file.h"
+
+namespace {
+
+int Fail(const engram::Status& s) {
+  std::fprintf(stderr, "engram-inspect: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+std::string Hex64(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+int Info(const engram::TableFile& t, bool json_only) {
+  if (json_only) {
+    std::printf("%s\n", t.metadata().dump(1).c_str());
+    return 0;
+  }
+  const engram::TableHeader& h = t.header();
+  std::printf("file:            %s\n", t.path().c_str());
+  std::printf("format version:  %u\n", h.version);
+  std::printf("record_bytes:    %u\n", h.record_bytes);
+  std::printf("rows_per_block:  %u (block %u bytes, %u-byte XXH3-64 trailer)\n", h.rows_per_block, h.block_size,
+              engram::kBlockTrailerBytes);
+  std::printf("row_count:       %llu\n", static_cast<unsigned long long>(h.row_count));
+  std::printf("block_count:     %llu\n", static_cast<unsigned long long>(h.block_count));
+  std::printf("data section:    offset %llu, %llu bytes\n", static_cast<unsigned long long>(h.data_offset),
+              static_cast<unsigned long long>(h.data_bytes));
+  std::printf("metadata:        offset %llu, %llu bytes, xxh3 %s\n",
+              static_cast<unsigned long long>(h.metadata_offset), static_cast<unsigned long long>(h.metadata_bytes),
+              Hex64(h.metadata_xxh3).c_str());
+  std::printf("checksum_salt:   %s\n", Hex64(h.checksum_salt).c_str());
+  std::printf("file_bytes:      %llu\n", static_cast<unsigned long long>(h.file_bytes));
+  std::printf("flags:           0x%x\n", h.flags);
+  std::printf("metadata JSON:\n%s\n", t.metadata().dump(2).c_str());
+  return 0;
+}
+
+int Verify(const engram::TableFile& t, bool progress) {
+  engram::ProgressMeter meter("verify", t.header().data_bytes, progress);
+  engram::Status s = t.VerifyAll([&](uint64_t done, uint64_t) { meter.Update(done * engram::kTableBlockSize); });
+  meter.Finish();
+  if (!s.ok()) return Fail(s);
+  std::printf("OK: %llu blocks, %llu rows verified\n", static_cast<unsigned long long>(t.block_count()),
+              static_cast<unsigned long long>(t.row_count()));
+  return 0;
+}
+
+// "5,7,10-12" -> 5 7 10 11 12
+engram::Result<std::vector<uint64_t>> ParseRows(const std::vector<std::string>& specs) {
+  std::vector<uint64_t> rows;
+  for (const std::string& spec : specs) {
+    auto num = [&](const std::string& s) -> engram::Result<uint64_t> {
+      if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 19) {
+        return engram::Status::InvalidArgument("bad row '" + spec + "' (expected N or A-B)");
+      }
+      return std::stoull(s);
+    };
+    auto dash = spec.find('-');
+    if (dash == std::string::npos) {
+      ENGRAM_ASSIGN_OR_RETURN(uint64_t r, num(spec));
+      rows.push_back(r);
+    } else {
+      ENGRAM_ASSIGN_OR_RETURN(uint64_t a, num(spec.substr(0, dash)));
+      ENGRAM_ASSIGN_OR_RETURN(uint64_t b, num(spec.substr(dash + 1)));
+      if (b < a || b - a >= 1'000'000) return engram::Status::InvalidArgument("bad row range '" + spec + "'");
+      for (uint64_t r = a; r <= b; ++r) rows.push_back(r);
+    }
+  }
+  return rows;
+}
+
+int Dump(const engram::TableFile& t, const std::vector<std::string>& specs, bool raw) {
+  auto rows = ParseRows(specs);
+  if (!rows.ok()) return Fail(rows.status());
+  std::vector<std::byte> rec(t.record_bytes());
+  for (uint64_t r : *rows) {
+    if (auto s = t.ReadRow(r, rec); !s.ok()) return Fail(s);
+    if (raw) {
+      if (std::fwrite(rec.data(), 1, rec.size(), stdout) != rec.size()) {
+        return Fail(engram::Status::IOError("write to stdout failed"));
+      }
+      continue;
+    }
+    std::printf("row %llu (block %llu, offset %u):\n", static_cast<unsigned long long>(r),
+                static_cast<unsigned long long>(t.BlockOfRow(r)), t.RowOffsetInBlock(r));
+    for (size_t i = 0; i < rec.size(); i += 32) {
+      std::printf("  %04zx:", i);
+      for (size_t j = i; j < rec.size() && j < i + 32; ++j) std::printf(" %02x", static_cast<unsigned>(rec[j]));
+      std::printf("\n");
+    }
+  }
+  return std::fflush(stdout) == 0 ? 0 : Fail(engram::Status::IOError("write to stdout failed"));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // "engram-inspect FILE" means "engram-inspect info FILE".
+  std::vector<char*> args(argv, argv + argc);
+  static char info_word[] = "info";
+  if (argc >= 2 && argv[1][0] != '-' && std::strcmp(argv[1], "info") != 0 && std::strcmp(argv[1], "verify") != 0 &&
+      std::strcmp(argv[1], "dump") != 0) {
+    args.insert(args.begin() + 1, info_word);
+  }
+  CLI::App app{"Inspect an Engram table file: header, metadata, block checksums, rows."};
+  app.require_subcommand(1);
+  std::string file;
+  bool json_only = false, progress = false, raw = false, hex = false;
+  std::vector<std::string> row_specs;
+  auto* info = app.add_subcommand("info", "print the header fields and the metadata JSON (the default)");
+  info->add_option("FILE", file, "table file")->required();
+  info->add_flag("--metadata-json", json_only, "print only the metadata JSON");
+  auto* verify = app.add_subcommand("verify", "check every block checksum; non-zero exit names the first bad block");
+  verify->add_option("FILE", file, "table file")->required();
+  verify->add_flag("--progress", progress, "show a progress bar even when stderr is not a terminal");
+  auto* dump = app.add_subcommand("dump", "print the records of the given rows, in the order given");
+  dump->add_option("FILE", file, "table file")->required();
+  dump->add_option("--rows", row_specs, "rows: A,B,C or ranges A-B")->delimiter(',')->required();
+  auto* raw_flag = dump->add_flag("--raw", raw, "raw record bytes to stdout");
+  dump->add_flag("--hex", hex, "hex dump (the default)")->excludes(raw_flag);
+  try {
+    app.parse(static_cast<int>(args.size()), args.data());
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  spdlog::set_level(spdlog::level::warn);
+
+  auto table = engram::TableFile::Open(file);
+  if (!table.ok()) return Fail(table.status());
+  if (*verify) return Verify(**table, progress);
+  if (*dump) return Dump(**table, row_specs, raw);
+  return Info(**table, json_only);
+}
