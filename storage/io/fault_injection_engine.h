@@ -1,0 +1,77 @@
+// FaultInjectionEngine: wraps any IoEngine and breaks its I/O on purpose,
+// reproducibly for a seed, so the store's error paths (retries, checksums,
+// per-request failures, out-of-order completions) can be stress-tested.
+//
+// Faults applied here, at the engine API: EIO on individual reads, one
+// flipped bit in a read's data (the store's block checksums must catch it),
+// batch completions delayed by FaultOptions::delay or held back by
+// FaultOptions::reorder_hold so that later batches overtake them.
+// Faults applied inside the wrapped backend through the shared FaultInjector
+// (see IoOptions::fault_injector): EAGAIN and short reads (io_uring and pread
+// must absorb them with retries: they never surface as errors), io_uring
+// setup failure (kAuto must fall back to pread) and registration ENOMEM
+// (io_uring must keep working with plain fds and buffers). The mmap backend
+// has no syscalls to break, so only the API-level faults apply to it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <queue>
+#include <thread>
+#include <vector>
+
+#include "storage/io/fault_injector.h"
+#include "storage/io/io_engine.h"
+
+namespace engram::io {
+
+class FaultInjectionEngine final : public IoEngine {
+ public:
+  FaultInjectionEngine(std::unique_ptr<IoEngine> inner, std::shared_ptr<FaultInjector> faults);
+  ~FaultInjectionEngine() override;
+
+  IoBackend backend() const override { return inner_->backend(); }
+  std::string Describe() const override { return "fault_injection(" + inner_->Describe() + ")"; }
+  Result<FileId> OpenFile(const std::string& path) override { return inner_->OpenFile(path); }
+  Status CloseFile(FileId file) override { return inner_->CloseFile(file); }
+  Result<uint64_t> FileSize(FileId file) const override { return inner_->FileSize(file); }
+  void SubmitBatch(std::span<BlockRead> reads, IoCallback done) override;
+  Status RegisterBuffer(std::span<std::byte> region) override { return inner_->RegisterBuffer(region); }
+  IoStatsSnapshot Stats() const override { return inner_->Stats(); }
+  void Shutdown() override;
+
+  FaultInjector& injector() { return *faults_; }
+  IoEngine& inner() { return *inner_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Held {
+    Clock::time_point due;
+    uint64_t seq;  // FIFO among equal deadlines
+    IoCallback done;
+    bool operator>(const Held& o) const { return due != o.due ? due > o.due : seq > o.seq; }
+  };
+
+  void OnInnerDone(std::span<BlockRead> reads, IoCallback done);
+  void Hold(Clock::duration delay, IoCallback done);
+  void TimerLoop();
+
+  std::unique_ptr<IoEngine> inner_;
+  std::shared_ptr<FaultInjector> faults_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::priority_queue<Held, std::vector<Held>, std::greater<>> held_;  // guarded by mu_
+  uint64_t next_seq_ = 0;                                              // guarded by mu_
+  bool stopping_ = false;                                              // guarded by mu_
+  std::thread timer_;
+  std::mutex shutdown_mu_;  // serializes Shutdown (joins)
+};
+
+// Builds the backend described by `options` with a FaultInjector configured
+// by `faults` plugged into it, and wraps it.
+Result<std::unique_ptr<FaultInjectionEngine>> CreateFaultInjectionEngine(IoOptions options,
+                                                                         const FaultOptions& faults);
+
+}  // namespace engram::io

@@ -1,0 +1,457 @@
+// Behaviour of every I/O backend against real files on the real disk.
+#include "storage/io/io_engine.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "tests/io_test_util.h"
+
+namespace engram::io {
+namespace {
+
+using testing::CheckBlock;
+using testing::RandomReads;
+using testing::TempFile;
+
+// A few MB with a partial final block (size not a multiple of 4 KiB).
+constexpr uint64_t kFileSize = 3 * 1024 * 1024 + 1000;
+
+BlockRead MakeRead(FileId file, uint64_t offset, uint64_t length, std::byte* dst) {
+  return BlockRead{file, offset, static_cast<uint32_t>(length), dst, Status()};
+}
+
+IoOptions OptionsFor(IoBackend backend) {
+  IoOptions o;
+  o.backend = backend;
+  o.queue_depth = 8;  // small, so the batches below exceed it
+  o.threads = 3;
+  return o;
+}
+
+std::unique_ptr<IoEngine> MustCreate(const IoOptions& options) {
+  auto engine = CreateIoEngine(options);
+  EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+  return engine.ok() ? std::move(engine).value() : nullptr;
+}
+
+// Waits for one asynchronous batch.
+class Completion {
+ public:
+  IoCallback Callback() {
+    return [this] {
+      std::lock_guard lock(mu_);
+      ++calls_;
+      cv_.notify_all();
+    };
+  }
+  void Wait(int calls = 1) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return calls_ >= calls; });
+  }
+  int calls() {
+    std::lock_guard lock(mu_);
+    return calls_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int calls_ = 0;
+};
+
+class IoEngineTest : public ::testing::TestWithParam<IoBackend> {
+ protected:
+  void SetUp() override {
+    engine_ = MustCreate(OptionsFor(GetParam()));
+    ASSERT_NE(engine_, nullptr);
+    auto id = engine_->OpenFile(file_.path());
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    file_id_ = *id;
+  }
+
+  TempFile file_{kFileSize};
+  std::unique_ptr<IoEngine> engine_;
+  FileId file_id_ = 0;
+};
+
+TEST_P(IoEngineTest, BackendIsTheOneRequested) {
+  EXPECT_EQ(engine_->backend(), GetParam());
+  EXPECT_FALSE(engine_->Describe().empty());
+  EXPECT_EQ(*engine_->FileSize(file_id_), kFileSize);
+}
+
+TEST_P(IoEngineTest, ColdBatchLargerThanQueueDepthReturnsByteExactBlocks) {
+  auto arena = AlignedBuffer::Allocate(200 * kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  std::vector<BlockRead> reads = RandomReads(file_id_, file_.blocks(), 200, 1, *arena, 7);
+  ASSERT_TRUE(engine_->ReadBlocks(reads).ok()) << FirstError(reads).ToString();
+  for (const BlockRead& r : reads) {
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    ASSERT_EQ(CheckBlock(r, kFileSize), "");
+  }
+}
+
+TEST_P(IoEngineTest, MultiBlockReadsAreByteExact) {
+  auto arena = AlignedBuffer::Allocate(40 * 4 * kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  std::vector<BlockRead> reads = RandomReads(file_id_, file_.blocks() - 1, 40, 4, *arena, 11);
+  ASSERT_TRUE(engine_->ReadBlocks(reads).ok()) << FirstError(reads).ToString();
+  for (const BlockRead& r : reads) ASSERT_EQ(CheckBlock(r, kFileSize), "");
+}
+
+TEST_P(IoEngineTest, FinalPartialBlockIsZeroFilledPastEndOfFile) {
+  auto arena = AlignedBuffer::Allocate(2 * kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  std::memset(arena->data(), 0xAB, arena->size());  // zeros must come from the engine
+  BlockRead read = MakeRead(file_id_, (file_.blocks() - 2) * kBlockSize, 2 * kBlockSize, arena->data());
+  ASSERT_TRUE(engine_->ReadBlocks({&read, 1}).ok()) << read.status.ToString();
+  EXPECT_EQ(CheckBlock(read, kFileSize), "");
+}
+
+TEST_P(IoEngineTest, ReadPastEndOfFileFailsOnlyThatRead) {
+  auto arena = AlignedBuffer::Allocate(3 * kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  BlockRead reads[3] = {
+      MakeRead(file_id_, 0, kBlockSize, arena->data()),
+      MakeRead(file_id_, file_.blocks() * kBlockSize, kBlockSize, arena->data() + kBlockSize),  // starts at EOF
+      MakeRead(file_id_, kBlockSize, kBlockSize, arena->data() + 2 * kBlockSize),
+  };
+  Status st = engine_->ReadBlocks(reads);
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.ToString();
+  EXPECT_NE(st.message().find("past end of file"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find(file_.path()), std::string::npos) << "error must name the file: " << st.message();
+  EXPECT_TRUE(reads[0].status.ok());
+  EXPECT_EQ(reads[1].status.code(), StatusCode::kOutOfRange);
+  EXPECT_TRUE(reads[2].status.ok());
+  EXPECT_EQ(CheckBlock(reads[0], kFileSize), "");
+  EXPECT_EQ(CheckBlock(reads[2], kFileSize), "");
+  // A multi-block read running past the last (partial) block is also out of range.
+  BlockRead over = MakeRead(file_id_, (file_.blocks() - 1) * kBlockSize, 2 * kBlockSize, arena->data());
+  EXPECT_EQ(engine_->ReadBlocks({&over, 1}).code(), StatusCode::kOutOfRange);
+}
+
+TEST_P(IoEngineTest, UnalignedOrMalformedRequestsAreInvalidArguments) {
+  auto arena = AlignedBuffer::Allocate(4 * kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  std::byte* dst = arena->data();
+  BlockRead bad[] = {
+      MakeRead(file_id_, 512, kBlockSize, dst),             // unaligned offset
+      MakeRead(file_id_, 0, 1000, dst),                     // unaligned length
+      MakeRead(file_id_, 0, 0, dst),                        // empty
+      MakeRead(file_id_, 0, kBlockSize, dst + 8),           // unaligned destination
+      MakeRead(file_id_, 0, kBlockSize, nullptr),           // no destination
+      MakeRead(file_id_ + 100, 0, kBlockSize, dst),         // unknown file
+  };
+  for (BlockRead& r : bad) {
+    EXPECT_EQ(engine_->ReadBlocks({&r, 1}).code(), StatusCode::kInvalidArgument)
+        << "offset " << r.offset << " length " << r.length;
+  }
+  // Also inside a batch of good reads: only the bad one fails.
+  BlockRead mixed[2] = {MakeRead(file_id_, 0, kBlockSize, dst), MakeRead(file_id_, 100, kBlockSize, dst + kBlockSize)};
+  EXPECT_EQ(engine_->ReadBlocks(mixed).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(mixed[0].status.ok());
+  EXPECT_EQ(CheckBlock(mixed[0], kFileSize), "");
+}
+
+TEST_P(IoEngineTest, AsyncBatchCallsDoneOnceAfterEveryRead) {
+  auto arena = AlignedBuffer::Allocate(100 * kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  std::vector<BlockRead> reads = RandomReads(file_id_, file_.blocks(), 100, 1, *arena, 3);
+  Completion done;
+  engine_->SubmitBatch(reads, done.Callback());
+  done.Wait();
+  for (const BlockRead& r : reads) {
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    ASSERT_EQ(CheckBlock(r, kFileSize), "");
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(done.calls(), 1);
+}
+
+TEST_P(IoEngineTest, BatchOfOnlyInvalidReadsCompletesInline) {
+  auto arena = AlignedBuffer::Allocate(kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  BlockRead r = MakeRead(file_id_, 3, kBlockSize, arena->data());
+  Completion done;
+  engine_->SubmitBatch({&r, 1}, done.Callback());
+  EXPECT_EQ(done.calls(), 1);
+  EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);
+}
+
+TEST_P(IoEngineTest, ConcurrentSubmittersAllGetTheirOwnBytes) {
+  constexpr int kThreads = 4;
+  constexpr int kBatches = 30;
+  constexpr int kPerBatch = 16;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto arena = AlignedBuffer::Allocate(kPerBatch * 2 * kBlockSize);
+      if (!arena.ok()) {
+        ++failures;
+        return;
+      }
+      for (int b = 0; b < kBatches; ++b) {
+        std::vector<BlockRead> reads =
+            RandomReads(file_id_, file_.blocks() - 1, kPerBatch, 1 + (b % 2), *arena, t * 1000 + b);
+        Status st;
+        if (b % 3 == 0) {  // mix the synchronous and asynchronous forms
+          Completion done;
+          engine_->SubmitBatch(reads, done.Callback());
+          done.Wait();
+          st = FirstError(reads);
+        } else {
+          st = engine_->ReadBlocks(reads);
+        }
+        if (!st.ok()) ++failures;
+        for (const BlockRead& r : reads) {
+          if (!CheckBlock(r, kFileSize).empty()) ++failures;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(engine_->Stats().reads, uint64_t{kThreads} * kBatches * kPerBatch);
+}
+
+TEST_P(IoEngineTest, ShutdownWithReadsInFlightFinishesEveryReadAsDoneOrCancelled) {
+  constexpr int kBatches = 40;
+  constexpr int kPerBatch = 32;
+  auto arena = AlignedBuffer::Allocate(kBatches * kPerBatch * kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  std::vector<std::vector<BlockRead>> batches;
+  for (int b = 0; b < kBatches; ++b) {
+    batches.push_back(RandomReads(file_id_, file_.blocks(), kPerBatch, 1, *arena, b));
+    for (int i = 0; i < kPerBatch; ++i) batches[b][i].dst = arena->data() + (b * kPerBatch + i) * kBlockSize;
+  }
+  Completion done;
+  for (auto& reads : batches) engine_->SubmitBatch(reads, done.Callback());
+  engine_->Shutdown();  // must not hang, must run every callback before returning
+  EXPECT_EQ(done.calls(), kBatches);
+  int ok = 0, cancelled = 0;
+  for (auto& reads : batches) {
+    for (const BlockRead& r : reads) {
+      if (r.status.ok()) {
+        ++ok;
+        EXPECT_EQ(CheckBlock(r, kFileSize), "");
+      } else {
+        EXPECT_EQ(r.status.code(), StatusCode::kCancelled) << r.status.ToString();
+        ++cancelled;
+      }
+    }
+  }
+  EXPECT_EQ(ok + cancelled, kBatches * kPerBatch);
+  // After shutdown, new work is refused as cancelled, inline.
+  BlockRead late = MakeRead(file_id_, 0, kBlockSize, arena->data());
+  EXPECT_EQ(engine_->ReadBlocks({&late, 1}).code(), StatusCode::kCancelled);
+  engine_->Shutdown();  // idempotent
+}
+
+TEST_P(IoEngineTest, StatsCountReadsBytesErrorsAndLatency) {
+  auto arena = AlignedBuffer::Allocate(10 * kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  std::vector<BlockRead> reads = RandomReads(file_id_, file_.blocks() - 1, 10, 1, *arena, 5);
+  ASSERT_TRUE(engine_->ReadBlocks(reads).ok());
+  BlockRead past = MakeRead(file_id_, file_.blocks() * kBlockSize, kBlockSize, arena->data());
+  (void)engine_->ReadBlocks({&past, 1});
+  IoStatsSnapshot s = engine_->Stats();
+  EXPECT_EQ(s.reads, 11u);
+  EXPECT_EQ(s.bytes, 10 * kBlockSize);
+  EXPECT_EQ(s.errors, 1u);
+  uint64_t histogram_total = 0;
+  for (uint64_t c : s.latency_log2_ns) histogram_total += c;
+  EXPECT_EQ(histogram_total, 11u);
+  EXPECT_GT(s.LatencyQuantileUpperBoundNs(0.99), 0u);
+}
+
+TEST_P(IoEngineTest, ClosedFileIdIsRejectedAndFilesCanBeReopened) {
+  ASSERT_TRUE(engine_->CloseFile(file_id_).ok());
+  auto arena = AlignedBuffer::Allocate(kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  BlockRead r = MakeRead(file_id_, 0, kBlockSize, arena->data());
+  EXPECT_EQ(engine_->ReadBlocks({&r, 1}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine_->CloseFile(file_id_).code(), StatusCode::kInvalidArgument);
+  auto again = engine_->OpenFile(file_.path());
+  ASSERT_TRUE(again.ok());
+  r.file = *again;
+  ASSERT_TRUE(engine_->ReadBlocks({&r, 1}).ok());
+  EXPECT_EQ(CheckBlock(r, kFileSize), "");
+}
+
+TEST_P(IoEngineTest, OpeningAMissingFileNamesIt) {
+  auto id = engine_->OpenFile("/nonexistent/engram-table.bin");
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.status().code(), StatusCode::kNotFound) << id.status().ToString();
+  EXPECT_NE(id.status().message().find("/nonexistent/engram-table.bin"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, IoEngineTest,
+                         ::testing::Values(IoBackend::kIoUring, IoBackend::kPread, IoBackend::kMmap),
+                         [](const auto& info) { return std::string(IoBackendName(info.param)); });
+
+// --- Backend selection and io_uring specifics ---------------------------------
+
+TEST(IoBackendNames, ParseRoundTripsAndRejectsUnknown) {
+  for (IoBackend b : {IoBackend::kAuto, IoBackend::kIoUring, IoBackend::kPread, IoBackend::kMmap}) {
+    auto parsed = ParseIoBackend(IoBackendName(b));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, b);
+  }
+  auto bad = ParseIoBackend("uring");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("auto|io_uring|pread|mmap"), std::string::npos);
+}
+
+TEST(IoOptionsValidation, OutOfRangeQueueDepthOrThreadsIsInvalidArgument) {
+  IoOptions o;
+  o.queue_depth = 0;
+  EXPECT_EQ(CreateIoEngine(o).status().code(), StatusCode::kInvalidArgument);
+  o.queue_depth = 8;
+  o.threads = 0;
+  o.backend = IoBackend::kPread;
+  EXPECT_EQ(CreateIoEngine(o).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(IoBackendSelection, AutoPrefersIoUringWhenAvailable) {
+  auto engine = MustCreate(OptionsFor(IoBackend::kAuto));
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->backend(), IoBackend::kIoUring) << engine->Describe();
+}
+
+TEST(IoBackendSelection, ForcedRingFailureFallsBackToPreadWithIdenticalResults) {
+  TempFile file(kFileSize);
+  IoOptions forced = OptionsFor(IoBackend::kAuto);
+  forced.fail_ring_setup_for_testing = true;
+  auto fallback = MustCreate(forced);
+  ASSERT_NE(fallback, nullptr);
+  EXPECT_EQ(fallback->backend(), IoBackend::kPread);
+  auto ring = MustCreate(OptionsFor(IoBackend::kIoUring));
+  ASSERT_NE(ring, nullptr);
+
+  auto a = AlignedBuffer::Allocate(64 * kBlockSize);
+  auto b = AlignedBuffer::Allocate(64 * kBlockSize);
+  ASSERT_TRUE(a.ok() && b.ok());
+  FileId fa = *fallback->OpenFile(file.path());
+  FileId fb = *ring->OpenFile(file.path());
+  std::vector<BlockRead> ra = RandomReads(fa, file.blocks(), 64, 1, *a, 99);
+  std::vector<BlockRead> rb = RandomReads(fb, file.blocks(), 64, 1, *b, 99);
+  ASSERT_TRUE(fallback->ReadBlocks(ra).ok());
+  ASSERT_TRUE(ring->ReadBlocks(rb).ok());
+  EXPECT_EQ(std::memcmp(a->data(), b->data(), a->size()), 0);
+
+  // Asking for io_uring explicitly does not silently fall back.
+  IoOptions explicit_ring = OptionsFor(IoBackend::kIoUring);
+  explicit_ring.fail_ring_setup_for_testing = true;
+  EXPECT_EQ(CreateIoEngine(explicit_ring).status().code(), StatusCode::kUnsupported);
+}
+
+TEST(IoBackendSelection, EnvironmentVariableDisablesIoUring) {
+  ASSERT_EQ(::setenv("ENGRAM_DISABLE_IO_URING", "1", 1), 0);
+  auto fallback = CreateIoEngine(OptionsFor(IoBackend::kAuto));
+  auto ring = CreateIoEngine(OptionsFor(IoBackend::kIoUring));
+  ::unsetenv("ENGRAM_DISABLE_IO_URING");
+  ASSERT_TRUE(fallback.ok());
+  EXPECT_EQ((*fallback)->backend(), IoBackend::kPread);
+  ASSERT_FALSE(ring.ok());
+  EXPECT_NE(ring.status().message().find("ENGRAM_DISABLE_IO_URING"), std::string::npos);
+}
+
+TEST(IoUringEngine, RegisteredBufferReadsAreByteExact) {
+  TempFile file(kFileSize);
+  auto engine = MustCreate(OptionsFor(IoBackend::kIoUring));
+  ASSERT_NE(engine, nullptr);
+  auto arena = AlignedBuffer::Allocate(64 * kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  Status reg = engine->RegisterBuffer(arena->span());
+  // Registration may legitimately be refused (RLIMIT_MEMLOCK); reads must work either way.
+  if (reg.ok()) {
+    EXPECT_NE(engine->Describe().find("fixed buffers=1"), std::string::npos) << engine->Describe();
+  } else {
+    EXPECT_EQ(reg.code(), StatusCode::kResourceExhausted) << reg.ToString();
+  }
+  FileId id = *engine->OpenFile(file.path());
+  std::vector<BlockRead> reads = RandomReads(id, file.blocks() - 1, 32, 2, *arena, 4);
+  ASSERT_TRUE(engine->ReadBlocks(reads).ok()) << FirstError(reads).ToString();
+  for (const BlockRead& r : reads) ASSERT_EQ(CheckBlock(r, kFileSize), "");
+}
+
+TEST(IoUringEngine, QueueDepthOneStillServesLargeBatches) {
+  TempFile file(kFileSize);
+  IoOptions o = OptionsFor(IoBackend::kIoUring);
+  o.queue_depth = 1;
+  auto engine = MustCreate(o);
+  ASSERT_NE(engine, nullptr);
+  FileId id = *engine->OpenFile(file.path());
+  auto arena = AlignedBuffer::Allocate(50 * kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  std::vector<BlockRead> reads = RandomReads(id, file.blocks(), 50, 1, *arena, 8);
+  ASSERT_TRUE(engine->ReadBlocks(reads).ok());
+  for (const BlockRead& r : reads) ASSERT_EQ(CheckBlock(r, kFileSize), "");
+}
+
+TEST(IoUringEngine, CompletionCallbackMaySubmitMoreReads) {
+  TempFile file(kFileSize);
+  auto engine = MustCreate(OptionsFor(IoBackend::kIoUring));
+  ASSERT_NE(engine, nullptr);
+  FileId id = *engine->OpenFile(file.path());
+  auto arena = AlignedBuffer::Allocate(kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  // A chain of 20 reads, each submitted from the previous one's callback.
+  BlockRead read = MakeRead(id, 0, kBlockSize, arena->data());
+  std::mutex mu;
+  std::condition_variable cv;
+  int remaining = 20;
+  int bad = 0;
+  std::function<void()> next = [&] {
+    std::lock_guard lock(mu);
+    if (!read.status.ok() || !CheckBlock(read, kFileSize).empty()) ++bad;
+    // ReadBlocks here would deadlock; the engine refuses it instead.
+    BlockRead nested = MakeRead(id, 0, kBlockSize, arena->data());
+    if (engine->ReadBlocks({&nested, 1}).code() != StatusCode::kInternal) ++bad;
+    if (--remaining == 0) {
+      cv.notify_all();
+      return;
+    }
+    read.offset = (remaining * 37 % file.blocks()) * kBlockSize;
+    engine->SubmitBatch({&read, 1}, next);
+  };
+  engine->SubmitBatch({&read, 1}, next);
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return remaining == 0; });
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(PreadEngine, RegisterBufferIsUnsupported) {
+  auto engine = MustCreate(OptionsFor(IoBackend::kPread));
+  ASSERT_NE(engine, nullptr);
+  auto arena = AlignedBuffer::Allocate(kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  EXPECT_EQ(engine->RegisterBuffer(arena->span()).code(), StatusCode::kUnsupported);
+}
+
+TEST(IoStatsHistogram, BucketsArePowersOfTwoNanoseconds) {
+  EXPECT_EQ(IoStats::BucketFor(0), 0);
+  EXPECT_EQ(IoStats::BucketFor(1), 0);
+  EXPECT_EQ(IoStats::BucketFor(2), 1);
+  EXPECT_EQ(IoStats::BucketFor(3), 1);
+  EXPECT_EQ(IoStats::BucketFor(1024), 10);
+  EXPECT_EQ(IoStats::BucketFor(UINT64_MAX), kLatencyBuckets - 1);
+  IoStats stats;
+  for (int i = 0; i < 99; ++i) stats.RecordRead(StatusCode::kOk, 4096, 1000);  // bucket 9: [512, 1024)
+  stats.RecordRead(StatusCode::kOk, 4096, 1'000'000);                           // bucket 19
+  IoStatsSnapshot s = stats.Snapshot();
+  EXPECT_EQ(s.LatencyQuantileUpperBoundNs(0.5), 1023u);
+  EXPECT_EQ(s.LatencyQuantileUpperBoundNs(0.99), 1023u);
+  EXPECT_EQ(s.LatencyQuantileUpperBoundNs(1.0), (1u << 20) - 1);
+}
+
+}  // namespace
+}  // namespace engram::io
