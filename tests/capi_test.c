@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   memset(&o, 0, sizeof o);
   o.table_paths = paths;
   o.table_count = 1;
-  o.cache_bytes = 1 << 20;
+  o.cache_bytes = 4 << 20;
   o.cache_policy = "legacy";
   engram_store* store = NULL;
   CHECK(engram_store_open(&o, &store) == ENGRAM_OK);

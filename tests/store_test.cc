@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 #include <cstring>
@@ -87,7 +89,7 @@ TEST_F(StoreTest, EveryBackendServesByteExactRowsFromColdFile) {
 
 TEST_F(StoreTest, MissedRowsOfOneBlockAreReadOnce) {
   auto store = Store::Open(Options("pread"));
-  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
   const uint64_t per_block = 4088 / kRecord;  // 15 rows per 4 KiB block
   std::vector<uint64_t> ids;
   for (uint64_t r = 0; r < per_block * 3; ++r) ids.push_back(r);
@@ -124,14 +126,14 @@ TEST_F(StoreTest, FallsBackToPreadWhenRingSetupFailsWithIdenticalRows) {
 
 TEST_F(StoreTest, ConcurrentGathersFromSeveralThreadsAreByteExact) {
   // A small cache so evictions and refusals happen all the time.
-  auto store = Store::Open(Options("auto", 1u << 20));
-  ASSERT_TRUE(store.ok());
+  auto store = Store::Open(Options("auto", 3u << 20));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
   std::atomic<int> bad{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       for (int round = 0; round < 20; ++round) {
-        auto ids = RandomRows(400, 1000 * t + round, 6000);
+        auto ids = RandomRows(400, 1000 * t + round, 15000);
         std::vector<std::byte> dst(ids.size() * kRecord);
         GatherResult r = (*store)->Gather(0, ids, dst.data(), kRecord);
         if (!r.status.ok()) ++bad;
@@ -152,7 +154,7 @@ TEST_F(StoreTest, ConcurrentGathersFromSeveralThreadsAreByteExact) {
 
 TEST_F(StoreTest, ReadinessWaitSplitsIntoCacheAndDiskAndCountersAddUp) {
   auto store = Store::Open(Options("auto"));
-  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
   uint64_t sum_wait = 0, sum_cache = 0, sum_disk = 0;
   for (int g = 0; g < 6; ++g) {
     auto ids = RandomRows(2000, g % 3);  // repeats: some gathers are mostly hits
@@ -175,7 +177,7 @@ TEST_F(StoreTest, ReadinessWaitSplitsIntoCacheAndDiskAndCountersAddUp) {
 
 TEST_F(StoreTest, RowPastTheEndFailsTheGatherWithOutOfRange) {
   auto store = Store::Open(Options());
-  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
   std::vector<uint64_t> ids{1, 2, kRows};
   std::vector<std::byte> dst(ids.size() * kRecord);
   GatherResult r = (*store)->Gather(0, ids, dst.data(), kRecord);
@@ -206,7 +208,7 @@ TEST_F(StoreTest, CorruptBlockFailsGatherCachesNothingFromItAndOthersStillWork) 
   for (const char* backend : {"pread", "io_uring", "mmap"}) {
     SCOPED_TRACE(backend);
     auto store = Store::Open(Options(backend));
-    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
     const uint64_t same_block_row = bad_row - 1;
     std::vector<uint64_t> ids{5, bad_row, 700};
     std::vector<std::byte> dst(ids.size() * kRecord);
@@ -250,7 +252,7 @@ TEST_F(StoreTest, OpenRejectsTruncatedAndMissingTablesWithClearErrors) {
 
 TEST_F(StoreTest, PrefetchedRowsAreHitsAndCountedUsedOrWasted) {
   auto store = Store::Open(Options("auto"));
-  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
   std::vector<uint64_t> ahead{100, 200, 300, 400};
   ASSERT_TRUE((*store)->Prefetch(0, ahead).ok());
   (*store)->WaitForPrefetches();
@@ -274,16 +276,18 @@ TEST_F(StoreTest, PrefetchedRowsAreHitsAndCountedUsedOrWasted) {
 
 TEST_F(StoreTest, AsyncGatherRunsHandlerOnCallersExecutor) {
   auto store = Store::Open(Options("auto"));
-  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
   boost::asio::io_context ctx;
   auto ids = RandomRows(500, 3);
   std::vector<std::byte> dst(ids.size() * kRecord);
   std::thread::id handler_thread;
   GatherResult got;
+  auto work = boost::asio::make_work_guard(ctx);  // keeps run() going until the handler
   (*store)->AsyncGather(0, ids, dst.data(), kRecord,
                         boost::asio::bind_executor(ctx, [&](GatherResult r) {
                           handler_thread = std::this_thread::get_id();
                           got = std::move(r);
+                          work.reset();
                         }));
   ctx.run();  // returns once the handler ran here
   EXPECT_EQ(handler_thread, std::this_thread::get_id());
@@ -299,21 +303,21 @@ TEST_F(StoreTest, AsyncGatherRunsHandlerOnCallersExecutor) {
 TEST_F(StoreTest, TwoTablesShareTheBudgetProportionallyOrExplicitly) {
   std::string small = dir_.File("small.engram");
   ASSERT_TRUE(testing::WriteGeneratedTable(small, kRows / 3, kRecord, 9).ok());
-  StoreOptions o = Options("pread", 8u << 20);
+  StoreOptions o = Options("pread", 16u << 20);
   o.tables.push_back({small, "", 0});
   auto store = Store::Open(o);
-  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
   ASSERT_EQ((*store)->table_count(), 2u);
   EXPECT_EQ(*(*store)->FindTable("small"), 1u);
   uint64_t a = (*store)->Stats(0).cache_budget_bytes, b = (*store)->Stats(1).cache_budget_bytes;
-  EXPECT_EQ(a + b, 8u << 20);
+  EXPECT_EQ(a + b, 16u << 20);
   EXPECT_NEAR(double(a) / double(b), 3.0, 0.05);
-  o.tables[1].cache_bytes = 1u << 20;
+  o.tables[1].cache_bytes = 3u << 20;
   auto explicit_store = Store::Open(o);
-  ASSERT_TRUE(explicit_store.ok());
-  EXPECT_EQ((*explicit_store)->Stats(1).cache_budget_bytes, 1u << 20);
-  EXPECT_EQ((*explicit_store)->Stats(0).cache_budget_bytes, 7u << 20);
-  o.tables[1].cache_bytes = 9u << 20;
+  ASSERT_TRUE(explicit_store.ok()) << explicit_store.status().ToString();
+  EXPECT_EQ((*explicit_store)->Stats(1).cache_budget_bytes, 3u << 20);
+  EXPECT_EQ((*explicit_store)->Stats(0).cache_budget_bytes, 13u << 20);
+  o.tables[1].cache_bytes = 17u << 20;
   EXPECT_FALSE(Store::Open(o).ok());
 }
 
@@ -322,7 +326,7 @@ TEST_F(StoreTest, TraceCaptureRecordsEveryGather) {
   o.trace_path = dir_.File("trace.txt");
   {
     auto store = Store::Open(o);
-    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
     std::vector<uint64_t> ids{3, 1, 3};
     std::vector<std::byte> dst(ids.size() * kRecord);
     ASSERT_TRUE((*store)->Gather(0, ids, dst.data(), kRecord).status.ok());
@@ -338,7 +342,7 @@ TEST_F(StoreTest, TraceCaptureRecordsEveryGather) {
 
 TEST_F(StoreTest, MetricsMoveAsGathersRun) {
   auto store = Store::Open(Options());
-  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
   std::string before = (*store)->MetricsText();
   EXPECT_NE(before.find("engram_row_cache_hits_total{table=\"layer1\"} 0"), std::string::npos) << before;
   auto ids = RandomRows(100, 5);
