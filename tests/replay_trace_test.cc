@@ -50,13 +50,16 @@ TEST(RequestSpecTest, DefaultSplitIs4096TokenChunksAndLastAtSeparates) {
 TEST(SplitSpecTest, BoundariesCoverTheRequestExactly) {
   EXPECT_EQ((SplitSpec{SplitSpec::Kind::kChunkTokens, 4}).Boundaries(10), (std::vector<size_t>{0, 4, 8, 10}));
   EXPECT_EQ((SplitSpec{SplitSpec::Kind::kChunkTokens, 5}).Boundaries(10), (std::vector<size_t>{0, 5, 10}));
-  EXPECT_EQ((SplitSpec{SplitSpec::Kind::kEqualChunks, 3}).Boundaries(10), (std::vector<size_t>{0, 3, 6, 10}));
-  // 20,000 tokens in 12 chunks: sizes 1666 or 1667.
+  EXPECT_EQ((SplitSpec{SplitSpec::Kind::kEqualChunks, 3}).Boundaries(10), (std::vector<size_t>{0, 4, 8, 10}));
+  EXPECT_EQ((SplitSpec{SplitSpec::Kind::kEqualChunks, 16}).Boundaries(60000).size(), 17u);
+  // 20,000 tokens in 12 chunks: 11 of 1667 and a last one of 1663.
   auto b = (SplitSpec{SplitSpec::Kind::kEqualChunks, 12}).Boundaries(20000);
   ASSERT_EQ(b.size(), 13u);
-  for (size_t i = 0; i + 1 < b.size(); ++i) EXPECT_TRUE(b[i + 1] - b[i] == 1666 || b[i + 1] - b[i] == 1667);
+  for (size_t i = 0; i + 2 < b.size(); ++i) EXPECT_EQ(b[i + 1] - b[i], 1667u);
+  EXPECT_EQ(b[12] - b[11], 1663u);
   // More chunks than tokens: no empty gathers.
   EXPECT_EQ((SplitSpec{SplitSpec::Kind::kEqualChunks, 5}).Boundaries(2), (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ((SplitSpec{SplitSpec::Kind::kEqualChunks, 4}).Boundaries(5), (std::vector<size_t>{0, 2, 4, 5}));
   EXPECT_EQ((SplitSpec{SplitSpec::Kind::kChunkTokens, 4}).Boundaries(0), (std::vector<size_t>{0}));
 }
 

@@ -23,7 +23,13 @@ Result<RowCacheConfig> CacheConfig(std::string_view policy, const RunOptions& op
 
 Result<PolicyRun> ReplayRowCache(const PolicyJob& job, const GatherTrace& trace, const RunOptions& options) {
   ENGRAM_ASSIGN_OR_RETURN(RowCacheConfig config, CacheConfig(job.policy, options));
-  auto created = RowCache::CreateWithCapacity(config, job.capacity_rows, /*row_bytes=*/0);
+  uint64_t capacity = job.capacity_rows;
+  if (job.budget_bytes) {
+    auto fit = RowCache::CapacityForBudget(config, job.budget_bytes, job.row_bytes);
+    if (!fit.ok()) return fit.status().WithContext("policy '" + job.policy + "'");
+    capacity = *fit;
+  }
+  auto created = RowCache::CreateWithCapacity(config, capacity, /*row_bytes=*/0);
   if (!created.ok()) return created.status().WithContext("policy '" + job.policy + "'");
   std::unique_ptr<RowCache> cache = std::move(*created);
   RequestRecorder recorder;
@@ -56,15 +62,19 @@ Status ValidatePolicy(std::string_view policy) {
 }
 
 Result<std::vector<PolicyRun>> RunPolicies(std::span<const PolicyJob> jobs, const GatherTrace& trace,
-                                           const RunOptions& options) {
+                                           const RunOptions& options, const TraceIndex* given_index) {
   for (const PolicyJob& job : jobs) {
     ENGRAM_RETURN_IF_ERROR(ValidatePolicy(job.policy));
     if (job.capacity_rows == 0) return Status::InvalidArgument("policy '" + job.policy + "': capacity of 0 rows");
   }
   // The reference simulators share one index (dense numbering, next uses).
-  std::unique_ptr<TraceIndex> index;
+  std::unique_ptr<TraceIndex> built;
+  const TraceIndex* index = given_index;
   for (const PolicyJob& job : jobs) {
-    if (IsReferencePolicy(job.policy) && !index) index = std::make_unique<TraceIndex>(TraceIndex::Build(trace));
+    if (IsReferencePolicy(job.policy) && !index) {
+      built = std::make_unique<TraceIndex>(TraceIndex::Build(trace));
+      index = built.get();
+    }
   }
 
   std::vector<std::optional<Result<PolicyRun>>> results(jobs.size());
@@ -88,9 +98,10 @@ Result<std::vector<PolicyRun>> RunPolicies(std::span<const PolicyJob> jobs, cons
   for (std::thread& t : pool) t.join();
 
   std::vector<PolicyRun> runs;
-  for (auto& r : results) {
-    if (!r->ok()) return r->status();
-    runs.push_back(std::move(**r));
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (!results[j]->ok()) return results[j]->status();
+    runs.push_back(std::move(**results[j]));
+    runs.back().requested_capacity_rows = jobs[j].capacity_rows;
   }
   return runs;
 }

@@ -19,12 +19,19 @@
 #include "engram/status.h"
 #include "src/replay/gather_trace.h"
 #include "src/replay/replay_stats.h"
+#include "src/replay/trace_index.h"
 
 namespace engram::replay {
 
 struct PolicyJob {
   std::string policy;
+  // Slots. With budget_bytes instead, a RowCache policy gets what a real cache
+  // of row_bytes rows fits in that budget after its index, metadata and sketch
+  // (RowCache::CapacityForBudget), and the bounds get budget / row_bytes
+  // slots (no overhead at all): capacity_rows is then that value.
   uint64_t capacity_rows = 0;
+  uint64_t budget_bytes = 0;  // 0 = use capacity_rows
+  uint32_t row_bytes = 264;
 };
 
 struct RunOptions {
@@ -36,8 +43,9 @@ bool IsReferencePolicy(std::string_view policy);  // full-lru, belady
 // Fails if the policy name/spec is not understood (before any replay starts).
 Status ValidatePolicy(std::string_view policy);
 
-// Results in job order.
+// Results in job order. index: the trace's TraceIndex if the caller already
+// has one (it is built here when a reference policy needs it and none is given).
 Result<std::vector<PolicyRun>> RunPolicies(std::span<const PolicyJob> jobs, const GatherTrace& trace,
-                                           const RunOptions& options);
+                                           const RunOptions& options, const TraceIndex* index = nullptr);
 
 }  // namespace engram::replay

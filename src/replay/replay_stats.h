@@ -19,7 +19,8 @@ struct RequestStats {
 struct PolicyRun {
   std::string policy;   // as named on the command line ("legacy", "belady", "ways=8,sets=2")
   std::string spec;     // canonical form (RowCacheConfig::ToSpec) or a description of a bound
-  uint64_t capacity_rows = 0;
+  uint64_t requested_capacity_rows = 0;  // as asked; runs of one sweep point share it
+  uint64_t capacity_rows = 0;            // actual (RowCache rounds up to whole sets)
   std::vector<RequestStats> requests;
 
   // Sums over requests; resident_rows from the last request.

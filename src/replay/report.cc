@@ -80,7 +80,7 @@ std::string FormatTable(std::span<const PolicyRun> runs, const GatherTrace& trac
   // Belady misses per capacity, for the avoidable-miss ratio.
   std::map<uint64_t, uint64_t> optimum;
   for (const PolicyRun& run : runs)
-    if (run.policy == "belady") optimum[run.capacity_rows] = run.Total().cache.misses;
+    if (run.policy == "belady") optimum[run.requested_capacity_rows] = run.Total().cache.misses;
   const bool avoidable = distinct_rows && !optimum.empty();
 
   size_t name_width = 6;
@@ -99,7 +99,7 @@ std::string FormatTable(std::span<const PolicyRun> runs, const GatherTrace& trac
             Pad(Grouped(t.cache.total_refusals()), 10) + Pad(Grouped(t.cache.relocations), 12) +
             Pad(Fixed(run.capacity_rows ? 100.0 * t.cache.resident_rows / run.capacity_rows : 0.0, 1) + "%", 8);
     if (avoidable) {
-      auto it = optimum.find(run.capacity_rows);
+      auto it = optimum.find(run.requested_capacity_rows);
       std::string ratio = "-";
       if (it != optimum.end() && it->second > *distinct_rows)
         ratio = Fixed(double(t.cache.misses - *distinct_rows) / double(it->second - *distinct_rows), 2) + "x";
@@ -110,14 +110,14 @@ std::string FormatTable(std::span<const PolicyRun> runs, const GatherTrace& trac
   return out;
 }
 
-std::string FormatSweepCsv(std::span<const PolicyRun> runs, std::span<const uint64_t> requested_capacity) {
+std::string FormatSweepCsv(std::span<const PolicyRun> runs) {
   std::vector<std::string> policies;
   std::map<uint64_t, std::map<std::string, double>> table;
   for (size_t i = 0; i < runs.size(); ++i) {
     if (std::find(policies.begin(), policies.end(), runs[i].policy) == policies.end())
       policies.push_back(runs[i].policy);
     const RequestStats t = runs[i].Total();
-    table[requested_capacity[i]][runs[i].policy] =
+    table[runs[i].requested_capacity_rows][runs[i].policy] =
         t.cache.lookups ? double(t.cache.misses) / double(t.cache.lookups) : 0.0;
   }
   std::string out = "capacity_rows";

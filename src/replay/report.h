@@ -21,17 +21,14 @@ std::string FormatJsonLines(std::span<const PolicyRun> runs, const GatherTrace& 
 
 // Hit rate per request and policy, then total misses, evictions, refusals,
 // relocations and slots filled at the end. With distinct_rows (the
-// compulsory misses) and a belady run of the same capacity among runs, also
+// compulsory misses) and a belady run of the same requested capacity, also
 // the avoidable-miss ratio (misses - distinct) / (belady misses - distinct).
 std::string FormatTable(std::span<const PolicyRun> runs, const GatherTrace& trace,
                         std::optional<uint64_t> distinct_rows);
 
 // Miss-ratio curve: a header "capacity_rows,<policy>,..." and one line per
-// capacity with each policy's misses / lookups. runs are grouped by
-// capacity_rows as requested (the runs of one sweep point share a requested
-// capacity; RowCache may round its actual capacity up to whole sets, so the
-// requested value is passed separately, one per run).
-std::string FormatSweepCsv(std::span<const PolicyRun> runs, std::span<const uint64_t> requested_capacity);
+// requested capacity with each policy's misses / lookups.
+std::string FormatSweepCsv(std::span<const PolicyRun> runs);
 
 // Plots FormatSweepCsv output (csv_path) into a PNG with gnuplot.
 Status PlotSweep(const std::string& csv_path, const std::string& png_path, size_t policies, const std::string& title);

@@ -29,11 +29,10 @@ std::vector<size_t> SplitSpec::Boundaries(size_t length) const {
   if (kind == Kind::kChunkTokens) {
     for (size_t start = 0; start < length; start += value) b.push_back(start);
   } else {
-    for (uint64_t i = 0; i < value; ++i) {
-      const size_t start = static_cast<size_t>(static_cast<unsigned __int128>(i) * length / value);
-      const size_t end = static_cast<size_t>(static_cast<unsigned __int128>(i + 1) * length / value);
-      if (end > start) b.push_back(start);
-    }
+    // torch.chunk: chunks of ceil(length / K) tokens, the last one shorter
+    // (this is what reproduces the reference emulator's 12-chunk first request).
+    const size_t chunk = static_cast<size_t>((length + value - 1) / value);
+    for (size_t start = 0; start < length; start += chunk) b.push_back(start);
   }
   b.push_back(length);
   return b;

@@ -2,7 +2,8 @@
 // into prefill chunks (each chunk is one gather).
 //   FILE          chunks of 4096 tokens (the runtime's default prefill chunk)
 //   FILE@N        chunks of N tokens
-//   FILE@xK       K chunks of (nearly) equal size: chunk i = [i*L/K, (i+1)*L/K)
+//   FILE@xK       K (nearly) equal chunks, as torch.chunk: ceil(L/K) tokens
+//                 each, the last one shorter (fewer than K chunks if L is small)
 #pragma once
 
 #include <cstddef>
@@ -23,8 +24,7 @@ struct SplitSpec {
   static Result<SplitSpec> Parse(std::string_view text);  // "4096" or "x12"
   std::string ToString() const;                           // round-trips through Parse
   // Start offsets of the chunks of a request of `length` tokens, followed by
-  // `length`. Empty chunks (K > length) are dropped: they would be gathers of
-  // nothing.
+  // `length`. There are no empty chunks: they would be gathers of nothing.
   std::vector<size_t> Boundaries(size_t length) const;
 };
 
