@@ -65,7 +65,7 @@ Status TableFile::VerifyBlock(uint64_t block_index, std::span<const std::byte> b
     return Status::OutOfRange("block " + std::to_string(block_index) + " is past the end of " + path_ + " (" +
                               std::to_string(header_.block_count) + " blocks)");
   }
-  Status s = VerifyBlockChecksum(block, block_index, header_.checksum_salt);
+  Status s = VerifyBlockChecksum(block, block_index, BlockSeedBase(header_));
   if (s.ok()) return s;
   uint64_t first = geometry_.FirstRowOfBlock(block_index);
   uint64_t last = first + geometry_.RowsInBlock(block_index) - 1;

@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -73,6 +74,11 @@ Result<DerivedSizes> Derive(uint32_t record_bytes, uint64_t row_count, uint64_t 
       __builtin_add_overflow(d.metadata_offset, meta_padded, &d.file_bytes)) {
     return Status::InvalidArgument("row_count " + std::to_string(row_count) + " of " +
                                    std::to_string(record_bytes) + "-byte records overflows a 64-bit file size");
+  }
+  // Offsets are passed to pread/pwrite as off_t, which is signed.
+  if (d.file_bytes > static_cast<uint64_t>(INT64_MAX)) {
+    return Status::InvalidArgument("row_count " + std::to_string(row_count) + " of " +
+                                   std::to_string(record_bytes) + "-byte records exceeds the largest file size");
   }
   return d;
 }
@@ -217,22 +223,26 @@ Status ValidateTableHeader(const TableHeader& h, uint64_t file_size) {
   return Status::OK();
 }
 
-uint64_t ComputeBlockChecksum(std::span<const std::byte> block, uint64_t block_index, uint64_t checksum_salt) {
-  return XXH3_64bits_withSeed(block.data(), kBlockRecordArea, block_index ^ checksum_salt);
+uint64_t BlockSeedBase(uint64_t checksum_salt, uint32_t record_bytes) {
+  return checksum_salt ^ (static_cast<uint64_t>(record_bytes) << 52);
 }
 
-void SealBlock(std::span<std::byte> block, uint64_t block_index, uint64_t checksum_salt) {
-  StoreLe64(block.data() + kBlockRecordArea, ComputeBlockChecksum(block, block_index, checksum_salt));
+uint64_t ComputeBlockChecksum(std::span<const std::byte> block, uint64_t block_index, uint64_t seed_base) {
+  return XXH3_64bits_withSeed(block.data(), kBlockRecordArea, seed_base ^ block_index);
 }
 
-Status VerifyBlockChecksum(std::span<const std::byte> block, uint64_t block_index, uint64_t checksum_salt) {
+void SealBlock(std::span<std::byte> block, uint64_t block_index, uint64_t seed_base) {
+  StoreLe64(block.data() + kBlockRecordArea, ComputeBlockChecksum(block, block_index, seed_base));
+}
+
+Status VerifyBlockChecksum(std::span<const std::byte> block, uint64_t block_index, uint64_t seed_base) {
   if (block.size() != kTableBlockSize) {
     return Status::InvalidArgument("block " + std::to_string(block_index) + ": buffer is " +
                                    std::to_string(block.size()) + " bytes, expected " +
                                    std::to_string(kTableBlockSize));
   }
   uint64_t stored = LoadLe64(block.data() + kBlockRecordArea);
-  uint64_t computed = ComputeBlockChecksum(block, block_index, checksum_salt);
+  uint64_t computed = ComputeBlockChecksum(block, block_index, seed_base);
   if (stored != computed) {
     return Status::Corruption("block " + std::to_string(block_index) + " checksum mismatch: stored " + Hex(stored) +
                               ", computed " + Hex(computed));

@@ -76,16 +76,25 @@ Result<TableHeader> DecodeTableHeader(std::span<const std::byte> block, uint64_t
 // The geometry checks of DecodeTableHeader, on an already decoded header.
 Status ValidateTableHeader(const TableHeader& header, uint64_t file_size);
 
-// XXH3-64 over the first 4088 bytes of a data block, seeded with
-// block_index ^ checksum_salt, so a block copied to the wrong place (or from
-// another table file) fails verification.
-uint64_t ComputeBlockChecksum(std::span<const std::byte> block, uint64_t block_index, uint64_t checksum_salt);
+// Block checksums. Each data block's last 8 bytes hold
+//   XXH3_64bits_withSeed(block[0..4088), seed = seed_base ^ block_index)
+// where seed_base = checksum_salt ^ (record_bytes << 52). block_index < 2^51
+// (files are < 2^63 bytes) and record_bytes < 2^12, so for one salt every
+// (block index, record size) pair gets its own seed: a block read from the
+// wrong offset, copied from another table (another salt) or read under a
+// header with a different record size fails verification.
+uint64_t BlockSeedBase(uint64_t checksum_salt, uint32_t record_bytes);
+inline uint64_t BlockSeedBase(const TableHeader& h) { return BlockSeedBase(h.checksum_salt, h.record_bytes); }
+
+// `block` must hold at least 4088 bytes.
+uint64_t ComputeBlockChecksum(std::span<const std::byte> block, uint64_t block_index, uint64_t seed_base);
 
 // Stores the checksum in the block's trailer. `block` must be 4096 bytes.
-void SealBlock(std::span<std::byte> block, uint64_t block_index, uint64_t checksum_salt);
+void SealBlock(std::span<std::byte> block, uint64_t block_index, uint64_t seed_base);
 
-// Corruption naming the block if its trailer does not match its contents.
-Status VerifyBlockChecksum(std::span<const std::byte> block, uint64_t block_index, uint64_t checksum_salt);
+// Corruption naming the block if its trailer does not match its contents;
+// InvalidArgument if the buffer is not 4096 bytes.
+Status VerifyBlockChecksum(std::span<const std::byte> block, uint64_t block_index, uint64_t seed_base);
 
 // Where rows live: pure arithmetic, shared by the reader and the I/O backends.
 class TableGeometry {

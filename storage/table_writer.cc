@@ -80,7 +80,7 @@ void TableWriter::Abandon() {
 
 Status TableWriter::SealCurrentBlock() {
   std::span<std::byte> block(buffer_.data() + buffer_blocks_used_ * kTableBlockSize, kTableBlockSize);
-  SealBlock(block, blocks_written_, salt_);
+  SealBlock(block, blocks_written_, BlockSeedBase(salt_, options_.record_bytes));
   ++blocks_written_;
   ++buffer_blocks_used_;
   rows_in_block_ = 0;
