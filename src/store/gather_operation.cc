@@ -101,6 +101,11 @@ void GatherTicket::State::OnBlocksRead() {
   TableState& table = store->table_state(this->table);
   const uint32_t record = table.file->record_bytes();
   const TableGeometry& g = table.file->geometry();
+  // Verified rows, by distinct index: offered to the cache in first-occurrence
+  // order, the same order engram-replay offers them, so emulated and served
+  // counts agree exactly.
+  std::vector<std::pair<uint32_t, const std::byte*>> verified;
+  verified.reserve(batch.rows.size());
   for (size_t b = 0; b < batch.blocks.size(); ++b) {
     const uint32_t begin = batch.first_row[b], end = batch.first_row[b + 1];
     Status s = batch.Check(b, table);
@@ -111,20 +116,21 @@ void GatherTicket::State::OnBlocksRead() {
       continue;
     }
     result.bytes_read += io::kBlockSize;
-    std::span<const std::byte> block = batch.Block(b);
+    const std::byte* block = batch.Block(b).data();
     for (uint32_t i = begin; i < end; ++i) {
-      const uint64_t row = batch.rows[i];
-      const size_t d = batch.row_ref[i];
-      std::span<const std::byte> bytes = block.subspan(g.RowOffsetInBlock(row), record);
-      std::byte* out = dst + size_t(plan.first_pos[d]) * stride;
-      std::memcpy(out, bytes.data(), record);
-      plan.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(dst + size_t(p) * stride, bytes.data(), record); });
-      InsertOutcome o = table.cache->Insert(row, bytes);
-      if (o == InsertOutcome::kRefusedLostAdmission || o == InsertOutcome::kRefusedAllPinned) {
-        ++result.refusals;
-      } else {
-        ++result.inserts;
-      }
+      verified.emplace_back(batch.row_ref[i], block + g.RowOffsetInBlock(batch.rows[i]));
+    }
+  }
+  std::sort(verified.begin(), verified.end());
+  for (const auto& [d, bytes] : verified) {
+    std::byte* out = dst + size_t(plan.first_pos[d]) * stride;
+    std::memcpy(out, bytes, record);
+    plan.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(dst + size_t(p) * stride, bytes, record); });
+    InsertOutcome o = table.cache->Insert(plan.distinct[d], std::span<const std::byte>(bytes, record));
+    if (o == InsertOutcome::kRefusedLostAdmission || o == InsertOutcome::kRefusedAllPinned) {
+      ++result.refusals;
+    } else {
+      ++result.inserts;
     }
   }
   result.disk_nanoseconds = io::MonotonicNanos() - t1;
