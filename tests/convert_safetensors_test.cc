@@ -1,0 +1,283 @@
+// safetensors -> Engram table. Every input file is assembled here byte by
+// byte (length prefix + hand-written JSON + data), independent of any
+// writer in this repository.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "storage/safetensors_header.h"
+#include "storage/table_converter.h"
+#include "storage/table_file.h"
+#include "tests/testing/temp_table.h"
+
+namespace engram {
+namespace {
+
+using testing::TempDir;
+
+std::string Le64(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return s;
+}
+
+std::string Safetensors(const std::string& header_json, const std::string& data) {
+  return Le64(header_json.size()) + header_json + data;
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Distinct, position-dependent bytes for tensor `tag`, row r, byte c.
+char Byte(int tag, uint64_t r, uint64_t c) { return static_cast<char>((tag * 101 + r * 31 + c * 7 + 1) & 0xff); }
+
+std::string Rows(int tag, uint64_t first_row, uint64_t rows, uint64_t row_bytes) {
+  std::string s;
+  for (uint64_t r = first_row; r < first_row + rows; ++r)
+    for (uint64_t c = 0; c < row_bytes; ++c) s += Byte(tag, r, c);
+  return s;
+}
+
+std::string TensorJson(const std::string& name, const std::string& dtype, const std::string& shape, uint64_t begin,
+                       uint64_t end) {
+  return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":[" +
+         std::to_string(begin) + "," + std::to_string(end) + "]}";
+}
+
+// A V4.1-style shard: weight[rows,256] F8_E4M3 then scale[rows,8] F8_E8M0,
+// plus an unrelated tensor in between. Row numbers continue from first_row.
+std::string V41Shard(uint64_t first_row, uint64_t rows) {
+  std::string other = "xyzw";
+  std::string w = Rows(1, first_row, rows, 256), s = Rows(2, first_row, rows, 8);
+  std::string json = "{\"__metadata__\":{\"format\":\"pt\"}," +
+                     TensorJson("engram.weight", "F8_E4M3", "[" + std::to_string(rows) + ",256]", 0, w.size()) + "," +
+                     TensorJson("other", "U8", "[4]", w.size(), w.size() + 4) + "," +
+                     TensorJson("engram.scale", "F8_E8M0", "[" + std::to_string(rows) + ",8]", w.size() + 4,
+                                w.size() + 4 + s.size()) +
+                     "}   ";  // trailing spaces: allowed padding
+  return Safetensors(json, w + other + s);
+}
+
+ConvertOptions FastOptions() {
+  ConvertOptions o;
+  o.writer.sync = false;
+  o.chunk_bytes = 1000;  // several chunks even for small inputs
+  return o;
+}
+
+void ExpectRecords(const TableFile& t, uint64_t rows, uint64_t wrow, uint64_t srow) {
+  ASSERT_EQ(t.row_count(), rows);
+  ASSERT_EQ(t.record_bytes(), wrow + srow);
+  std::vector<std::byte> got(t.record_bytes());
+  for (uint64_t r = 0; r < rows; ++r) {
+    ASSERT_TRUE(t.ReadRow(r, got).ok()) << r;
+    std::string want = Rows(1, r, 1, wrow) + (srow ? Rows(2, r, 1, srow) : "");
+    ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size())) << "row " << r;
+  }
+}
+
+TEST(ConvertSafetensors, Fp8WeightAndScaleBecome264ByteRecords) {
+  TempDir dir;
+  WriteFile(dir.File("a.safetensors"), V41Shard(0, 37));
+  auto spec = SafetensorsConvertSpec({dir.File("a.safetensors")}, "engram.weight", "engram.scale");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  auto h = ConvertToTable(*spec, dir.File("t.engram"), FastOptions());
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  auto t = TableFile::Open(dir.File("t.engram"));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ExpectRecords(**t, 37, 256, 8);
+  const auto& m = (*t)->metadata();
+  EXPECT_EQ(m["record"]["bytes"], 264);
+  EXPECT_EQ(m["record"]["fields"][0]["dtype"], "F8_E4M3");
+  EXPECT_EQ(m["record"]["fields"][1]["dtype"], "F8_E8M0");
+  EXPECT_EQ(m["record"]["fields"][1]["offset"], 256);
+  EXPECT_EQ(m["source"]["shards"][0]["weight_tensor"], "engram.weight");
+  EXPECT_TRUE((*t)->VerifyAll().ok());
+}
+
+TEST(ConvertSafetensors, ShardsAreConcatenatedInOrder) {
+  TempDir dir;
+  WriteFile(dir.File("s0.safetensors"), V41Shard(0, 20));
+  WriteFile(dir.File("s1.safetensors"), V41Shard(20, 1));
+  WriteFile(dir.File("s2.safetensors"), V41Shard(21, 33));
+  auto spec = SafetensorsConvertSpec({dir.File("s0.safetensors"), dir.File("s1.safetensors"),
+                                      dir.File("s2.safetensors")},
+                                     "engram.weight", "engram.scale");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_TRUE(ConvertToTable(*spec, dir.File("t.engram"), FastOptions()).ok());
+  auto t = TableFile::Open(dir.File("t.engram"));
+  ASSERT_TRUE(t.ok());
+  ExpectRecords(**t, 54, 256, 8);
+  EXPECT_EQ((*t)->metadata()["source"]["shards"].size(), 3u);
+}
+
+TEST(ConvertSafetensors, Bf16WeightWithoutScaleIsCopiedAsStored) {
+  TempDir dir;
+  std::string w = Rows(1, 0, 9, 64);  // [9, 32] BF16 = 64 bytes per row
+  WriteFile(dir.File("b.safetensors"), Safetensors("{" + TensorJson("e", "BF16", "[9,32]", 0, w.size()) + "}", w));
+  auto spec = SafetensorsConvertSpec({dir.File("b.safetensors")}, "e", "");
+  ASSERT_TRUE(spec.ok());
+  ASSERT_TRUE(ConvertToTable(*spec, dir.File("t.engram"), FastOptions()).ok());
+  auto t = TableFile::Open(dir.File("t.engram"));
+  ASSERT_TRUE(t.ok());
+  ExpectRecords(**t, 9, 64, 0);
+}
+
+TEST(ConvertSafetensors, ThreeDimensionalF32RowsAreFlattened) {
+  TempDir dir;
+  std::string w = Rows(1, 0, 4, 2 * 3 * 4);
+  WriteFile(dir.File("c.safetensors"), Safetensors("{" + TensorJson("e", "F32", "[4,2,3]", 0, w.size()) + "}", w));
+  auto spec = SafetensorsConvertSpec({dir.File("c.safetensors")}, "e", "");
+  ASSERT_TRUE(spec.ok());
+  ASSERT_TRUE(ConvertToTable(*spec, dir.File("t.engram"), FastOptions()).ok());
+  auto t = TableFile::Open(dir.File("t.engram"));
+  ASSERT_TRUE(t.ok());
+  ExpectRecords(**t, 4, 24, 0);
+}
+
+TEST(ConvertSafetensors, HashLayoutIsEmbeddedOnlyWhenRowCountsAgree) {
+  TempDir dir;
+  WriteFile(dir.File("a.safetensors"), V41Shard(0, 18));
+  auto spec = SafetensorsConvertSpec({dir.File("a.safetensors")}, "engram.weight", "engram.scale");
+  ASSERT_TRUE(spec.ok());
+  ConvertOptions o = FastOptions();
+  o.hash_layout = nlohmann::json{{"layer_id", 1},          {"orders", {2}},
+                                 {"heads", 2},             {"pad_id", 2},
+                                 {"multipliers", {"3", "5"}}, {"primes", {{7, 11}}},
+                                 {"offsets", {{0, 7}}},    {"total_rows", 18}};
+  ASSERT_TRUE(ConvertToTable(*spec, dir.File("t.engram"), o).ok());
+  auto t = TableFile::Open(dir.File("t.engram"));
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ((*t)->metadata()["hash_layout"]["primes"][0][1], 11);
+  (*o.hash_layout)["total_rows"] = 19;
+  auto bad = ConvertToTable(*spec, dir.File("u.engram"), o);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("total_rows"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir.File("u.engram")));
+}
+
+TEST(ConvertSafetensors, MissingTensorNamesTheFileAndWhatItHas) {
+  TempDir dir;
+  WriteFile(dir.File("a.safetensors"), V41Shard(0, 3));
+  auto spec = SafetensorsConvertSpec({dir.File("a.safetensors")}, "nope", "");
+  EXPECT_EQ(spec.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(spec.status().message().find("a.safetensors"), std::string::npos);
+  EXPECT_NE(spec.status().message().find("engram.weight"), std::string::npos);
+}
+
+TEST(ConvertSafetensors, MismatchedShardsOrScaleRowsAreRejected) {
+  TempDir dir;
+  WriteFile(dir.File("a.safetensors"), V41Shard(0, 3));
+  std::string w = Rows(1, 0, 3, 128);
+  WriteFile(dir.File("b.safetensors"),
+            Safetensors("{" + TensorJson("engram.weight", "F8_E4M3", "[3,128]", 0, w.size()) + "," +
+                            TensorJson("engram.scale", "F8_E8M0", "[2,8]", w.size(), w.size() + 16) + "}",
+                        w + std::string(16, 'x')));
+  auto two = SafetensorsConvertSpec({dir.File("a.safetensors"), dir.File("b.safetensors")}, "engram.weight", "");
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(ConvertRecordBytes(*two).status().code(), StatusCode::kInvalidArgument);
+  auto rows = SafetensorsConvertSpec({dir.File("b.safetensors")}, "engram.weight", "engram.scale");
+  ASSERT_TRUE(rows.ok());
+  auto r = ConvertRecordBytes(*rows);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("row counts"), std::string::npos);
+}
+
+TEST(ConvertSafetensors, RecordsLargerThanABlockAreRejected) {
+  TempDir dir;
+  std::string w(2 * 4096, 'a');
+  WriteFile(dir.File("a.safetensors"), Safetensors("{" + TensorJson("e", "F32", "[2,1024]", 0, w.size()) + "}", w));
+  auto spec = SafetensorsConvertSpec({dir.File("a.safetensors")}, "e", "");
+  ASSERT_TRUE(spec.ok());
+  auto h = ConvertToTable(*spec, dir.File("t.engram"), FastOptions());
+  EXPECT_EQ(h.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(h.status().message().find("4096"), std::string::npos) << h.status().ToString();
+}
+
+// ---- header parser: each malformed header gives a clear error, no crash ----
+
+Status ParseBytes(const std::string& file) {
+  std::span<const std::byte> b(reinterpret_cast<const std::byte*>(file.data()), file.size());
+  return ParseSafetensorsHeader(b, file.size()).status();
+}
+
+TEST(SafetensorsHeader, ParsesShapesOffsetsAndMetadata) {
+  std::string f = V41Shard(0, 5);
+  std::span<const std::byte> b(reinterpret_cast<const std::byte*>(f.data()), f.size());
+  auto h = ParseSafetensorsHeader(b, f.size());
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  ASSERT_EQ(h->tensors.size(), 3u);
+  const TensorInfo* s = h->Find("engram.scale");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->shape, (std::vector<uint64_t>{5, 8}));
+  EXPECT_EQ(s->row_bytes(), 8u);
+  EXPECT_EQ(s->data_offset, h->data_start + 5 * 256 + 4);
+  EXPECT_EQ(h->metadata.at("format"), "pt");
+}
+
+TEST(SafetensorsHeader, MalformedHeadersAreRejectedWithTheReason) {
+  struct Case {
+    const char* why;
+    std::string file;
+    const char* expect;  // substring of the message
+  };
+  const std::string d16(16, 'd');
+  std::vector<Case> cases = {
+      {"empty file", "", "too short"},
+      {"short length", std::string("\x05\0\0", 3), "too short"},
+      {"length past EOF", Le64(1000) + "{}", "past the end"},
+      {"length huge", Le64(~0ull) + "{}", "limit"},
+      {"not JSON", Safetensors("{nope", ""), "JSON"},
+      {"not an object", Safetensors("[1,2]", ""), "'{'"},
+      {"tensor not object", Safetensors("{\"a\":3}", ""), "not a JSON object"},
+      {"no dtype", Safetensors("{\"a\":{\"shape\":[1],\"data_offsets\":[0,1]}}", "x"), "dtype"},
+      {"unknown dtype", Safetensors("{" + TensorJson("a", "Q7", "[1]", 0, 1) + "}", "x"), "dtype 'Q7'"},
+      {"negative shape", Safetensors("{" + TensorJson("a", "U8", "[-1]", 0, 1) + "}", "x"), "shape"},
+      {"float shape", Safetensors("{" + TensorJson("a", "U8", "[1.5]", 0, 1) + "}", "x"), "shape"},
+      {"shape vs bytes", Safetensors("{" + TensorJson("a", "F32", "[2,2]", 0, 15) + "}", d16), "needs 16 bytes"},
+      {"begin > end", Safetensors("{" + TensorJson("a", "U8", "[0]", 5, 4) + "}", d16), "begin"},
+      {"offsets past data", Safetensors("{" + TensorJson("a", "U8", "[32]", 0, 32) + "}", d16), "past the end"},
+      {"shape overflow",
+       Safetensors("{" + TensorJson("a", "F32", "[4294967296,4294967296,16]", 0, 0) + "}", ""), "overflows"},
+      {"element overflow", Safetensors("{" + TensorJson("a", "F64", "[4611686018427387904]", 0, 0) + "}", ""),
+       "overflows"},
+      {"oversized shape", Safetensors("{" + TensorJson("a", "U8", "[384006168,264]", 0, 101377628352ull) + "}", d16),
+       "past the end"},
+      {"offsets not pair", Safetensors("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0]}}", "x"),
+       "data_offsets"},
+      {"overlap", Safetensors("{" + TensorJson("a", "U8", "[8]", 0, 8) + "," + TensorJson("b", "U8", "[8]", 4, 12) +
+                                  "}",
+                              d16),
+       "overlap"},
+      {"bad metadata", Safetensors("{\"__metadata__\":{\"k\":1}}", ""), "__metadata__"},
+  };
+  for (const Case& c : cases) {
+    Status s = ParseBytes(c.file);
+    ASSERT_FALSE(s.ok()) << c.why;
+    EXPECT_NE(s.message().find(c.expect), std::string::npos) << c.why << ": " << s.ToString();
+  }
+}
+
+TEST(SafetensorsHeader, EveryTruncationOfAValidFileIsRejected) {
+  std::string f = V41Shard(0, 2);
+  for (size_t n = 0; n < f.size(); ++n) {
+    std::span<const std::byte> b(reinterpret_cast<const std::byte*>(f.data()), n);
+    EXPECT_FALSE(ParseSafetensorsHeader(b, n).ok()) << n;
+  }
+}
+
+TEST(SafetensorsHeader, ReadFromDiskNamesTheFile) {
+  TempDir dir;
+  WriteFile(dir.File("bad.safetensors"), Le64(100) + "{}");
+  auto h = ReadSafetensorsHeader(dir.File("bad.safetensors"));
+  EXPECT_EQ(h.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(h.status().message().find("bad.safetensors"), std::string::npos);
+  EXPECT_EQ(ReadSafetensorsHeader(dir.File("missing.safetensors")).status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace engram
