@@ -10,5 +10,5 @@ build_dir=${BUILD_DIR:-$default_dir}
 jobs=${ENGRAM_JOBS:-$(nproc)}
 cmake -S "$here" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} \
   -DENGRAM_SANITIZE="$sanitize" "${@}" >/dev/null
-cmake --build "$build_dir" -j "$jobs"
+cmake --build "$build_dir" -j "$jobs" ${ENGRAM_TARGETS:-}
 echo "$build_dir"

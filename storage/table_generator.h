@@ -1,0 +1,29 @@
+// GenerateTable: writes a synthetic table whose row r is GenerateRow(seed, r)
+// (storage/row_generator.h), in large sequential batches with bounded memory.
+// Used by engram-gen, the demo, benchmarks and tests.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engram/status.h"
+
+namespace engram {
+
+struct GenerateTableOptions {
+  uint64_t rows = 0;
+  uint32_t record_bytes = 264;
+  uint64_t seed = 0;
+  // Extra metadata (e.g. {"hash_layout": ...}); "generator" is added.
+  nlohmann::json metadata = nlohmann::json::object();
+  bool sync = true;
+};
+
+// progress(bytes_done, bytes_total) now and then.
+Status GenerateTable(const std::string& path, const GenerateTableOptions& options,
+                     const std::function<void(uint64_t, uint64_t)>& progress = {});
+
+}  // namespace engram
