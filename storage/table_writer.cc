@@ -50,6 +50,7 @@ Result<std::unique_ptr<TableWriter>> TableWriter::Create(const std::string& path
   // Finish() overwrites it.
   std::vector<std::byte> zeros(kTableBlockSize);
   ENGRAM_RETURN_IF_ERROR(w->Fail(fileutil::WriteAll(fd, zeros, temp)));
+  w->file_offset_ = kTableBlockSize;
   return w;
 }
 
@@ -91,6 +92,11 @@ Status TableWriter::SealCurrentBlock() {
 Status TableWriter::FlushBuffer() {
   size_t bytes = buffer_blocks_used_ * kTableBlockSize;
   ENGRAM_RETURN_IF_ERROR(Fail(fileutil::WriteAll(fd_, std::span(buffer_.data(), bytes), temp_path_)));
+  if (options_.sync && options_.early_writeback) {
+    // Best effort: only starts writeback; durability still comes from Finish().
+    ::sync_file_range(fd_, static_cast<off_t>(file_offset_), static_cast<off_t>(bytes), SYNC_FILE_RANGE_WRITE);
+  }
+  file_offset_ += bytes;
   // Blocks are sealed with zero padding, so the buffer must be zero again
   // before it is refilled.
   std::memset(buffer_.data(), 0, bytes);

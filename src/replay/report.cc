@@ -147,13 +147,13 @@ Status PlotSweep(const std::string& csv_path, const std::string& png_path, size_
       "set terminal pngcairo size 960,600 noenhanced\n"
       "set output " + quoted(png_path) + "\n"
       "set title " + quoted(title) + "\n"
-      "set xlabel 'cache capacity (rows)'\n"
+      "set xlabel 'cache capacity (million rows)'\n"
       "set ylabel 'miss ratio (misses / lookups)'\n"
-      "set format x '%.2s%c'\n"
+      "set xrange [0:*]\n"
       "set key outside right top\n"
       "set grid\n"
       "plot for [i=2:" + std::to_string(policies + 1) + "] " + quoted(csv_path) +
-      " using 1:i with linespoints lw 2 title columnheader(i)\n";
+      " using ($1/1e6):i with linespoints lw 2 title columnheader(i)\n";
   std::fwrite(script.data(), 1, script.size(), gp);
   const int rc = pclose(gp);
   if (rc != 0) return Status::IOError("gnuplot failed (exit status " + std::to_string(rc) + ") plotting " + png_path);

@@ -109,6 +109,20 @@ void WorkerPoolEngine::SubmitBatch(std::span<BlockRead> reads, IoCallback done) 
 }
 
 Status WorkerPoolEngine::ReadBlocks(std::span<BlockRead> reads) {
+  if (reads.size() == 1) {
+    // One block: no batch, no helpers, no signalling; just the syscall.
+    BlockRead& read = reads[0];
+    const uint64_t start_ns = MonotonicNanos();
+    const OpenedFile* file = nullptr;
+    read.status = files_.Validate(read, &file);
+    if (read.status.ok()) {
+      read.status = cancel_.load(std::memory_order_acquire)
+                        ? Status::Cancelled("read cancelled: I/O engine shutting down")
+                        : ReadOne(*file, read);
+    }
+    stats_.RecordRead(read.status.code(), file != nullptr ? read.length : 0, MonotonicNanos() - start_ns);
+    return read.status;
+  }
   std::mutex mu;
   std::condition_variable cv;
   bool finished = false;
