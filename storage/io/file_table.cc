@@ -96,19 +96,21 @@ Status FileTable::Validate(const BlockRead& read, const OpenedFile** file) const
   if (f == nullptr) {
     return Status::InvalidArgument("read: file id " + std::to_string(read.file) + " is not open");
   }
-  const std::string where = "read '" + f->path + "' offset " + std::to_string(read.offset) +
-                            " length " + std::to_string(read.length);
+  // The message is built only on failure: this runs on every read.
+  const auto where = [&] {
+    return "read '" + f->path + "' offset " + std::to_string(read.offset) + " length " + std::to_string(read.length);
+  };
   if (read.length == 0 || !IsAligned(read.offset, kBlockSize) || !IsAligned(read.length, kBlockSize)) {
-    return Status::InvalidArgument(where + ": offset and length must be non-zero multiples of " +
+    return Status::InvalidArgument(where() + ": offset and length must be non-zero multiples of " +
                                    std::to_string(kBlockSize));
   }
   if (read.dst == nullptr || !IsAligned(read.dst, kBlockSize)) {
-    return Status::InvalidArgument(where + ": destination buffer must be " + std::to_string(kBlockSize) +
+    return Status::InvalidArgument(where() + ": destination buffer must be " + std::to_string(kBlockSize) +
                                    "-byte aligned");
   }
   // The last block of a file may be partial; anything starting past it is out of range.
   if (read.offset >= f->size || read.offset + read.length > AlignUp(f->size, kBlockSize)) {
-    return Status::OutOfRange(where + ": past end of file (size " + std::to_string(f->size) + ")");
+    return Status::OutOfRange(where() + ": past end of file (size " + std::to_string(f->size) + ")");
   }
   *file = f;
   return Status::OK();
