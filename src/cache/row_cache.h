@@ -11,7 +11,13 @@
 // stats.misses == stats.inserts + stats.total_refusals() when quiescent.
 //
 // Read-ahead: InsertPinned() bypasses admission; a pinned row is never evicted
-// until Lookup consumes it (ConsumePin) or Unpin() releases it.
+// (nor relocated) until a Lookup with PinAction::kConsume uses it or Unpin()
+// releases it. Read-ahead is counted in pinned_inserts / pinned_refusals, not
+// in inserts / refusals, so the identity below holds with read-ahead too.
+//
+// An Insert that finds the row already resident (another thread inserted it
+// between this thread's miss and insert) returns kAlreadyPresent and counts
+// as an insert: that keeps misses == inserts + refusals exact under races.
 //
 // Thread safety: all methods may be called concurrently. A Lookup copies the
 // whole row under the set's lock, so a reader never sees a torn row even while
