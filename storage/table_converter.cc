@@ -200,8 +200,7 @@ Result<TableHeader> ConvertToTable(const ConvertSpec& spec, const std::string& o
   ENGRAM_ASSIGN_OR_RETURN(std::unique_ptr<TableWriter> writer, TableWriter::Create(out_path, std::move(wopt)));
 
   const uint64_t chunk_rows = std::max<uint64_t>(1, options.chunk_bytes / record_bytes);
-  std::vector<std::byte> wbuf(chunk_rows * wrow), sbuf(chunk_rows * srow), records;
-  if (with_scale) records.resize(chunk_rows * record_bytes);
+  std::vector<std::byte> wbuf(chunk_rows * wrow), sbuf(chunk_rows * srow);
   uint64_t done = 0;
   for (size_t i = 0; i < spec.weight.size(); ++i) {
     ENGRAM_ASSIGN_OR_RETURN(SliceReader wr, SliceReader::Open(spec.weight[i]));
@@ -216,12 +215,17 @@ Result<TableHeader> ConvertToTable(const ConvertSpec& spec, const std::string& o
       ENGRAM_RETURN_IF_ERROR(wr.ReadRows(r, n, wbuf.data()));
       if (with_scale) {
         ENGRAM_RETURN_IF_ERROR(sr->ReadRows(r, n, sbuf.data()));
-        for (uint64_t k = 0; k < n; ++k) {
-          std::byte* rec = records.data() + k * record_bytes;
-          std::memcpy(rec, wbuf.data() + k * wrow, wrow);
-          std::memcpy(rec + wrow, sbuf.data() + k * srow, srow);
+        // Interleave straight into the writer's block buffer.
+        for (uint64_t k = 0; k < n;) {
+          std::span<std::byte> slots = writer->RecordSlots(n - k);
+          uint64_t m = slots.size() / record_bytes;
+          for (uint64_t j = 0; j < m; ++j, ++k) {
+            std::byte* rec = slots.data() + j * record_bytes;
+            std::memcpy(rec, wbuf.data() + k * wrow, wrow);
+            std::memcpy(rec + wrow, sbuf.data() + k * srow, srow);
+          }
+          ENGRAM_RETURN_IF_ERROR(writer->CommitRecords(m));
         }
-        ENGRAM_RETURN_IF_ERROR(writer->AppendRecords(std::span(records.data(), n * record_bytes)));
       } else {
         ENGRAM_RETURN_IF_ERROR(writer->AppendRecords(std::span(wbuf.data(), n * wrow)));
       }

@@ -49,7 +49,7 @@ Result<std::unique_ptr<TableWriter>> TableWriter::Create(const std::string& path
   // Reserve the header block as zeros: the file cannot open as a table until
   // Finish() overwrites it.
   std::vector<std::byte> zeros(kTableBlockSize);
-  ENGRAM_RETURN_IF_ERROR(w->Fail(fileutil::WriteAll(fd, zeros, temp)));
+  ENGRAM_RETURN_IF_ERROR(w->Fail(fileutil::PwriteAll(fd, zeros, 0, temp)));
   w->file_offset_ = kTableBlockSize;
   return w;
 }
@@ -58,7 +58,8 @@ TableWriter::TableWriter(std::string path, std::string temp_path, int fd, TableW
     : path_(std::move(path)), temp_path_(std::move(temp_path)), fd_(fd), options_(std::move(options)), salt_(salt),
       rows_per_block_(RowsPerBlock(options_.record_bytes)) {
   size_t blocks = std::max<size_t>(1, options_.buffer_bytes / kTableBlockSize);
-  buffer_.assign(blocks * kTableBlockSize, std::byte{0});
+  for (auto& b : buffers_) b.assign(blocks * kTableBlockSize, std::byte{0});
+  writer_ = std::make_unique<BackgroundWriter>(fd_, temp_path_, options_.sync && options_.early_writeback);
 }
 
 TableWriter::~TableWriter() {
@@ -73,6 +74,7 @@ Status TableWriter::Fail(Status s) {
 void TableWriter::Abandon() {
   if (abandoned_ || finished_) return;
   abandoned_ = true;
+  writer_.reset();  // waits for a write in flight before the fd goes away
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   ::unlink(temp_path_.c_str());
@@ -80,27 +82,44 @@ void TableWriter::Abandon() {
 }
 
 Status TableWriter::SealCurrentBlock() {
-  std::span<std::byte> block(buffer_.data() + buffer_blocks_used_ * kTableBlockSize, kTableBlockSize);
+  std::span<std::byte> block(buffers_[active_].data() + buffer_blocks_used_ * kTableBlockSize, kTableBlockSize);
   SealBlock(block, blocks_written_, BlockSeedBase(salt_, options_.record_bytes));
   ++blocks_written_;
   ++buffer_blocks_used_;
   rows_in_block_ = 0;
-  if (buffer_blocks_used_ * kTableBlockSize == buffer_.size()) return FlushBuffer();
+  if (buffer_blocks_used_ * kTableBlockSize == buffers_[active_].size()) return FlushBuffer();
   return Status::OK();
 }
 
 Status TableWriter::FlushBuffer() {
   size_t bytes = buffer_blocks_used_ * kTableBlockSize;
-  ENGRAM_RETURN_IF_ERROR(Fail(fileutil::WriteAll(fd_, std::span(buffer_.data(), bytes), temp_path_)));
-  if (options_.sync && options_.early_writeback) {
-    // Best effort: only starts writeback; durability still comes from Finish().
-    ::sync_file_range(fd_, static_cast<off_t>(file_offset_), static_cast<off_t>(bytes), SYNC_FILE_RANGE_WRITE);
-  }
+  ENGRAM_RETURN_IF_ERROR(Fail(writer_->Submit(std::span(buffers_[active_].data(), bytes), file_offset_)));
   file_offset_ += bytes;
-  // Blocks are sealed with zero padding, so the buffer must be zero again
-  // before it is refilled.
-  std::memset(buffer_.data(), 0, bytes);
   buffer_blocks_used_ = 0;
+  // Switch to the other buffer. Submit() waited for its write, so it is free;
+  // blocks are sealed with zero padding, so it must be zero again.
+  active_ ^= 1;
+  std::memset(buffers_[active_].data(), 0, buffers_[active_].size());
+  return Status::OK();
+}
+
+std::span<std::byte> TableWriter::RecordSlots(uint64_t max_records) {
+  if (!error_.ok() || finished_ || max_records == 0) return {};
+  const uint32_t rb = options_.record_bytes;
+  uint64_t n = std::min<uint64_t>(rows_per_block_ - rows_in_block_, max_records);
+  std::byte* dst = buffers_[active_].data() + buffer_blocks_used_ * kTableBlockSize + size_t{rows_in_block_} * rb;
+  return {dst, n * rb};
+}
+
+Status TableWriter::CommitRecords(uint64_t n) {
+  if (!error_.ok()) return error_;
+  if (finished_) return Status::InvalidArgument("table " + path_ + " is already finished");
+  if (n > rows_per_block_ - rows_in_block_) {
+    return Fail(Status::Internal("CommitRecords(" + std::to_string(n) + ") past the end of the block"));
+  }
+  rows_in_block_ += static_cast<uint32_t>(n);
+  rows_written_ += n;
+  if (rows_in_block_ == rows_per_block_) return SealCurrentBlock();
   return Status::OK();
 }
 
@@ -114,15 +133,11 @@ Status TableWriter::AppendRecords(std::span<const std::byte> records) {
   }
   size_t pos = 0;
   while (pos < records.size()) {
-    // Copy as many records as fit in the current block in one memcpy.
-    uint32_t room = rows_per_block_ - rows_in_block_;
-    size_t n = std::min<size_t>(room, (records.size() - pos) / rb);
-    std::byte* dst = buffer_.data() + buffer_blocks_used_ * kTableBlockSize + size_t{rows_in_block_} * rb;
-    std::memcpy(dst, records.data() + pos, n * rb);
-    pos += n * rb;
-    rows_in_block_ += static_cast<uint32_t>(n);
-    rows_written_ += n;
-    if (rows_in_block_ == rows_per_block_) ENGRAM_RETURN_IF_ERROR(SealCurrentBlock());
+    // As many records as fit in the current block, in one memcpy.
+    std::span<std::byte> slots = RecordSlots((records.size() - pos) / rb);
+    std::memcpy(slots.data(), records.data() + pos, slots.size());
+    pos += slots.size();
+    ENGRAM_RETURN_IF_ERROR(CommitRecords(slots.size() / rb));
   }
   return Status::OK();
 }
@@ -133,6 +148,7 @@ Status TableWriter::Finish() {
   if (!options_.metadata.is_object()) return Fail(Status::InvalidArgument("table metadata must be a JSON object"));
   if (rows_in_block_ > 0) ENGRAM_RETURN_IF_ERROR(SealCurrentBlock());
   if (buffer_blocks_used_ > 0) ENGRAM_RETURN_IF_ERROR(FlushBuffer());
+  ENGRAM_RETURN_IF_ERROR(Fail(writer_->Wait()));
 
   std::string meta = options_.metadata.dump(-1, ' ', /*ensure_ascii=*/false,
                                             nlohmann::json::error_handler_t::replace);
@@ -147,7 +163,7 @@ Status TableWriter::Finish() {
   // Metadata, zero padded to a whole block.
   std::vector<std::byte> meta_section((meta.size() + kTableBlockSize - 1) / kTableBlockSize * kTableBlockSize);
   std::memcpy(meta_section.data(), meta.data(), meta.size());
-  ENGRAM_RETURN_IF_ERROR(Fail(fileutil::WriteAll(fd_, meta_section, temp_path_)));
+  ENGRAM_RETURN_IF_ERROR(Fail(fileutil::PwriteAll(fd_, meta_section, file_offset_, temp_path_)));
 
   // Data and metadata must be durable before the header that vouches for them.
   if (options_.sync && ::fdatasync(fd_) != 0) return Fail(Status::FromErrno("fdatasync " + temp_path_, errno));
@@ -156,6 +172,7 @@ Status TableWriter::Finish() {
   ENGRAM_RETURN_IF_ERROR(Fail(fileutil::PwriteAll(fd_, hblock, 0, temp_path_)));
   if (options_.sync && ::fsync(fd_) != 0) return Fail(Status::FromErrno("fsync " + temp_path_, errno));
   if (::fchmod(fd_, 0644) != 0) return Fail(Status::FromErrno("chmod " + temp_path_, errno));
+  writer_.reset();
   if (::close(fd_) != 0) {
     fd_ = -1;
     return Fail(Status::FromErrno("close " + temp_path_, errno));

@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engram/status.h"
+#include "storage/background_writer.h"
 #include "storage/table_format.h"
 
 namespace engram {
@@ -40,7 +41,8 @@ struct TableWriterOptions {
   // Seed mixed into block checksums. Unset: random per file (a block copied
   // from another table then fails). Set it for byte-identical reruns.
   std::optional<uint64_t> checksum_salt;
-  // Size of the write buffer (rounded to whole blocks, at least one block).
+  // Size of each of the two write buffers (rounded to whole blocks, at least
+  // one block): one is filled while the other is written in the background.
   size_t buffer_bytes = 8u << 20;
   // fsync the file and its directory in Finish(). Only tests turn this off.
   bool sync = true;
@@ -61,6 +63,14 @@ class TableWriter {
   // Appends whole records: records.size() must be a multiple of record_bytes.
   Status AppendRecords(std::span<const std::byte> records);
   Status Append(std::span<const std::byte> record) { return AppendRecords(record); }
+
+  // Zero-copy append, for producers that build records in place (saves a
+  // memcpy per byte, which matters at disk speed): returns room for between
+  // 1 and max_records records in the block being filled (fewer at a block
+  // boundary), or an empty span after an error. Fill the first n records,
+  // then CommitRecords(n).
+  std::span<std::byte> RecordSlots(uint64_t max_records);
+  Status CommitRecords(uint64_t n);
 
   // Replaces the metadata written by Finish() (must be a JSON object).
   void SetMetadata(nlohmann::json metadata) { options_.metadata = std::move(metadata); }
@@ -92,11 +102,13 @@ class TableWriter {
   TableWriterOptions options_;
   uint64_t salt_;
   uint32_t rows_per_block_;
-  std::vector<std::byte> buffer_;  // whole blocks; the last may be in progress
-  size_t buffer_blocks_used_ = 0;  // sealed blocks in buffer_
+  std::vector<std::byte> buffers_[2];  // whole blocks; the last may be in progress
+  int active_ = 0;                     // the buffer being filled; the other may be in flight
+  size_t buffer_blocks_used_ = 0;      // sealed blocks in the active buffer
   uint32_t rows_in_block_ = 0;     // records in the block being filled
   uint64_t blocks_written_ = 0;    // sealed blocks already on disk or in buffer_
-  uint64_t file_offset_ = 0;       // bytes written to the temp file so far
+  uint64_t file_offset_ = 0;       // bytes handed to writer_ so far
+  std::unique_ptr<BackgroundWriter> writer_;
   uint64_t rows_written_ = 0;
   Status error_;                   // sticky first failure
   bool finished_ = false;

@@ -93,16 +93,16 @@ int main(int argc, char** argv) {
   auto writer = engram::TableWriter::Create(out, std::move(opt));
   if (!writer.ok()) return Fail(writer.status());
 
-  // Generate in ~8 MiB batches: big sequential writes, bounded memory.
-  const uint64_t batch = std::max<uint64_t>(1, (8u << 20) / record_bytes);
-  std::vector<std::byte> buf(batch * record_bytes);
+  // Generate straight into the writer's block buffers (no extra copy); the
+  // writer hands full 8 MiB buffers to its background thread.
   engram::ProgressMeter meter("engram-gen", rows * record_bytes, progress);
   for (uint64_t r = 0; r < rows;) {
-    uint64_t n = std::min(batch, rows - r);
-    engram::GenerateRows(seed, r, n, record_bytes, buf);
-    if (auto s = (*writer)->AppendRecords(std::span(buf.data(), n * record_bytes)); !s.ok()) return Fail(s);
+    std::span<std::byte> slots = (*writer)->RecordSlots(rows - r);
+    uint64_t n = slots.size() / record_bytes;
+    engram::GenerateRows(seed, r, n, record_bytes, slots);
+    if (auto s = (*writer)->CommitRecords(n); !s.ok()) return Fail(s);
     r += n;
-    meter.Update(r * record_bytes);
+    if (r % 65536 < n) meter.Update(r * record_bytes);
   }
   if (auto s = (*writer)->Finish(); !s.ok()) return Fail(s);
   meter.Finish();

@@ -5,8 +5,8 @@
 # exit with a clear message (and never a crash).
 # Usage: storage_tools.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-build=$1
-src=$2
+build=$(cd "$1" && pwd)
+src=$(cd "$2" && pwd)
 gen=$build/engram-gen
 inspect=$build/engram-inspect
 convert=$build/engram-convert
