@@ -7,7 +7,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/install-deps.sh"
 extra=()
 # Sanitizer runs are for the tests: skip the microbenchmarks there.
-if [[ -n ${ENGRAM_SANITIZE:-} ]]; then extra+=(-DENGRAM_BUILD_BENCH=OFF); fi
-build_dir=$("$here/scripts/build.sh" "${extra[@]}" | tail -n 1)
+build_type=RelWithDebInfo
+if [[ -n ${ENGRAM_SANITIZE:-} ]]; then extra+=(-DENGRAM_BUILD_BENCH=OFF); build_type=Debug; fi
+build_dir=$(BUILD_TYPE=$build_type "$here/scripts/build.sh" "${extra[@]}" | tail -n 1)
 cd "$build_dir"
 ctest --output-on-failure -j "${ENGRAM_TEST_JOBS:-2}" --timeout 900
