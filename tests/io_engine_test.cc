@@ -20,7 +20,7 @@ using testing::RandomReads;
 using testing::TempFile;
 
 // A few MB with a partial final block (size not a multiple of 4 KiB).
-constexpr uint64_t kFileSize = 3 * 1024 * 1024 + 1000;
+constexpr uint64_t kFileSize = 1024 * 1024 + 1000;
 
 BlockRead MakeRead(FileId file, uint64_t offset, uint64_t length, std::byte* dst) {
   return BlockRead{file, offset, static_cast<uint32_t>(length), dst, Status()};

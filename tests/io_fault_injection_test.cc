@@ -20,7 +20,7 @@ using testing::CheckBlock;
 using testing::ExpectedByte;
 using testing::TempFile;
 
-constexpr uint64_t kFileSize = 4 * 1024 * 1024;  // 1024 blocks
+constexpr uint64_t kFileSize = 2 * 1024 * 1024;  // 512 blocks
 constexpr uint64_t kBlocks = kFileSize / kBlockSize;
 
 // True if `count` is a plausible Binomial(n, rate) draw (within 6 sigma).
