@@ -65,6 +65,7 @@ WholeFileRun ReadWholeFile(const TempFile& file, IoBackend backend, const FaultO
 
 // Number of bits in which block `r` differs from the file's content.
 int DifferingBits(const BlockRead& r) {
+  if (CheckBlock(r, kFileSize).empty()) return 0;
   int bits = 0;
   for (uint32_t i = 0; i < r.length; ++i) {
     bits += std::popcount(static_cast<unsigned>(r.dst[i] ^ ExpectedByte(r.offset + i)));
