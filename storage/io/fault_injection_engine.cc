@@ -65,7 +65,10 @@ void FaultInjectionEngine::TimerLoop() {
       continue;
     }
     if (!stopping_ && Clock::now() < held_.top().due) {
-      cv_.wait_until(lock, held_.top().due);
+      // Copy the deadline: wait_until keeps reading it after unlocking, and a
+      // push meanwhile may reallocate the heap under a reference.
+      const Clock::time_point due = held_.top().due;
+      cv_.wait_until(lock, due);
       continue;
     }
     IoCallback done = std::move(const_cast<Held&>(held_.top()).done);
