@@ -275,9 +275,13 @@ TEST_F(StoreTest, PrefetchedRowsAreHitsAndCountedUsedOrWasted) {
 }
 
 TEST_F(StoreTest, AsyncGatherRunsHandlerOnCallersExecutor) {
+  // The io_context is declared first so it is destroyed last: the store's
+  // completion thread may still be inside post() (signalling the context's
+  // condition variable) after the handler ran here, so the context must
+  // outlive the store. TSan caught the reverse order.
+  boost::asio::io_context ctx;
   auto store = Store::Open(Options("auto"));
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  boost::asio::io_context ctx;
   auto ids = RandomRows(500, 3);
   std::vector<std::byte> dst(ids.size() * kRecord);
   std::thread::id handler_thread;

@@ -126,7 +126,10 @@ class Store {
 
   // Boost.Asio form: any completion token (a callback, asio::use_future,
   // asio::use_awaitable, ...). The handler runs on its associated executor
-  // (the caller's), never on the I/O completion thread.
+  // (the caller's), never on the I/O completion thread. The executor's
+  // execution context (e.g. the io_context) must outlive the Store: the
+  // completion thread may still be returning from post() after the handler
+  // has already run, so destroy the Store first.
   template <typename CompletionToken>
   auto AsyncGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
                    CompletionToken&& token) {
