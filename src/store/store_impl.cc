@@ -17,7 +17,14 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   return std::unique_ptr<Store>(std::move(impl));
 }
 
-Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options) {
+Result<std::unique_ptr<Store>> OpenStoreWithEngineFactory(const StoreOptions& options,
+                                                          const IoEngineFactory& engine_factory) {
+  ENGRAM_ASSIGN_OR_RETURN(auto impl, StoreImpl::Open(options, engine_factory));
+  return std::unique_ptr<Store>(std::move(impl));
+}
+
+Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
+                                                   const IoEngineFactory& engine_factory) {
   if (options.tables.empty()) return Status::InvalidArgument("store: no tables given");
   ENGRAM_ASSIGN_OR_RETURN(RowCacheConfig cache_config, RowCacheConfig::FromSpec(options.cache_policy));
   ENGRAM_ASSIGN_OR_RETURN(io::IoBackend backend, io::ParseIoBackend(options.io_backend));
@@ -30,7 +37,12 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options) 
   io.threads = options.io_threads;
   io.use_direct_io = options.direct_io;
   io.fail_ring_setup_for_testing = options.fail_ring_setup_for_testing;
-  ENGRAM_ASSIGN_OR_RETURN(store->engine_, io::CreateIoEngine(io));
+  if (engine_factory) {
+    ENGRAM_ASSIGN_OR_RETURN(store->engine_, engine_factory(io));
+    if (store->engine_ == nullptr) return Status::Internal("store: the I/O engine factory returned no engine");
+  } else {
+    ENGRAM_ASSIGN_OR_RETURN(store->engine_, io::CreateIoEngine(io));
+  }
   spdlog::info("store: I/O backend {}", store->engine_->Describe());
 
   std::vector<uint64_t> explicit_bytes, weights;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -16,9 +17,17 @@
 
 namespace engram {
 
+// Internal hook (tests, engram-stress; not part of the public API): builds the
+// store's I/O engine from the IoOptions derived from StoreOptions, e.g. to wrap
+// the real backend in an io::FaultInjectionEngine. The store still only sees
+// an io::IoEngine.
+using IoEngineFactory = std::function<Result<std::unique_ptr<io::IoEngine>>(const io::IoOptions&)>;
+
 class StoreImpl final : public Store {
  public:
-  static Result<std::unique_ptr<StoreImpl>> Open(const StoreOptions& options);
+  // `engine_factory` empty: io::CreateIoEngine.
+  static Result<std::unique_ptr<StoreImpl>> Open(const StoreOptions& options,
+                                                 const IoEngineFactory& engine_factory = {});
   ~StoreImpl() override;
 
   size_t table_count() const override { return tables_.size(); }
@@ -63,5 +72,9 @@ class StoreImpl final : public Store {
   std::condition_variable prefetch_cv_;
   uint64_t prefetches_in_flight_ = 0;
 };
+
+// Store::Open with a custom I/O engine (see IoEngineFactory).
+Result<std::unique_ptr<Store>> OpenStoreWithEngineFactory(const StoreOptions& options,
+                                                          const IoEngineFactory& engine_factory);
 
 }  // namespace engram
