@@ -3,20 +3,28 @@
 // Subcommands, one section each below (add a new one as a Register*Command
 // function plus one line in main; put its driver in the library, like
 // storage/io/read_benchmark.h, so this file stays a thin CLI):
-//   read   random 4 KiB block reads through the I/O backends (issue 7)
+//   read    random 4 KiB block reads through the I/O backends (issue 7)
+//   gather  the row-cache report's five-request workload through a real store
+//           on generated tables: per request hit rate, evictions, refusals,
+//           wall time and readiness wait split into cache and disk
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "engram/store.h"
+#include "src/common/logging.h"
+#include "src/workload/report_workload.h"
 #include "storage/io/read_benchmark.h"
 
 namespace {
@@ -161,7 +169,7 @@ int RunRead(const ReadArgs& a) {
   return 0;
 }
 
-void RegisterReadCommand(CLI::App& app, ReadArgs& a, int& rc) {
+CLI::App* RegisterReadCommand(CLI::App& app, ReadArgs& a) {
   CLI::App* cmd = app.add_subcommand("read", "Random 4 KiB block reads from a file through the I/O backends");
   cmd->add_option("--file", a.file, "File to read (use --create-mib to create it)")->required();
   cmd->add_option("--create-mib", a.create_mib, "Create the file with this many MiB if it does not exist");
@@ -175,7 +183,144 @@ void RegisterReadCommand(CLI::App& app, ReadArgs& a, int& rc) {
   cmd->add_option("--seed", a.seed, "Random offset seed");
   cmd->add_flag("--json", a.json, "Print JSON instead of a table");
   cmd->add_flag("--no-register-buffers", a.no_register_buffers, "Do not register the destination arena (io_uring)");
-  cmd->callback([&] { rc = RunRead(a); });
+  return cmd;
+}
+
+// ============================================================================
+// gather: the report's workload through a real store
+// ============================================================================
+
+struct GatherArgs {
+  std::string fixtures = ENGRAM_FIXTURE_DIR;
+  std::string traces;     // folder with req1..req5.u32; default: the shipped deepspeed fixture
+  std::vector<std::string> requests;  // FILE[@SPLIT], replaces the five requests
+  std::string layout;     // default: fixtures/engram-hash/layout-v41.json
+  std::string token_map;  // default: fixtures/engram-hash/token-map.u32
+  bool identity = false;
+  uint32_t tables = 1;
+  uint64_t rows_per_table = 4'000'000;
+  std::string work_dir = "out/bench-gather";
+  std::vector<std::string> policies{"default"};
+  double pressure = 0.78;
+  uint64_t capacity_rows = 0;
+  double budget_mib = 0;
+  std::string backend = "auto";
+  bool warm = false;
+  std::string listen;
+  double linger = 0;
+  bool json = false;
+};
+
+int RunGather(const GatherArgs& a) {
+  using namespace engram;
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "engram-bench gather: %s\n", s.ToString().c_str());
+    return 1;
+  };
+  ReportWorkloadOptions wo;
+  wo.work_dir = a.work_dir;
+  wo.layout_path = a.layout.empty() ? a.fixtures + "/engram-hash/layout-v41.json" : a.layout;
+  if (!a.identity) wo.token_map_path = a.token_map.empty() ? a.fixtures + "/engram-hash/token-map.u32" : a.token_map;
+  wo.layers.clear();
+  for (uint32_t t = 0; t < a.tables; ++t) wo.layers.push_back(t);
+  wo.rows_per_table = a.rows_per_table;
+  if (a.requests.empty()) {
+    auto r = ReportRequests(a.traces.empty() ? a.fixtures + "/traces/deepspeed" : a.traces);
+    if (!r.ok()) return fail(r.status());
+    wo.requests = *r;
+    wo.request_names = ReportRequestNames();
+  } else {
+    for (const auto& spec : a.requests) {
+      auto r = replay::RequestSpec::Parse(spec);
+      if (!r.ok()) return fail(r.status());
+      wo.requests.push_back(*r);
+    }
+  }
+  auto workload = PrepareReportWorkload(wo, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+  if (!workload.ok()) return fail(workload.status());
+
+  // Budget: explicit bytes, or the bytes at which the legacy cache has the
+  // requested number of slots (by default: distinct rows / pressure, the
+  // report's 1 GiB fill). Every policy gets the same bytes.
+  uint64_t budget = uint64_t(a.budget_mib * 1048576.0);
+  uint64_t capacity = a.capacity_rows ? a.capacity_rows : uint64_t(double(workload->distinct_rows_max) / a.pressure);
+  if (budget == 0) {
+    auto b = BudgetForCapacity("legacy", capacity, workload->record_bytes);
+    if (!b.ok()) return fail(b.status());
+    budget = *b;
+  }
+  std::fprintf(stderr, "%zu table(s) of %llu rows; %llu distinct rows per table; budget %.2f MiB per table\n",
+               workload->table_paths.size(), (unsigned long long)workload->layouts[0].total_rows,
+               (unsigned long long)workload->distinct_rows_max, double(budget) / 1048576.0);
+
+  std::unique_ptr<WorkloadMetricsServer> metrics;
+  if (!a.listen.empty()) {
+    auto m = WorkloadMetricsServer::Start(a.listen);
+    if (!m.ok()) return fail(m.status().WithContext("--metrics-listen"));
+    metrics = std::move(m).value();
+    std::fprintf(stderr, "metrics: %s\n", metrics->url().c_str());
+  }
+  PolicyRunOptions run;
+  run.policies = a.policies;
+  run.budget_per_table = budget;
+  run.io_backend = a.backend;
+  run.drop_page_cache = !a.warm;
+  run.metrics = metrics.get();
+  run.on_start = [](const std::string& policy, const Store& store) {
+    std::fprintf(stderr, "policy %s: %s\n", policy.c_str(), store.io_description().c_str());
+  };
+  run.progress = [](const WorkloadProgress& p) {
+    std::fprintf(stderr, "\r  request %zu/%zu, gather %zu/%zu   ", p.request + 1, p.requests, p.gather + 1, p.gathers);
+    if (p.request + 1 == p.requests && p.gather + 1 == p.gathers) std::fprintf(stderr, "\n");
+  };
+  std::unique_ptr<Store> store;
+  auto runs = RunPolicies(*workload, run, &store);
+  if (!runs.ok()) return fail(runs.status());
+  if (a.json) {
+    std::printf("%s", FormatReportJsonLines(*runs).c_str());
+  } else {
+    std::printf("%s", FormatReportTable(*runs).c_str());
+  }
+  std::fflush(stdout);
+  if (metrics && a.linger > 0) {
+    std::fprintf(stderr, "serving %s for %.0f more seconds\n", metrics->url().c_str(), a.linger);
+    std::this_thread::sleep_for(std::chrono::duration<double>(a.linger));
+  }
+  metrics.reset();  // before the store it reads
+  return 0;
+}
+
+CLI::App* RegisterGatherCommand(CLI::App& app, GatherArgs& a) {
+  CLI::App* cmd = app.add_subcommand(
+      "gather", "The row-cache report's five requests through a real store on generated V4.1-shaped tables");
+  cmd->add_option("--fixtures", a.fixtures, "Folder with engram-hash/ and traces/")->capture_default_str();
+  cmd->add_option("--traces", a.traces, "Folder with req1.u32..req5.u32 (default: fixtures/traces/deepspeed)");
+  cmd->add_option("--request", a.requests, "FILE[@SPLIT] token file (uint32 LE), repeatable; replaces the five requests");
+  cmd->add_option("--layout", a.layout, "Hash layout JSON (default: fixtures/engram-hash/layout-v41.json)");
+  auto* map = cmd->add_option("--token-map", a.token_map, "Token map (default: fixtures/engram-hash/token-map.u32)");
+  cmd->add_flag("--identity", a.identity, "Hash raw token IDs instead of the token map")->excludes(map);
+  cmd->add_option("--tables", a.tables, "Tables (layers 0..N-1 of the layout)")
+      ->capture_default_str()->check(CLI::Range(1, 16));
+  cmd->add_option("--rows-per-table", a.rows_per_table, "Table size (the layout is scaled to it)")
+      ->capture_default_str()->check(CLI::Range(uint64_t(100000), uint64_t(1) << 34));
+  cmd->add_option("--work-dir", a.work_dir, "Where the generated tables go (reused when identical)")
+      ->capture_default_str();
+  cmd->add_option("--policy", a.policies, "Cache policies (specs), each run through a fresh store")
+      ->capture_default_str();
+  auto* budget = cmd->add_option("--budget-mib", a.budget_mib, "Cache bytes per table, in MiB")
+                     ->check(CLI::PositiveNumber);
+  auto* capacity = cmd->add_option("--capacity-rows", a.capacity_rows,
+                                   "Budget = the bytes at which the legacy cache has this many slots per table")
+                       ->excludes(budget);
+  cmd->add_option("--pressure", a.pressure, "Default budget: distinct rows / legacy slots (the report: 0.78)")
+      ->capture_default_str()->check(CLI::Range(0.01, 16.0))->excludes(budget)->excludes(capacity);
+  cmd->add_option("--io-backend", a.backend, "auto, io_uring, pread or mmap")->capture_default_str();
+  cmd->add_flag("--warm", a.warm, "Keep the tables in page cache (default: dropped before each policy)");
+  cmd->add_option("--metrics-listen", a.listen, "Serve /metrics at HOST:PORT while running");
+  cmd->add_option("--linger", a.linger, "Keep serving /metrics this many seconds after the run")
+      ->check(CLI::Range(0.0, 86400.0));
+  cmd->add_flag("--json", a.json, "One JSON object per (policy, request) instead of the table");
+  return cmd;
 }
 
 }  // namespace
@@ -183,9 +328,19 @@ void RegisterReadCommand(CLI::App& app, ReadArgs& a, int& rc) {
 int main(int argc, char** argv) {
   CLI::App app{"engram-bench: Engram Store performance measurements"};
   app.require_subcommand(1);
-  int rc = 0;
+  app.fallthrough();  // --log-level may follow the subcommand
   ReadArgs read_args;
-  RegisterReadCommand(app, read_args, rc);
+  CLI::App* read = RegisterReadCommand(app, read_args);
+  GatherArgs gather_args;
+  CLI::App* gather = RegisterGatherCommand(app, gather_args);
+  std::string log_level;
+  engram::AddLogLevelOption(app, log_level);
   CLI11_PARSE(app, argc, argv);
-  return rc;
+  if (engram::Status s = engram::ConfigureLogging(log_level, "warn"); !s.ok()) {
+    std::fprintf(stderr, "engram-bench: %s\n", s.ToString().c_str());
+    return 2;
+  }
+  if (*read) return RunRead(read_args);
+  if (*gather) return RunGather(gather_args);
+  return 2;
 }

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "src/common/logging.h"
 #include "storage/hash_layout.h"
 #include "storage/progress_meter.h"
 #include "storage/table_converter.h"
@@ -47,8 +48,13 @@ int main(int argc, char** argv) {
   auto* salt_opt = app.add_option("--checksum-salt", salt, "fixed block checksum salt (default: random)");
   app.add_flag("--progress", progress, "show a progress bar even when stderr is not a terminal");
   app.add_option("OUT", out, "output table file")->required();
+  std::string log_level;
+  engram::AddLogLevelOption(app, log_level);
   CLI11_PARSE(app, argc, argv);
-  spdlog::set_level(spdlog::level::warn);
+  if (engram::Status log_status = engram::ConfigureLogging(log_level, "warn"); !log_status.ok()) {
+    std::fprintf(stderr, "engram-convert: %s\n", log_status.ToString().c_str());
+    return 2;
+  }
 
   engram::Result<engram::ConvertSpec> spec = engram::Status::InvalidArgument("give --safetensors or --npy");
   if (!st_files.empty()) {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "src/common/logging.h"
 #include "storage/hash_layout.h"
 #include "storage/progress_meter.h"
 #include "storage/row_generator.h"
@@ -46,8 +47,13 @@ int main(int argc, char** argv) {
   app.add_option("--emit-rows", emit_rows, "print the generator bytes of these rows to stdout (raw) and exit")
       ->delimiter(',');
   app.add_option("OUT", out, "output table file");
+  std::string log_level;
+  engram::AddLogLevelOption(app, log_level);
   CLI11_PARSE(app, argc, argv);
-  spdlog::set_level(spdlog::level::warn);
+  if (engram::Status log_status = engram::ConfigureLogging(log_level, "warn"); !log_status.ok()) {
+    std::fprintf(stderr, "engram-gen: %s\n", log_status.ToString().c_str());
+    return 2;
+  }
 
   if (!emit_rows.empty()) {
     std::vector<std::byte> row(record_bytes);

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "src/common/logging.h"
 #include "engram/hasher.h"
 #include "src/replay/trace_files.h"
 
@@ -38,7 +39,13 @@ int main(int argc, char** argv) {
   app.add_option("--token-map", map_path, "compressed-token map (LE uint32); omitted = identity");
   app.add_option("tokens", tokens_path, "token IDs, little-endian uint32")->required();
   app.add_option("out", out_path, "output row IDs, little-endian uint64")->required();
+  std::string log_level;
+  engram::AddLogLevelOption(app, log_level);
   CLI11_PARSE(app, argc, argv);
+  if (engram::Status log_status = engram::ConfigureLogging(log_level, "warn"); !log_status.ok()) {
+    std::fprintf(stderr, "engram-hash: %s\n", log_status.ToString().c_str());
+    return 2;
+  }
   engram::Status st = Run(layout_path, layer, map_path, tokens_path, out_path);
   if (!st.ok()) {
     std::fprintf(stderr, "engram-hash: %s\n", st.ToString().c_str());

@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "src/common/logging.h"
 #include "storage/progress_meter.h"
 #include "storage/table_file.h"
 
@@ -136,12 +137,17 @@ int main(int argc, char** argv) {
   dump->add_option("--rows", row_specs, "rows: A,B,C or ranges A-B")->delimiter(',')->required();
   auto* raw_flag = dump->add_flag("--raw", raw, "raw record bytes to stdout");
   dump->add_flag("--hex", hex, "hex dump (the default)")->excludes(raw_flag);
+  std::string log_level;
+  engram::AddLogLevelOption(app, log_level);
   try {
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  spdlog::set_level(spdlog::level::warn);
+  if (engram::Status log_status = engram::ConfigureLogging(log_level, "warn"); !log_status.ok()) {
+    std::fprintf(stderr, "engram-inspect: %s\n", log_status.ToString().c_str());
+    return 2;
+  }
 
   auto table = engram::TableFile::Open(file);
   if (!table.ok()) return Fail(table.status());

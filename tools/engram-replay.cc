@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "src/common/logging.h"
 #include "src/replay/replay_command.h"
 
 int main(int argc, char** argv) {
@@ -31,7 +32,13 @@ int main(int argc, char** argv) {
   app.add_option("--csv", a.csv_path, "with --sweep: write the miss-ratio curve as CSV");
   app.add_option("--plot", a.plot_path, "with --sweep: plot the miss-ratio curve to a PNG (gnuplot)");
   app.add_option("--threads", a.threads, "policies replayed in parallel (default 2)");
+  std::string log_level;
+  engram::AddLogLevelOption(app, log_level);
   CLI11_PARSE(app, argc, argv);
+  if (engram::Status log_status = engram::ConfigureLogging(log_level, "warn"); !log_status.ok()) {
+    std::fprintf(stderr, "engram-replay: %s\n", log_status.ToString().c_str());
+    return 2;
+  }
 
   auto out = engram::replay::RunReplay(a);
   if (!out.ok()) {

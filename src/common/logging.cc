@@ -1,0 +1,39 @@
+#include "src/common/logging.h"
+
+#include <cstdlib>
+
+#include <spdlog/cfg/env.h>
+#include <spdlog/spdlog.h>
+
+namespace engram {
+namespace {
+
+Result<spdlog::level::level_enum> ParseLevel(std::string_view name) {
+  // from_str maps unknown names to "off"; a typo must not silence the logs.
+  static constexpr std::string_view kNames[] = {"trace", "debug", "info", "warn", "warning",
+                                                "error", "err",   "critical", "off"};
+  for (std::string_view n : kNames) {
+    if (n == name) return spdlog::level::from_str(std::string(name));
+  }
+  return Status::InvalidArgument("unknown log level '" + std::string(name) +
+                                 "' (trace, debug, info, warn, error, critical, off)");
+}
+
+}  // namespace
+
+Status ConfigureLogging(std::string_view level, std::string_view tool_default) {
+  if (!level.empty()) {
+    ENGRAM_ASSIGN_OR_RETURN(spdlog::level::level_enum l, ParseLevel(level));
+    spdlog::set_level(l);
+    return Status::OK();
+  }
+  if (const char* env = std::getenv("SPDLOG_LEVEL"); env != nullptr && *env != '\0') {
+    spdlog::cfg::load_env_levels();
+    return Status::OK();
+  }
+  ENGRAM_ASSIGN_OR_RETURN(spdlog::level::level_enum l, ParseLevel(tool_default));
+  spdlog::set_level(l);
+  return Status::OK();
+}
+
+}  // namespace engram
