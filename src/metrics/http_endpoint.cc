@@ -39,6 +39,27 @@ Result<HttpEndpointOptions> ParseListenAddress(std::string_view spec) {
   return o;
 }
 
+RoutedRequest RouteHttpRequest(std::string_view method, std::string_view target) {
+  // Beast parses methods case-sensitively: "GET" and "HEAD" exactly.
+  RoutedRequest r;
+  r.head_only = method == "HEAD";
+  if (method != "GET" && !r.head_only) {
+    r.route = HttpRoute::kMethodNotAllowed;
+    r.head_only = false;
+    return r;
+  }
+  const std::string_view path = target.substr(0, target.find('?'));
+  if (path == "/metrics") {
+    r.route = HttpRoute::kMetrics;
+  } else if (path == "/healthz") {
+    r.route = HttpRoute::kHealthz;
+  } else {
+    r.route = HttpRoute::kNotFound;
+    r.head_only = false;
+  }
+  return r;
+}
+
 class MetricsHttpEndpoint::Impl {
  public:
   Impl(HttpEndpointOptions options, Renderer render)
@@ -132,21 +153,22 @@ class Session : public std::enable_shared_from_this<Session> {
     const auto& req = parser_->get();
     bool keep = req.keep_alive();
     unsigned version = req.version();
-    std::string_view target(req.target().data(), req.target().size());
-    size_t q = target.find('?');
-    std::string_view path = target.substr(0, q);
-    if (req.method() != http::verb::get && req.method() != http::verb::head) {
-      owner_->rejected_.fetch_add(1);
-      return Reply(http::status::method_not_allowed, "text/plain", "only GET and HEAD\n", keep, version);
-    }
-    if (path == "/metrics") {
-      owner_->served_.fetch_add(1);
-      return Reply(http::status::ok, "text/plain; version=0.0.4; charset=utf-8", owner_->render_(), keep, version,
-                   req.method() == http::verb::head);
-    }
-    if (path == "/healthz") {
-      owner_->served_.fetch_add(1);
-      return Reply(http::status::ok, "text/plain", "ok\n", keep, version, req.method() == http::verb::head);
+    const RoutedRequest routed =
+        RouteHttpRequest(std::string_view(req.method_string().data(), req.method_string().size()),
+                         std::string_view(req.target().data(), req.target().size()));
+    switch (routed.route) {
+      case HttpRoute::kMethodNotAllowed:
+        owner_->rejected_.fetch_add(1);
+        return Reply(http::status::method_not_allowed, "text/plain", "only GET and HEAD\n", keep, version);
+      case HttpRoute::kMetrics:
+        owner_->served_.fetch_add(1);
+        return Reply(http::status::ok, "text/plain; version=0.0.4; charset=utf-8", owner_->render_(), keep, version,
+                     routed.head_only);
+      case HttpRoute::kHealthz:
+        owner_->served_.fetch_add(1);
+        return Reply(http::status::ok, "text/plain", "ok\n", keep, version, routed.head_only);
+      case HttpRoute::kNotFound:
+        break;
     }
     owner_->rejected_.fetch_add(1);
     return Reply(http::status::not_found, "text/plain", "not found; try /metrics or /healthz\n", keep, version);

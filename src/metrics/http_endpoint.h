@@ -30,6 +30,21 @@ struct HttpEndpointOptions {
 // Parses "HOST:PORT", "[V6]:PORT" or ":PORT" (loopback) into options.
 Result<HttpEndpointOptions> ParseListenAddress(std::string_view spec);
 
+// How the endpoint answers a parsed request: a pure function of its method
+// and target (query string ignored), so it can be fuzzed together with the
+// HTTP parser (tests/fuzz/http_request_fuzzer.cc).
+enum class HttpRoute : uint8_t {
+  kMetrics,           // 200, the Prometheus text
+  kHealthz,           // 200, "ok"
+  kMethodNotAllowed,  // 405 (anything but GET and HEAD)
+  kNotFound,          // 404
+};
+struct RoutedRequest {
+  HttpRoute route = HttpRoute::kNotFound;
+  bool head_only = false;  // HEAD: headers without the body
+};
+RoutedRequest RouteHttpRequest(std::string_view method, std::string_view target);
+
 class MetricsHttpEndpoint {
  public:
   using Renderer = std::function<std::string()>;

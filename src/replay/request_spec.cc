@@ -31,7 +31,10 @@ std::vector<size_t> SplitSpec::Boundaries(size_t length) const {
   } else {
     // torch.chunk: chunks of ceil(length / K) tokens, the last one shorter
     // (this is what reproduces the reference emulator's 12-chunk first request).
-    const size_t chunk = static_cast<size_t>((length + value - 1) / value);
+    // ceil(length / K) without overflow: (length + K - 1) / K wrapped to a
+    // zero chunk (an endless loop) for K near 2^64 (found by
+    // tests/fuzz/trace_files_fuzzer: "FILE@x18446744073709551615").
+    const size_t chunk = static_cast<size_t>(length / value + (length % value != 0));
     for (size_t start = 0; start < length; start += chunk) b.push_back(start);
   }
   b.push_back(length);

@@ -33,7 +33,9 @@ Result<std::vector<uint32_t>> ReadTokenFile(const std::string& path) {
     return Status::Corruption("token file " + path + ": size " + std::to_string(bytes.size()) +
                               " bytes is not a multiple of 4 (little-endian uint32 token IDs)");
   std::vector<uint32_t> tokens(bytes.size() / 4);
-  std::memcpy(tokens.data(), bytes.data(), bytes.size());
+  // An empty file has no buffers: memcpy(nullptr, nullptr, 0) is undefined
+  // behaviour (found by tests/fuzz/trace_files_fuzzer).
+  if (!bytes.empty()) std::memcpy(tokens.data(), bytes.data(), bytes.size());
   return tokens;
 }
 

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora tests/fuzz/corpus/<target>/ (small, deterministic).
+
+Each seed follows its harness's input convention (see the comment at the top
+of tests/fuzz/<target>.cc): usually one control byte, then the bytes.
+Run from anywhere: python3 tests/fuzz/make_seeds.py
+"""
+import json
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+
+
+def write(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+# --- table_file_fuzzer: ctrl, 256-byte header, metadata -------------------
+def table_header(record_bytes, rows, salt=0x1234):
+    rpb = 4088 // record_bytes
+    blocks = (rows + rpb - 1) // rpb
+    h = bytearray(256)
+    h[0:8] = b"ENGRAMTB"
+    struct.pack_into("<IIIII", h, 8, 1, 4096, record_bytes, rpb, 0)
+    struct.pack_into("<QQQQQ", h, 32, rows, blocks, 4096, blocks * 4096, 4096 + blocks * 4096)
+    struct.pack_into("<Q", h, 96, salt)
+    return bytes(h)  # metadata size/hash, file_bytes and header checksum: fixed by the harness (ctrl 7)
+
+
+meta = json.dumps({"generator": {"kind": "engram-gen", "seed": 7}, "record_bytes": 264}).encode()
+write("table_file_fuzzer", "gen-1000-rows", b"\x07" + table_header(264, 1000) + meta)
+write("table_file_fuzzer", "one-row-4088", b"\x07" + table_header(4088, 1) + b"{}")
+write("table_file_fuzzer", "zero-rows", b"\x07" + table_header(1, 0) + b'{"a":1}')
+write("table_file_fuzzer", "raw-no-fixups", b"\x00" + table_header(264, 15) + meta)
+with open(os.path.join(FIXTURES, "engram-hash", "layout-v41.json")) as f:
+    doc = json.load(f)
+layer = dict(doc["layers"][0])
+for k, v in doc.items():
+    if k not in ("layers", "format") and k not in layer:
+        layer[k] = v
+layer["layout_file_format"] = doc["format"]
+small = {k: layer[k] for k in ("layer_id", "orders", "heads", "pad_id", "multipliers", "primes", "offsets", "total_rows")}
+write("table_file_fuzzer", "v41-layer1-layout",
+      b"\x07" + table_header(264, layer["total_rows"]) + json.dumps({"hash_layout": small}).encode())
+
+# --- safetensors_header_fuzzer: ctrl (bit 0: fix length; >>1: KiB of data) --
+def safetensors(header, data_kib):
+    j = json.dumps(header, separators=(",", ":")).encode()
+    return bytes([1 | (data_kib << 1)]) + struct.pack("<Q", len(j)) + j
+
+
+write("safetensors_header_fuzzer", "weight-scale", safetensors({
+    "engram.w": {"dtype": "F8_E4M3", "shape": [4, 256], "data_offsets": [0, 1024]},
+    "engram.s": {"dtype": "U8", "shape": [4, 8], "data_offsets": [1024, 1056]}}, 2))
+write("safetensors_header_fuzzer", "metadata-bf16", safetensors({
+    "__metadata__": {"format": "pt"},
+    "a": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 12]},
+    "b": {"dtype": "F32", "shape": [], "data_offsets": [12, 16]},
+    "c": {"dtype": "I64", "shape": [0, 5], "data_offsets": [16, 16]}}, 1))
+write("safetensors_header_fuzzer", "empty", safetensors({}, 0))
+
+# --- npy_header_fuzzer: ctrl (bit 0: fix length; >>1: KiB of data) -------
+def npy(descr, shape, data_kib, version=1, fortran=False):
+    d = "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }" % (descr, "True" if fortran else "False", shape)
+    pre = 10 if version == 1 else 12
+    pad = (-(pre + len(d) + 1)) % 64
+    d = (d + " " * pad + "\n").encode()
+    length = struct.pack("<H", len(d)) if version == 1 else struct.pack("<I", len(d))
+    return bytes([1 | (data_kib << 1)]) + b"\x93NUMPY" + bytes([version, 0]) + length + d
+
+
+write("npy_header_fuzzer", "u1-4x256", npy("|u1", "(4, 256)", 1))
+write("npy_header_fuzzer", "f4-2x128", npy("<f4", "(2, 128)", 1))
+write("npy_header_fuzzer", "v2-f2", npy("<f2", "(512,)", 1, version=2))
+write("npy_header_fuzzer", "void264-0", npy("|V264", "(0, 1)", 0))
+write("npy_header_fuzzer", "fortran", npy("<f4", "(16, 16)", 1, fortran=True))
+write("npy_header_fuzzer", "big-endian", npy(">f4", "(256,)", 1))
+
+# --- hash_layout_fuzzer: ctrl (layer index, validation row count), JSON -----
+with open(os.path.join(FIXTURES, "engram-hash", "layout-v41.json"), "rb") as f:
+    v41 = f.read()
+write("hash_layout_fuzzer", "v41-doc-layer0", b"\x01" + v41)
+write("hash_layout_fuzzer", "v41-doc-layer1", b"\x02" + v41)
+write("hash_layout_fuzzer", "v41-layer1-object", b"\x00" + json.dumps(small).encode())
+tiny = {"layer_id": 0, "orders": [2, 3], "heads": 2, "pad_id": 0, "multipliers": ["1", "3", "5"],
+        "primes": [[2, 3], [5, 7]], "offsets": [[0, 2], [5, 10]], "total_rows": 17}
+write("hash_layout_fuzzer", "tiny", b"\x00" + json.dumps(tiny).encode())
+write("hash_layout_fuzzer", "tiny-int-multipliers", b"\x80" + json.dumps(dict(tiny, multipliers=[1, 3, 5])).encode())
+
+# --- trace_files_fuzzer: ctrl (bit 0: use the bytes as a token map), bytes --
+write("trace_files_fuzzer", "row-trace", b"\x00" + b"1\n2\n3\n18446744073709551615\n0")
+write("trace_files_fuzzer", "row-trace-crlf", b"\x00" + b"7\r\n8\r\n")
+write("trace_files_fuzzer", "request-chunks", b"\x00" + b"a@4\n" + struct.pack("<12I", *range(12)))
+write("trace_files_fuzzer", "request-equal", b"\x01" + b"r@x3" + struct.pack("<8I", 5, 1, 0, 3, 2, 4, 9, 1))
+write("trace_files_fuzzer", "request-plain", b"\x00" + b"file" + struct.pack("<3I", 1, 2, 3))
+req = os.path.join(FIXTURES, "traces", "deepspeed")
+for name in sorted(os.listdir(req))[:1]:
+    with open(os.path.join(req, name), "rb") as f:
+        write("trace_files_fuzzer", "fixture-" + name, b"\x00" + b"q@x2" + f.read(256))
+
+# --- http_request_fuzzer: raw bytes --------------------------------------
+H = "http_request_fuzzer"
+write(H, "get-metrics", b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:9464\r\nAccept: */*\r\n\r\n")
+write(H, "head-healthz", b"HEAD /healthz HTTP/1.0\r\n\r\n")
+write(H, "get-query", b"GET /metrics?name[]=x HTTP/1.1\r\nConnection: close\r\n\r\n")
+write(H, "post-body", b"POST /metrics HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello")
+write(H, "chunked", b"GET /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+write(H, "listen-v4", b"127.0.0.1:9464")
+write(H, "listen-v6", b"[::1]:0")
