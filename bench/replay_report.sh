@@ -22,3 +22,41 @@ replay=("$build/engram-replay" --layout "$here/tests/fixtures/engram-hash/layout
 "${replay[@]}" --capacity-rows 1398612 --sweep 0.125,0.25,0.5,0.75,1,1.5 \
   --csv "$out/replay_miss_ratio.csv" --plot "$out/replay_miss_ratio.png" | tee "$out/replay_report.txt"
 echo "wrote $out/replay_report.txt, $out/replay_miss_ratio.csv, $out/replay_miss_ratio.png" >&2
+
+# ---- Default policy (issue 6): the tables of bench/RESULTS.md "Default policy (issue 6)".
+# Identity map, all policies at matched / half / quarter capacity; then legacy, default and
+# belady on the compressed token map and on an unseen slice of the same corpus
+# (tokens.u32: A = tokens 125,000..144,999, B = 150,000..209,999, A'/B'/A'' with their first
+# 16 tokens replaced by seeded pseudo-random IDs, like the fixture requests).
+if [[ "${ENGRAM_REPLAY_ISSUE6:-1}" == 1 ]]; then
+  slice=$(mktemp -d)
+  trap 'rm -rf "$slice"' EXIT
+  python3 - "$traces/tokens.u32" "$slice" <<'PY'
+import array, random, sys
+t = array.array('I'); t.frombytes(open(sys.argv[1], 'rb').read())
+def w(name, toks): open(sys.argv[2] + '/' + name, 'wb').write(array.array('I', toks).tobytes())
+def restart(x, seed):
+    r = random.Random(seed); y = list(x)
+    for i in range(16): y[i] = r.randrange(3, 128000)
+    return y
+A = list(t[125000:145000]); B = list(t[150000:210000])
+w('req1.u32', A); w('req2.u32', restart(A, 0x5eed1002)); w('req3.u32', B)
+w('req4.u32', restart(B, 0x5eed1004)); w('req5.u32', restart(A, 0x5eed1005))
+PY
+  base=("$build/engram-replay" --layout "$here/tests/fixtures/engram-hash/layout-v41.json" --layer 0
+    --threads "${ENGRAM_REPLAY_THREADS:-2}")
+  five() { echo --request "$1/req1.u32@x12" --request "$1/req2.u32" --request "$1/req3.u32@x16" \
+    --request "$1/req4.u32" --request "$1/req5.u32"; }
+  {
+    echo "### identity map"
+    "${base[@]}" $(five "$traces") --policy legacy --policy ways8 --policy ways16 --policy two-choice \
+      --policy lru --policy default --policy full-lru --policy belady --capacity-rows 1398612 --sweep 0.25,0.5,1
+    echo "### compressed token map"
+    "${base[@]}" --token-map "$here/tests/fixtures/engram-hash/token-map.u32" $(five "$traces") \
+      --policy legacy --policy default --policy belady --capacity-rows 1314429 --sweep 0.25,0.5,1
+    echo "### unseen slice (1,092,455 distinct rows -> matched 1,400,583)"
+    "${base[@]}" $(five "$slice") --policy legacy --policy default --policy belady \
+      --capacity-rows 1400583 --sweep 0.25,0.5,1
+  } | tee "$out/replay_issue6.txt"
+  echo "wrote $out/replay_issue6.txt" >&2
+fi

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <unordered_map>
 
@@ -66,6 +67,30 @@ TEST(FrequencySketch, SmallSketchOverestimatesButNeverUnder) {
     over += s.Estimate(H(k)) > 1;
   }
   EXPECT_GT(over, 0);  // collisions do show up: the test can see a broken min
+}
+
+TEST(FrequencySketch, ConservativeUpdateNeverUnderestimatesAndOvercountsLess) {
+  // An overloaded sketch (4 x 1,024 counters for 20,000 keys): conservative
+  // update keeps the count-min guarantee and over-counts less in total.
+  FrequencySketch plain(4096, 4, 8, 0, 5), cons(4096, 4, 8, 0, 5, /*conservative=*/true);
+  std::unordered_map<uint64_t, uint32_t> truth;
+  for (uint64_t k = 0; k < 20000; ++k) {
+    uint32_t n = 1 + (k * 31) % 3;
+    for (uint32_t i = 0; i < n; ++i) {
+      plain.Increment(H(k));
+      cons.Increment(H(k));
+    }
+    truth[k] = n;
+  }
+  uint64_t err_plain = 0, err_cons = 0;
+  for (auto& [k, n] : truth) {
+    uint32_t p = plain.Estimate(H(k)), c = cons.Estimate(H(k));
+    ASSERT_GE(c, std::min<uint32_t>(n, 255)) << k;
+    EXPECT_LE(c, p) << k;
+    err_plain += p - n;
+    err_cons += c - n;
+  }
+  EXPECT_LT(err_cons, err_plain);
 }
 
 TEST(FrequencySketch, HalvingPeriodHalvesEveryCounter) {

@@ -184,6 +184,8 @@ TEST(RowCacheSpec, RoundTripsEveryPresetAndACustomConfig) {
   c.sketch_depth = 2;
   c.counter_bits = 4;
   c.halving_period = 12345;
+  c.stale_after = 0.3;  // not exactly representable either
+  c.conservative_update = true;
   c.seed = 0xfedcba9876543210ULL;
   auto back = RowCacheConfig::FromSpec(c.ToSpec());
   ASSERT_TRUE(back.ok()) << c.ToSpec() << ": " << back.status().ToString();
@@ -208,6 +210,12 @@ TEST(RowCacheSpec, ErrorsNameTheOffendingItem) {
       {"warm_p=x", "warm_p='x'"},
       {"ways=40", "ways=40"},          // parses, fails validation
       {"legacy,relocate=2", "relocate=2"},  // relocation needs two sets
+      {"stale=-1", "stale=-1"},
+      {"stale=nan", "stale="},
+      {"stale=2000", "stale=2000"},
+      {"halving_x=-0.5", "halving_x="},
+      {"halving_x=2,halving=100", "exclusive"},
+      {"update=sometimes", "sometimes"},
   };
   for (const Case& k : cases) {
     auto c = RowCacheConfig::FromSpec(k.spec);
@@ -216,6 +224,33 @@ TEST(RowCacheSpec, ErrorsNameTheOffendingItem) {
     EXPECT_NE(c.status().message().find(k.mentions), std::string::npos)
         << k.spec << " -> " << c.status().ToString();
   }
+}
+
+TEST(RowCacheSpec, Issue6KnobsParseAndRoundTrip) {
+  auto c = RowCacheConfig::FromSpec("two-choice,stale=2.5,halving_x=10,update=conservative");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->stale_after, 2.5);
+  EXPECT_EQ(c->halving_per_capacity, 10.0);
+  EXPECT_TRUE(c->conservative_update);
+  EXPECT_EQ(c->name, "custom");
+  auto back = RowCacheConfig::FromSpec(c->ToSpec());
+  ASSERT_TRUE(back.ok()) << c->ToSpec();
+  EXPECT_EQ(back->ToSpec(), c->ToSpec());
+  EXPECT_NE(c->ToSpec().find("stale=2.5"), std::string::npos) << c->ToSpec();
+}
+
+TEST(RowCacheConfig, DefaultPresetIsIssue6Policy) {
+  RowCacheConfig d = RowCacheConfig::Preset("default").value();
+  EXPECT_EQ(d.candidate_sets, 2u);
+  EXPECT_EQ(d.relocation_depth, 2u);
+  EXPECT_EQ(d.admission, AdmissionRule::kEstimateGreater);
+  EXPECT_EQ(d.victim_order, VictimOrder::kLowestEstimateThenOldest);
+  EXPECT_EQ(d.sketch_depth, 1u);
+  EXPECT_EQ(d.sketch_bytes, 1u << 20);
+  EXPECT_EQ(d.stale_after, 16.0);
+  EXPECT_EQ(d.halving_period, 0u);
+  EXPECT_EQ(d.halving_per_capacity, 0.0);
+  EXPECT_FALSE(d.conservative_update);
 }
 
 TEST(RowCacheSpec, RefusalReasonNames) {

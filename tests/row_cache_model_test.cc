@@ -38,12 +38,17 @@ std::vector<std::byte> RowFor(uint64_t id) {
 class ReferenceCache {
  public:
   ReferenceCache(const RowCacheConfig& c, uint64_t num_sets)
-      : c_(c), hasher_(c.seed, num_sets, c.candidate_sets), sets_(num_sets, std::vector<std::optional<Entry>>(c.ways)) {}
+      : c_(c), hasher_(c.seed, num_sets, c.candidate_sets), sets_(num_sets, std::vector<std::optional<Entry>>(c.ways)) {
+    const double capacity = double(num_sets * c.ways);
+    halving_ = c.halving_per_capacity > 0 ? std::max<uint64_t>(1, uint64_t(std::ceil(c.halving_per_capacity * capacity)))
+                                          : c.halving_period;
+    stale_ = c.stale_after > 0 ? std::max<uint64_t>(1, uint64_t(std::ceil(c.stale_after * capacity))) : 0;
+  }
 
   bool Lookup(uint64_t id, PinAction pin) {
     uint32_t& n = counts_[id];
     if (n < Max()) ++n;
-    if (c_.halving_period && ++lookups_ % c_.halving_period == 0) {
+    if (halving_ && ++lookups_ % halving_ == 0) {
       for (auto& [k, v] : counts_) v /= 2;
     }
     uint64_t now = tick_++;
@@ -78,24 +83,30 @@ class ReferenceCache {
         return InsertOutcome::kInserted;
       }
     }
-    // Victim: lowest (estimate, last access) or oldest among unpinned.
+    // Victim: the oldest stale resident (recency guard), else the lowest
+    // (estimate, last access) or the oldest, among unpinned.
     std::optional<std::pair<uint64_t, uint32_t>> victim;
     uint32_t v_est = 0;
     uint64_t v_stamp = 0;
+    bool v_stale = false;
     for (uint64_t s : cands) {
       for (uint32_t w = 0; w < c_.ways; ++w) {
         const Entry& e = *sets_[s][w];
         if (e.pinned) continue;
-        uint32_t est = c_.victim_order == VictimOrder::kOldest ? 0 : Count(e.id);
-        if (!victim || est < v_est || (est == v_est && e.stamp < v_stamp)) {
+        const bool stale = stale_ != 0 && now - e.stamp > stale_;
+        uint32_t est = c_.victim_order == VictimOrder::kOldest || stale ? 0 : Count(e.id);
+        bool better = !victim || (stale && !v_stale) ||
+                      (stale == v_stale && (est < v_est || (est == v_est && e.stamp < v_stamp)));
+        if (better) {
           victim = {s, w};
           v_est = est;
           v_stamp = e.stamp;
+          v_stale = stale;
         }
       }
     }
     if (!victim) return InsertOutcome::kRefusedAllPinned;
-    if (!pinned) {
+    if (!pinned && !v_stale) {
       uint32_t cand = Count(id), vic = Count(sets_[victim->first][victim->second]->id);
       bool admit = c_.admission == AdmissionRule::kAlways ||
                    (c_.admission == AdmissionRule::kEstimateAtLeast && cand >= vic) ||
@@ -207,6 +218,8 @@ class ReferenceCache {
   SetHasher hasher_;
   std::vector<std::vector<std::optional<Entry>>> sets_;
   std::unordered_map<uint64_t, uint32_t> counts_;
+  uint64_t halving_ = 0;  // effective halving period (lookups)
+  uint64_t stale_ = 0;    // effective stale age (ticks)
   uint64_t lookups_ = 0;
   uint64_t tick_ = 0;
   uint64_t relocations_ = 0;
@@ -298,7 +311,10 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{"ways=4,sets=2,relocate=8,victim=oldest,admission=ge", 50},
                       ModelCase{"legacy,counter_bits=4,halving=300,admission=gt,warm_p=1,warm_threshold=3", 32},
                       ModelCase{"two-choice,halving=1000,sketch_depth=2,seed=3", 32},
-                      ModelCase{"ways=2,sets=2,relocate=1", 100}),
+                      ModelCase{"ways=2,sets=2,relocate=1", 100},
+                      ModelCase{"two-choice,stale=0.5,admission=gt", 32},
+                      ModelCase{"ways=4,sets=2,relocate=2,stale=2,halving_x=1.5,update=conservative", 32},
+                      ModelCase{"legacy,stale=0.25,victim=oldest", 16}),
     [](const ::testing::TestParamInfo<ModelCase>& info) {
       std::string n = std::to_string(info.index);
       return n;

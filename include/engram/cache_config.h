@@ -44,15 +44,29 @@ struct RowCacheConfig {
   double warm_admit_probability = 0.0;
   uint32_t warm_threshold = 6;
   VictimOrder victim_order = VictimOrder::kLowestEstimateThenOldest;
+  // Recency guard (issue 6): a resident not accessed for more than
+  // stale_after * capacity_rows ticks (one tick per Lookup/Insert) is stale:
+  // it is evicted before any fresh resident of the candidate sets (oldest
+  // first) and loses admission to any candidate, whatever the sketch says.
+  // Old popularity then cannot hold the cache against a newer working set
+  // that is re-read soon. 0 disables (the reported cache).
+  double stale_after = 0.0;
 
   // Count-min frequency sketch. Every lookup (hits and misses) increments it.
   uint64_t sketch_bytes = 1u << 20;  // bytes of counters; 0 = size from capacity
   uint32_t sketch_depth = 4;         // counters read per estimate (rows of the sketch), 1..8
   uint32_t counter_bits = 8;         // 4 or 8; counters saturate
+  // Conservative update: an increment bumps only the counters at the key's
+  // current minimum (spec "update=conservative"; "update=all" = plain).
+  bool conservative_update = false;
   // Halve every counter after this many increments (lookups); 0 = never.
   // The reported trace saw no halving, so "legacy" uses 0 (never); presets
   // meant to run for a long time age their counters (see Preset()).
   uint64_t halving_period = 0;
+  // Alternatively (issue 6) a halving period tied to the cache size: halve
+  // every ceil(halving_per_capacity * capacity_rows) increments. 0 = off;
+  // exclusive with halving_period.
+  double halving_per_capacity = 0.0;
 
   uint64_t seed = 0;  // hash seed for set choice and sketch
 

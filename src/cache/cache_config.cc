@@ -39,15 +39,31 @@ RowCacheConfig Legacy() {
 }
 
 // THE DEFAULT POLICY. The one place that defines what Engram Store runs when
-// nothing is configured. For now: two candidate sets of 4 ways (the best
-// emulated policy in the report at the same bytes) plus cuckoo relocation, so
-// a row evicts only when both of its sets and their residents' other sets are
-// full. Tuned later (issue "default policy") from replay results.
+// nothing is configured (issue 6; measurements in bench/RESULTS.md, "Default
+// policy (issue 6)"):
+//  - two candidate sets of 4 ways plus cuckoo relocation (depth 2): a row is
+//    evicted only when both of its sets and their residents' other sets are
+//    full, so at the report's fill the cache keeps every row (= Belady);
+//  - under pressure the victim is the lowest (estimate, last access) of the
+//    8 candidates, and it is replaced only if the candidate's estimate is
+//    strictly greater (TinyLFU's rule): a working set larger than the cache
+//    stays put instead of thrashing (a tie never churns), and a once-used
+//    scan cannot displace rows used more than once;
+//  - a one-row-deep sketch (1 MiB = one 8-bit counter per ~1.3 rows at the
+//    report's capacity): with more distinct rows than counters per sketch
+//    row, a 4-deep minimum (4 x 262k counters) over-counts more than one
+//    1M-counter row does; one counter per lookup is also a cheaper hit path;
+//  - recency guard: a resident untouched for 16 cache-fulls of operations is
+//    stale and loses to any candidate, so neither saturated counters nor a
+//    flooded sketch can lock new rows out for good.
 RowCacheConfig Default() {
   RowCacheConfig c = Legacy();
   c.name = "default";
   c.candidate_sets = 2;
   c.relocation_depth = 2;
+  c.admission = AdmissionRule::kEstimateGreater;
+  c.sketch_depth = 1;
+  c.stale_after = 16.0;
   return c;
 }
 
@@ -167,6 +183,7 @@ Status ApplyOverride(std::string_view spec, std::string_view key, std::string_vi
     return Status::OK();
   }
   if (key == "warm_p") return ParseDouble(spec, key, v, &c->warm_admit_probability);
+  if (key == "stale") return ParseDouble(spec, key, v, &c->stale_after);
   if (key == "warm_threshold") return ParseUnsigned(spec, key, v, &c->warm_threshold);
   if (key == "victim") {
     if (v == "estimate") c->victim_order = VictimOrder::kLowestEstimateThenOldest;
@@ -176,12 +193,19 @@ Status ApplyOverride(std::string_view spec, std::string_view key, std::string_vi
   }
   if (key == "sketch_bytes") return ParseUnsigned(spec, key, v, &c->sketch_bytes);
   if (key == "sketch_depth") return ParseUnsigned(spec, key, v, &c->sketch_depth);
+  if (key == "update") {
+    if (v == "all") c->conservative_update = false;
+    else if (v == "conservative") c->conservative_update = true;
+    else return BadValue(spec, key, v, "one of all, conservative");
+    return Status::OK();
+  }
   if (key == "counter_bits") return ParseUnsigned(spec, key, v, &c->counter_bits);
   if (key == "halving") return ParseUnsigned(spec, key, v, &c->halving_period);
+  if (key == "halving_x") return ParseDouble(spec, key, v, &c->halving_per_capacity);
   if (key == "seed") return ParseUnsigned(spec, key, v, &c->seed);
   return Status::InvalidArgument("row cache spec '" + std::string(spec) + "': unknown key '" + std::string(key) +
-                                 "' (known: ways, sets, relocate, admission, warm_p, warm_threshold, victim, "
-                                 "sketch_bytes, sketch_depth, counter_bits, halving, seed)");
+                                 "' (known: ways, sets, relocate, admission, warm_p, warm_threshold, stale, victim, "
+                                 "sketch_bytes, sketch_depth, counter_bits, update, halving, halving_x, seed)");
 }
 
 }  // namespace
@@ -218,6 +242,17 @@ Status RowCacheConfig::Validate() const {
   }
   if (!(warm_admit_probability >= 0.0 && warm_admit_probability <= 1.0)) {  // also rejects NaN
     return bad("warm_p=" + std::to_string(warm_admit_probability) + " must be in [0, 1]");
+  }
+  if (!(stale_after >= 0.0 && stale_after <= 1024.0)) {  // also rejects NaN
+    return bad("stale=" + std::to_string(stale_after) + " must be 0 (off) or a multiple of the capacity in (0, 1024]");
+  }
+  if (!(halving_per_capacity >= 0.0 && halving_per_capacity <= 1024.0)) {  // also rejects NaN
+    return bad("halving_x=" + std::to_string(halving_per_capacity) +
+               " must be 0 (off) or a multiple of the capacity in (0, 1024]");
+  }
+  if (halving_per_capacity > 0.0 && halving_period != 0) {
+    return bad("halving=" + std::to_string(halving_period) + " and halving_x=" + std::to_string(halving_per_capacity) +
+               " are exclusive (give the period in lookups or as a multiple of the capacity)");
   }
   if (counter_bits != 4 && counter_bits != 8) {
     return bad("counter_bits=" + std::to_string(counter_bits) + " must be 4 or 8");
@@ -294,12 +329,18 @@ std::string RowCacheConfig::ToSpec() const {
   }
   char warm[64];
   auto r = std::to_chars(warm, warm + sizeof(warm), warm_admit_probability);  // shortest round-trip form
+  char stale[64];
+  auto rs = std::to_chars(stale, stale + sizeof(stale), stale_after);
+  char halving_x[64];
+  auto rh = std::to_chars(halving_x, halving_x + sizeof(halving_x), halving_per_capacity);
   s += "ways=" + std::to_string(ways) + ",sets=" + std::to_string(candidate_sets) +
        ",relocate=" + std::to_string(relocation_depth) + ",admission=" + AdmissionName(admission) +
        ",warm_p=" + std::string(warm, r.ptr) + ",warm_threshold=" + std::to_string(warm_threshold) +
-       ",victim=" + VictimName(victim_order) + ",sketch_bytes=" + std::to_string(sketch_bytes) +
-       ",sketch_depth=" + std::to_string(sketch_depth) + ",counter_bits=" + std::to_string(counter_bits) +
-       ",halving=" + std::to_string(halving_period) + ",seed=" + std::to_string(seed);
+       ",stale=" + std::string(stale, rs.ptr) + ",victim=" + VictimName(victim_order) +
+       ",sketch_bytes=" + std::to_string(sketch_bytes) + ",sketch_depth=" + std::to_string(sketch_depth) +
+       ",counter_bits=" + std::to_string(counter_bits) + ",update=" + (conservative_update ? "conservative" : "all") +
+       ",halving=" + std::to_string(halving_period) + ",halving_x=" + std::string(halving_x, rh.ptr) +
+       ",seed=" + std::to_string(seed);
   return s;
 }
 

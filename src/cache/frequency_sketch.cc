@@ -5,7 +5,7 @@
 namespace engram::cache {
 
 FrequencySketch::FrequencySketch(uint64_t bytes, uint32_t depth, uint32_t counter_bits, uint64_t halving_period,
-                                 uint64_t seed)
+                                 uint64_t seed, bool conservative)
     : bytes_(bytes),
       depth_(depth),
       bits_(counter_bits),
@@ -13,6 +13,7 @@ FrequencySketch::FrequencySketch(uint64_t bytes, uint32_t depth, uint32_t counte
       width_(bytes * (8 / counter_bits) / depth),
       halving_period_(halving_period),
       seed_(Remix(seed ^ 0x5ce7c4a1d2b3f607ULL)),
+      conservative_(conservative),
       counters_(new std::atomic<uint8_t>[bytes]()) {}
 
 FrequencySketch::Probe FrequencySketch::ProbeOf(uint64_t hash) const {
@@ -48,7 +49,23 @@ void FrequencySketch::Bump(uint64_t counter) {
 
 void FrequencySketch::Increment(uint64_t hash) {
   Probe p = ProbeOf(hash);
-  for (uint32_t i = 0; i < depth_; ++i) Bump(IndexIn(p, i));
+  if (!conservative_) {
+    for (uint32_t i = 0; i < depth_; ++i) Bump(IndexIn(p, i));
+  } else {
+    uint64_t idx[8];
+    uint32_t val[8];
+    uint32_t m = max_;
+    for (uint32_t i = 0; i < depth_; ++i) {
+      idx[i] = IndexIn(p, i);
+      val[i] = Get(idx[i]);
+      if (val[i] < m) m = val[i];
+    }
+    if (m != max_) {
+      for (uint32_t i = 0; i < depth_; ++i) {
+        if (val[i] == m) Bump(idx[i]);
+      }
+    }
+  }
   if (halving_period_ != 0) {
     // Only the thread whose increment completes a period halves.
     uint64_t n = increments_.fetch_add(1, std::memory_order_relaxed) + 1;

@@ -2,7 +2,8 @@
 //
 // depth rows of saturating 4- or 8-bit counters; a key's estimate is the
 // minimum of its counter in each row. Every Increment() bumps all depth
-// counters (plain count-min, as the reported cache does). After
+// counters (plain count-min, as the reported cache does), or with
+// conservative update only those at the minimum. After
 // halving_period increments every counter is halved so old popularity fades.
 //
 // Thread safety: counters are relaxed atomics updated with load + store, not
@@ -20,7 +21,11 @@ namespace engram::cache {
 class FrequencySketch {
  public:
   // bytes of counters (>= 64), depth 1..8, counter_bits 4 or 8; 0 = never halve.
-  FrequencySketch(uint64_t bytes, uint32_t depth, uint32_t counter_bits, uint64_t halving_period, uint64_t seed);
+  // conservative: bump only the key's counters that hold its current minimum
+  // (conservative update): same memory, far less over-estimation when many
+  // keys share counters.
+  FrequencySketch(uint64_t bytes, uint32_t depth, uint32_t counter_bits, uint64_t halving_period, uint64_t seed,
+                  bool conservative = false);
 
   // hash is the row's 64-bit hash (SetHasher::Hash); the sketch remixes it.
   void Increment(uint64_t hash);
@@ -50,6 +55,7 @@ class FrequencySketch {
   uint64_t width_;  // counters per sketch row
   uint64_t halving_period_;
   uint64_t seed_;
+  bool conservative_;
   std::unique_ptr<std::atomic<uint8_t>[]> counters_;
   std::atomic<uint64_t> increments_{0};
   std::atomic<uint64_t> halvings_{0};

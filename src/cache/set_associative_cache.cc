@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -28,6 +29,21 @@ uint64_t AutoSketchBytes(const RowCacheConfig& c, uint64_t capacity_rows) {
 uint32_t AgeOf(uint32_t now, uint32_t stamp) {
   int32_t age = static_cast<int32_t>(now - stamp);
   return age < 0 ? 0 : static_cast<uint32_t>(age);
+}
+
+// config.stale_after x capacity, clamped to what 32-bit stamps compare
+// exactly (ages below 2^31); 0 = off.
+uint32_t StaleTicks(const RowCacheConfig& c, uint64_t capacity_rows) {
+  if (c.stale_after <= 0.0) return 0;
+  double t = std::ceil(c.stale_after * static_cast<double>(capacity_rows));
+  return t >= double(1u << 31) ? (1u << 31) - 1 : std::max<uint32_t>(1, static_cast<uint32_t>(t));
+}
+
+// The sketch's halving period in increments: the absolute one, or the one
+// tied to the capacity (at least 1); 0 = never.
+uint64_t HalvingPeriod(const RowCacheConfig& c, uint64_t capacity_rows) {
+  if (c.halving_per_capacity <= 0.0) return c.halving_period;
+  return std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(c.halving_per_capacity * double(capacity_rows))));
 }
 
 }  // namespace
@@ -84,7 +100,9 @@ SetAssociativeRowCache::SetAssociativeRowCache(const RowCacheConfig& config, uin
       hasher_(config.seed, num_sets, config.candidate_sets),
       index_(std::move(index)),
       slab_(std::move(slab)),
-      sketch_(footprint.sketch_bytes, config.sketch_depth, config.counter_bits, config.halving_period, config.seed),
+      sketch_(footprint.sketch_bytes, config.sketch_depth, config.counter_bits,
+              HalvingPeriod(config, num_sets * config.ways), config.seed, config.conservative_update),
+      stale_ticks_(StaleTicks(config, num_sets * config.ways)),
       shards_(new StatShard[kStatShards]) {}
 
 StatShard& SetAssociativeRowCache::Shard() const {
@@ -346,9 +364,10 @@ SetAssociativeRowCache::Placement SetAssociativeRowCache::Place(const LockedSets
     if (Relocate(l, &set, &way)) return {InsertOutcome::kInserted, set, way};
   }
 
-  // 3. The victim: lowest (estimate, last access), or oldest, among unpinned residents.
+  // 3. The victim among unpinned residents: a stale one (the oldest) if any,
+  // else the lowest (estimate, last access), or the oldest.
   const bool by_estimate = config_.victim_order == VictimOrder::kLowestEstimateThenOldest;
-  bool have_victim = false;
+  bool have_victim = false, victim_stale = false;
   uint64_t victim_set = 0;
   uint32_t victim_way = 0, victim_estimate = 0, victim_age = 0;
   for (int i = 0; i < count; ++i) {
@@ -357,10 +376,14 @@ SetAssociativeRowCache::Placement SetAssociativeRowCache::Place(const LockedSets
     for (uint32_t w = 0; w < layout_.ways; ++w) {
       if (!((unpinned >> w) & 1)) continue;
       const uint32_t age = AgeOf(now, s.stamps()[w]);
-      const uint32_t estimate = by_estimate ? sketch_.Estimate(hasher_.Hash(s.keys()[w])) : 0;
-      bool better = !have_victim || estimate < victim_estimate || (estimate == victim_estimate && age > victim_age);
+      const bool stale = stale_ticks_ != 0 && age > stale_ticks_;
+      if (victim_stale && !stale) continue;
+      const uint32_t estimate = by_estimate && !stale ? sketch_.Estimate(hasher_.Hash(s.keys()[w])) : 0;
+      bool better = !have_victim || (stale && !victim_stale) || estimate < victim_estimate ||
+                    (estimate == victim_estimate && age > victim_age);
       if (better) {
         have_victim = true;
+        victim_stale = stale;
         victim_set = candidates[i];
         victim_way = w;
         victim_estimate = estimate;
@@ -370,8 +393,8 @@ SetAssociativeRowCache::Placement SetAssociativeRowCache::Place(const LockedSets
   }
   if (!have_victim) return {InsertOutcome::kRefusedAllPinned, 0, 0};
 
-  // 4. Admission (read-ahead rows bypass it).
-  if (mode == PlaceMode::kAdmit && config_.admission != AdmissionRule::kAlways) {
+  // 4. Admission (read-ahead rows bypass it; a stale victim always loses).
+  if (mode == PlaceMode::kAdmit && config_.admission != AdmissionRule::kAlways && !victim_stale) {
     if (!by_estimate) victim_estimate = sketch_.Estimate(hasher_.Hash(View(victim_set).keys()[victim_way]));
     if (!Admit(sketch_.Estimate(hash), victim_estimate, row_id, now)) {
       return {InsertOutcome::kRefusedLostAdmission, 0, 0};

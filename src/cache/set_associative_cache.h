@@ -138,6 +138,9 @@ class SetAssociativeRowCache final : public RowCache {
   AnonymousMemory index_;
   AnonymousMemory slab_;
   FrequencySketch sketch_;
+  // Age (ticks) beyond which a resident is stale (config.stale_after x
+  // capacity); 0 = no recency guard.
+  const uint32_t stale_ticks_;
   std::atomic<uint64_t> clock_{1};
   std::unique_ptr<StatShard[]> shards_;
 };
