@@ -197,7 +197,9 @@ Result<EngramHashLayout> EngramHashLayout::FromJson(std::string_view json_text, 
   json j;
   try {
     j = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // Not only parse_error: a number too large for a double throws
+    // out_of_range.406 (found by tests/fuzz/hash_layout_fuzzer).
     return Status::InvalidArgument(std::string("layout: JSON parse error: ") + e.what());
   }
   return LayoutFromJson(j, layer_index);
