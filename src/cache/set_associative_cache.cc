@@ -142,6 +142,10 @@ bool SetAssociativeRowCache::Lookup(uint64_t row_id, std::span<std::byte> dst, P
   sketch_.Increment(hash);
   const uint32_t now = Tick();
   const CandidateSets c = hasher_.Candidates(hash);
+  // With two candidate sets, start loading the second set's index line now:
+  // if the row is not in the first set, that probe then overlaps the first
+  // one's memory latency instead of following it.
+  if (c.second != c.first) __builtin_prefetch(index_.data() + c.second * layout_.stride);
   StatShard& stats = Shard();
 
   auto hit = [&](SetView& s, uint64_t set, int way) {
