@@ -8,6 +8,9 @@
 //    victim is the unpinned resident of the candidate sets with the lowest
 //    (estimate, last access) -- or the oldest, with VictimOrder::kOldest --
 //    and the admission rule decides between the row and the victim.
+//  - Recency guard (stale_after > 0): a resident older than stale_after x
+//    capacity ticks is stale; the oldest stale resident is the victim before
+//    any fresh one, and a stale victim always loses admission.
 //  - Pinned rows (InsertPinned) are never evicted and never relocated.
 //
 // Logical clock: every Lookup, Insert and InsertPinned takes one tick from a
