@@ -43,4 +43,15 @@ Result<std::unique_ptr<RowCache>> RowCache::CreateWithCapacity(const RowCacheCon
   return std::unique_ptr<RowCache>(std::move(cache));
 }
 
+size_t RowCache::LookupBatch(std::span<const uint64_t> row_ids, std::span<std::byte* const> dsts, PinAction pin,
+                             std::span<uint8_t> hit) {
+  const size_t bytes = row_bytes();
+  size_t hits = 0;
+  for (size_t i = 0; i < row_ids.size(); ++i) {
+    hit[i] = Lookup(row_ids[i], std::span<std::byte>(dsts[i], dsts[i] ? bytes : 0), pin) ? 1 : 0;
+    hits += hit[i];
+  }
+  return hits;
+}
+
 }  // namespace engram

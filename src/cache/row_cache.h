@@ -70,6 +70,15 @@ class RowCache {
   // when row_bytes == 0) and returns true.
   virtual bool Lookup(uint64_t row_id, std::span<std::byte> dst, PinAction pin = PinAction::kConsume) = 0;
 
+  // Many lookups at once, with exactly the effect of Lookup(row_ids[i],
+  // {dsts[i], row_bytes}, pin) for i = 0, 1, ... in order: same counts, same
+  // sketch increments, same outcome. Implementations may overlap the memory
+  // accesses of rows a few places apart (a gather of cached rows is otherwise
+  // a chain of dependent cache misses). hit[i] = 1 on a hit, 0 on a miss;
+  // dsts.size() and hit.size() == row_ids.size(). Returns the hits.
+  virtual size_t LookupBatch(std::span<const uint64_t> row_ids, std::span<std::byte* const> dsts, PinAction pin,
+                             std::span<uint8_t> hit);
+
   // Offers a missed row (row.size() == row_bytes). Exactly one call per miss.
   virtual InsertOutcome Insert(uint64_t row_id, std::span<const std::byte> row) = 0;
 

@@ -138,7 +138,10 @@ int SetAssociativeRowCache::FindWay(SetView& s, uint64_t row_id) const {
 }
 
 bool SetAssociativeRowCache::Lookup(uint64_t row_id, std::span<std::byte> dst, PinAction pin) {
-  const uint64_t hash = hasher_.Hash(row_id);
+  return LookupHashed(row_id, hasher_.Hash(row_id), dst, pin);
+}
+
+bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash, std::span<std::byte> dst, PinAction pin) {
   sketch_.Increment(hash);
   const uint32_t now = Tick();
   const CandidateSets c = hasher_.Candidates(hash);

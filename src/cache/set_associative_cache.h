@@ -72,6 +72,10 @@ class SetAssociativeRowCache final : public RowCache {
                                                               uint32_t row_bytes);
 
   bool Lookup(uint64_t row_id, std::span<std::byte> dst, PinAction pin = PinAction::kConsume) override;
+  // Pipelined (set_associative_batch_lookup.cc): index lines are prefetched
+  // kIndexAhead rows ahead, payloads kPayloadAhead rows ahead.
+  size_t LookupBatch(std::span<const uint64_t> row_ids, std::span<std::byte* const> dsts, PinAction pin,
+                     std::span<uint8_t> hit) override;
   InsertOutcome Insert(uint64_t row_id, std::span<const std::byte> row) override;
   InsertOutcome InsertPinned(uint64_t row_id, std::span<const std::byte> row) override;
   bool Unpin(uint64_t row_id) override;
@@ -115,6 +119,13 @@ class SetAssociativeRowCache final : public RowCache {
     return slab_.data() + (set * layout_.ways + way) * uint64_t{row_bytes_};
   }
   int FindWay(SetView& s, uint64_t row_id) const;
+  // Lookup with the row's hash already computed.
+  bool LookupHashed(uint64_t row_id, uint64_t hash, std::span<std::byte> dst, PinAction pin);
+  // Prefetches the index lines of a row's candidate sets.
+  void PrefetchIndex(const CandidateSets& c) const;
+  // Finds the row (locking one candidate set at a time, changing nothing) and
+  // prefetches its payload, so the Lookup that follows copies from cache.
+  void PrefetchPayload(uint64_t row_id, const CandidateSets& c);
   uint32_t Tick() { return static_cast<uint32_t>(clock_.fetch_add(1, std::memory_order_relaxed)); }
   StatShard& Shard() const;
 

@@ -66,11 +66,18 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   st.result.rows = st.row_ids.size();
   st.result.distinct_rows = st.plan.distinct.size();
 
+  // One pipelined batch lookup for the whole gather (RowCache::LookupBatch
+  // overlaps the memory accesses of consecutive rows), then the bookkeeping.
+  const size_t distinct = st.plan.distinct.size();
+  std::vector<std::byte*> outs(distinct);
+  for (size_t d = 0; d < distinct; ++d) outs[d] = st.dst + size_t(st.plan.first_pos[d]) * st.stride;
+  std::vector<uint8_t> hit(distinct);
+  table.cache->LookupBatch(st.plan.distinct, outs, PinAction::kConsume, hit);
   std::vector<std::pair<uint64_t, uint32_t>> missed;
-  for (size_t d = 0; d < st.plan.distinct.size(); ++d) {
+  for (size_t d = 0; d < distinct; ++d) {
     const uint64_t row = st.plan.distinct[d];
-    std::byte* out = st.dst + size_t(st.plan.first_pos[d]) * st.stride;
-    if (table.cache->Lookup(row, std::span<std::byte>(out, record), PinAction::kConsume)) {
+    std::byte* out = outs[d];
+    if (hit[d]) {
       ++st.result.hits;
       if (table.ConsumePrefetched(row)) {
         ++st.result.prefetched_used;
