@@ -48,6 +48,7 @@ Result<std::vector<RequestRunStats>> RunTracesThroughStore(
         rs.inserts += res.inserts;
         rs.refusals += res.refusals;
         rs.blocks_read += res.blocks_read;
+        rs.missed_bytes += uint64_t(res.misses) * store.record_bytes(t);
         rs.wait_ns += res.wait_nanoseconds;
         rs.cache_ns += res.cache_nanoseconds;
         rs.disk_ns += res.disk_nanoseconds;

@@ -27,6 +27,7 @@ struct RequestRunStats {
   uint64_t evictions = 0;
   uint64_t relocations = 0;
   uint64_t blocks_read = 0;
+  uint64_t missed_bytes = 0;  // misses x record bytes: what the reads had to deliver
   uint64_t wait_ns = 0;
   uint64_t cache_ns = 0;
   uint64_t disk_ns = 0;
@@ -35,6 +36,11 @@ struct RequestRunStats {
   uint64_t capacity_rows = 0;
 
   double hit_rate() const { return lookups ? double(hits) / double(lookups) : 0.0; }
+  // Bytes read from disk per byte of missed row (4 KiB blocks; rows of one
+  // block coalesced into one read). 0 when nothing was missed.
+  double read_amplification() const {
+    return missed_bytes ? double(blocks_read) * 4096.0 / double(missed_bytes) : 0.0;
+  }
 };
 
 struct WorkloadProgress {
