@@ -1,7 +1,5 @@
 #include "storage/table_generator.h"
 
-#include <algorithm>
-#include <vector>
 
 #include "storage/row_generator.h"
 #include "storage/table_writer.h"
@@ -16,17 +14,18 @@ Status GenerateTable(const std::string& path, const GenerateTableOptions& option
   w.metadata = options.metadata.is_object() ? options.metadata : nlohmann::json::object();
   w.metadata["generator"] = {{"kind", "engram-gen"}, {"seed", options.seed}};
   w.sync = options.sync;
+  if (options.checksum_salt) w.checksum_salt = *options.checksum_salt;
   ENGRAM_ASSIGN_OR_RETURN(auto writer, TableWriter::Create(path, std::move(w)));
-  // ~8 MiB batches: large sequential writes, bounded memory.
-  const uint64_t batch_rows = std::max<uint64_t>(1, (8u << 20) / options.record_bytes);
-  std::vector<std::byte> buf;
+  // Generate straight into the writer's block buffers (no extra copy); the
+  // writer hands full buffers to its background thread.
   const uint64_t total = options.rows * options.record_bytes;
-  for (uint64_t r = 0; r < options.rows; r += batch_rows) {
-    const uint64_t n = std::min(batch_rows, options.rows - r);
-    buf.resize(n * options.record_bytes);
-    GenerateRows(options.seed, r, n, options.record_bytes, buf);
-    ENGRAM_RETURN_IF_ERROR(writer->AppendRecords(buf));
-    if (progress) progress((r + n) * options.record_bytes, total);
+  for (uint64_t r = 0; r < options.rows;) {
+    std::span<std::byte> slots = writer->RecordSlots(options.rows - r);
+    const uint64_t n = slots.size() / options.record_bytes;
+    GenerateRows(options.seed, r, n, options.record_bytes, slots);
+    ENGRAM_RETURN_IF_ERROR(writer->CommitRecords(n));
+    r += n;
+    if (progress && (r % 65536 < n || r == options.rows)) progress(r * options.record_bytes, total);
   }
   return writer->Finish();
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -20,6 +21,7 @@ struct GenerateTableOptions {
   // Extra metadata (e.g. {"hash_layout": ...}); "generator" is added.
   nlohmann::json metadata = nlohmann::json::object();
   bool sync = true;
+  std::optional<uint64_t> checksum_salt;  // default: random (see TableWriterOptions)
 };
 
 // progress(bytes_done, bytes_total) now and then.

@@ -16,7 +16,7 @@
 #include "storage/hash_layout.h"
 #include "storage/progress_meter.h"
 #include "storage/row_generator.h"
-#include "storage/table_writer.h"
+#include "storage/table_generator.h"
 
 namespace {
 
@@ -92,25 +92,16 @@ int main(int argc, char** argv) {
   meta["created_by"] = std::string("engram-gen ") + ENGRAM_VERSION;
   if (layout) meta["hash_layout"] = *layout;
 
-  engram::TableWriterOptions opt;
-  opt.record_bytes = record_bytes;
-  opt.metadata = std::move(meta);
-  if (salt_opt->count()) opt.checksum_salt = salt;
-  auto writer = engram::TableWriter::Create(out, std::move(opt));
-  if (!writer.ok()) return Fail(writer.status());
-
-  // Generate straight into the writer's block buffers (no extra copy); the
-  // writer hands full 8 MiB buffers to its background thread.
+  engram::GenerateTableOptions g;
+  g.rows = rows;
+  g.record_bytes = record_bytes;
+  g.seed = seed;
+  g.metadata = std::move(meta);
+  if (salt_opt->count()) g.checksum_salt = salt;
   engram::ProgressMeter meter("engram-gen", rows * record_bytes, progress);
-  for (uint64_t r = 0; r < rows;) {
-    std::span<std::byte> slots = (*writer)->RecordSlots(rows - r);
-    uint64_t n = slots.size() / record_bytes;
-    engram::GenerateRows(seed, r, n, record_bytes, slots);
-    if (auto s = (*writer)->CommitRecords(n); !s.ok()) return Fail(s);
-    r += n;
-    if (r % 65536 < n) meter.Update(r * record_bytes);
+  if (auto s = engram::GenerateTable(out, g, [&](uint64_t done, uint64_t) { meter.Update(done); }); !s.ok()) {
+    return Fail(s);
   }
-  if (auto s = (*writer)->Finish(); !s.ok()) return Fail(s);
   meter.Finish();
   return 0;
 }

@@ -13,7 +13,7 @@
 
 #include "engram/status.h"
 #include "storage/row_generator.h"
-#include "storage/table_writer.h"
+#include "storage/table_generator.h"
 
 namespace engram::testing {
 
@@ -38,20 +38,11 @@ class TempDir {
 
 // Writes a table of `rows` generated rows; returns its path.
 inline Status WriteGeneratedTable(const std::string& path, uint64_t rows, uint32_t record_bytes, uint64_t seed) {
-  TableWriterOptions o;
+  GenerateTableOptions o;
+  o.rows = rows;
   o.record_bytes = record_bytes;
-  o.metadata = {{"generator", {{"seed", seed}}}};
-  o.sync = true;
-  ENGRAM_ASSIGN_OR_RETURN(auto w, TableWriter::Create(path, o));
-  std::vector<std::byte> chunk;
-  const uint64_t step = 4096;
-  for (uint64_t first = 0; first < rows; first += step) {
-    uint64_t n = std::min(step, rows - first);
-    chunk.resize(n * record_bytes);
-    GenerateRows(seed, first, n, record_bytes, chunk);
-    ENGRAM_RETURN_IF_ERROR(w->AppendRecords(chunk));
-  }
-  return w->Finish();
+  o.seed = seed;
+  return GenerateTable(path, o);
 }
 
 // Evicts the file from the page cache so reads really go to the device.
