@@ -283,9 +283,17 @@ int RunGather(const GatherArgs& a) {
   run.on_start = [](const std::string& policy, const Store& store) {
     std::fprintf(stderr, "policy %s: %s\n", policy.c_str(), store.io_description().c_str());
   };
-  run.progress = [](const WorkloadProgress& p) {
-    std::fprintf(stderr, "\r  request %zu/%zu, gather %zu/%zu   ", p.request + 1, p.requests, p.gather + 1, p.gathers);
-    if (p.request + 1 == p.requests && p.gather + 1 == p.gathers) std::fprintf(stderr, "\n");
+  // A live progress line on a terminal; one line per finished request in a log.
+  const bool tty = isatty(2);
+  run.progress = [tty, last_request = size_t(-1)](const WorkloadProgress& p) mutable {
+    if (tty) {
+      std::fprintf(stderr, "\r  request %zu/%zu, gather %zu/%zu   ", p.request + 1, p.requests, p.gather + 1,
+                   p.gathers);
+      if (p.request + 1 == p.requests && p.gather + 1 == p.gathers) std::fprintf(stderr, "\n");
+    } else if (p.request != last_request) {
+      std::fprintf(stderr, "  request %zu/%zu started\n", p.request + 1, p.requests);
+      last_request = p.request;
+    }
   };
   std::unique_ptr<Store> store;
   auto runs = RunPolicies(*workload, run, &store);
