@@ -274,6 +274,21 @@ TEST_F(StoreTest, PrefetchedRowsAreHitsAndCountedUsedOrWasted) {
   EXPECT_FALSE((*store)->Prefetch(0, std::vector<uint64_t>{kRows + 1}).ok());
 }
 
+TEST_F(StoreTest, ReleaseRightAfterPrefetchLeavesNoPinBehind) {
+  auto store = Store::Open(Options("auto"));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  for (int round = 0; round < 20; ++round) {
+    // Released before the reads can have landed (page cache dropped): the
+    // release must not miss the pins that land afterwards.
+    auto ahead = RandomRows(64, 100 + round);
+    ASSERT_TRUE((*store)->Prefetch(0, ahead).ok());
+    (*store)->ReleasePrefetch(0, ahead);
+    ASSERT_EQ((*store)->Stats(0).cache.pinned_rows, 0u) << "round " << round;
+  }
+  TableStats s = (*store)->Stats(0);
+  EXPECT_EQ(s.prefetch_wasted_rows, s.prefetch_rows);
+}
+
 TEST_F(StoreTest, AsyncGatherRunsHandlerOnCallersExecutor) {
   // The io_context is declared first so it is destroyed last: the store's
   // completion thread may still be inside post() (signalling the context's

@@ -211,6 +211,9 @@ void StoreImpl::WaitForPrefetches() {
 
 void StoreImpl::ReleasePrefetch(size_t table, std::span<const uint64_t> row_ids) {
   if (table >= tables_.size()) return;
+  // A read-ahead still in flight would pin its rows after this release and
+  // leak the pins (slots nothing could evict until some gather consumed them).
+  WaitForPrefetches();
   TableState& t = *tables_[table];
   std::lock_guard lock(t.prefetch_mu);
   for (uint64_t id : row_ids) {
