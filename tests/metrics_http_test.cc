@@ -15,6 +15,7 @@
 
 #include "src/metrics/http_endpoint.h"
 #include "src/metrics/metrics_snapshot.h"
+#include "tests/testing/http_client.h"
 
 namespace engram {
 namespace {
@@ -92,42 +93,9 @@ TEST(ParseListenAddress, AcceptsHostPortAndRejectsGarbage) {
   EXPECT_FALSE(ParseListenAddress("not-an-ip:80").ok());
 }
 
-// A tiny blocking HTTP client over a real socket.
-int Connect(uint16_t port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// Sends raw bytes, reads until the server closes (or 5 s pass).
-std::string Exchange(uint16_t port, const std::string& request) {
-  int fd = Connect(port);
-  if (fd < 0) return "";
-  if (!request.empty()) (void)!write(fd, request.data(), request.size());
-  std::string out;
-  char buf[4096];
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n <= 0) break;
-    out.append(buf, size_t(n));
-  }
-  close(fd);
-  return out;
-}
-
-std::string Get(uint16_t port, const std::string& path) {
-  return Exchange(port, "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-}
+using testing::Connect;
+using testing::Exchange;
+using testing::Get;
 
 class HttpEndpointTest : public ::testing::Test {
  protected:

@@ -3,11 +3,7 @@
 // metrics server that follows whichever store is running.
 #include "src/workload/report_workload.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -16,6 +12,7 @@
 
 #include "engram/cache_config.h"
 #include "src/cache/row_cache.h"
+#include "tests/testing/http_client.h"
 #include "tests/testing/temp_table.h"
 
 namespace engram {
@@ -105,28 +102,6 @@ TEST(PrepareReportWorkload, RejectsBadInputsWithClearErrors) {
   EXPECT_FALSE(PrepareReportWorkload(o).ok());
 }
 
-std::string HttpGet(uint16_t port, const std::string& path) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-    close(fd);
-    return "";
-  }
-  std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-  if (write(fd, req.data(), req.size()) != ssize_t(req.size())) {
-    close(fd);
-    return "";
-  }
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) out.append(buf, size_t(n));
-  close(fd);
-  return out;
-}
-
 TEST(RunPolicies, EachPolicyRunsOnAFreshStoreAndMetricsFollowTheRunningOne) {
   TempDir dir;
   auto w = PrepareReportWorkload(SmallWorkload(dir));
@@ -135,7 +110,7 @@ TEST(RunPolicies, EachPolicyRunsOnAFreshStoreAndMetricsFollowTheRunningOne) {
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   const std::string url = (*server)->url();
   const uint16_t port = uint16_t(std::stoi(url.substr(url.rfind(':') + 1)));
-  std::string empty = HttpGet(port, "/metrics");
+  std::string empty = testing::Get(port, "/metrics");
   EXPECT_NE(empty.find("200 OK"), std::string::npos) << empty;
   EXPECT_EQ(empty.find("engram_gathers_total"), std::string::npos);
 
@@ -148,7 +123,7 @@ TEST(RunPolicies, EachPolicyRunsOnAFreshStoreAndMetricsFollowTheRunningOne) {
   std::string scraped_during_run;
   run.on_start = [&](const std::string& policy, const Store&) { started.push_back(policy); };
   run.progress = [&](const WorkloadProgress& p) {
-    if (started.size() == 2 && p.request == 1) scraped_during_run = HttpGet(port, "/metrics");
+    if (started.size() == 2 && p.request == 1) scraped_during_run = testing::Get(port, "/metrics");
   };
   std::unique_ptr<Store> last;
   auto runs = RunPolicies(*w, run, &last);
@@ -168,7 +143,7 @@ TEST(RunPolicies, EachPolicyRunsOnAFreshStoreAndMetricsFollowTheRunningOne) {
   ASSERT_NE(last, nullptr);
   EXPECT_NE(scraped_during_run.find("engram_gathers_total{table=\"layer1\"}"), std::string::npos)
       << scraped_during_run;
-  std::string after = HttpGet(port, "/metrics");
+  std::string after = testing::Get(port, "/metrics");
   EXPECT_NE(after.find("engram_gathers_total{table=\"layer14\"} 4"), std::string::npos) << after;
   (*server)->Follow(nullptr);
 
