@@ -245,11 +245,12 @@ TEST(RowCacheConfig, DefaultPresetIsIssue6Policy) {
   EXPECT_EQ(d.relocation_depth, 2u);
   EXPECT_EQ(d.admission, AdmissionRule::kEstimateGreater);
   EXPECT_EQ(d.victim_order, VictimOrder::kLowestEstimateThenOldest);
-  EXPECT_EQ(d.sketch_depth, 1u);
-  EXPECT_EQ(d.sketch_bytes, 1u << 20);
+  EXPECT_EQ(d.ways, 5u);  // one 64-byte line per set
+  EXPECT_EQ(d.sketch_depth, 2u);
+  EXPECT_EQ(d.sketch_bytes, 0u);  // sized from the capacity
   EXPECT_EQ(d.stale_after, 16.0);
   EXPECT_EQ(d.halving_period, 0u);
-  EXPECT_EQ(d.halving_per_capacity, 0.0);
+  EXPECT_EQ(d.halving_per_capacity, 10.0);
   EXPECT_FALSE(d.conservative_update);
 }
 

@@ -41,28 +41,41 @@ RowCacheConfig Legacy() {
 // THE DEFAULT POLICY. The one place that defines what Engram Store runs when
 // nothing is configured (issue 6; measurements in bench/RESULTS.md, "Default
 // policy (issue 6)"):
-//  - two candidate sets of 4 ways plus cuckoo relocation (depth 2): a row is
+//  - two candidate sets of 5 ways plus cuckoo relocation (depth 2): a row is
 //    evicted only when both of its sets and their residents' other sets are
-//    full, so at the report's fill the cache keeps every row (= Belady);
+//    full, so at the report's fill the cache keeps every row (= Belady). Five
+//    ways, not four, because a 5-way set is exactly one 64-byte line (lock,
+//    masks, stamps, keys: set_layout.h), i.e. 12.8 B of index per row
+//    instead of 16 at the same one-line probe;
 //  - under pressure the victim is the lowest (estimate, last access) of the
-//    8 candidates, and it is replaced only if the candidate's estimate is
+//    10 candidates, and it is replaced only if the candidate's estimate is
 //    strictly greater (TinyLFU's rule): a working set larger than the cache
 //    stays put instead of thrashing (a tie never churns), and a once-used
 //    scan cannot displace rows used more than once;
-//  - a one-row-deep sketch (1 MiB = one 8-bit counter per ~1.3 rows at the
-//    report's capacity): with more distinct rows than counters per sketch
-//    row, a 4-deep minimum (4 x 262k counters) over-counts more than one
-//    1M-counter row does; one counter per lookup is also a cheaper hit path;
+//  - a count-min sketch sized from the capacity: two rows of one 8-bit
+//    counter per slot (2 B per cached row at any cache size). A fixed-size
+//    sketch either wastes memory on small caches or, on large ones, shares
+//    each counter among many rows; with a single row of one counter per slot
+//    a once-used row that shares a hot row's counter is admitted over the
+//    hot row, and a scan flushes a third of a hot working set
+//    (row_cache_robustness_test); the minimum of two counters does not;
+//  - counters are halved every 10 cache-fulls of lookups (Caffeine's
+//    sample size), so in a long-running store they keep measuring recent
+//    popularity instead of saturating; the report's five requests are
+//    shorter than one period at every capacity measured;
 //  - recency guard: a resident untouched for 16 cache-fulls of operations is
 //    stale and loses to any candidate, so neither saturated counters nor a
 //    flooded sketch can lock new rows out for good.
 RowCacheConfig Default() {
   RowCacheConfig c = Legacy();
   c.name = "default";
+  c.ways = 5;
   c.candidate_sets = 2;
   c.relocation_depth = 2;
   c.admission = AdmissionRule::kEstimateGreater;
-  c.sketch_depth = 1;
+  c.sketch_bytes = 0;
+  c.sketch_depth = 2;
+  c.halving_per_capacity = 10.0;
   c.stale_after = 16.0;
   return c;
 }

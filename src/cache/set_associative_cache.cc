@@ -127,6 +127,7 @@ int SetAssociativeRowCache::FindWay(SetView& s, uint64_t row_id) const {
   // Fixed widths let the compiler unroll the tag compare into branch-free code.
   switch (layout_.ways) {
     case 4: return FindFixed<4>(keys, occupied, row_id);
+    case 5: return FindFixed<5>(keys, occupied, row_id);
     case 8: return FindFixed<8>(keys, occupied, row_id);
     case 16: return FindFixed<16>(keys, occupied, row_id);
     default:
@@ -158,7 +159,7 @@ bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash, std::s
     s.stamps()[way] = now;
     const uint32_t bit = 1u << way;
     if (pin == PinAction::kConsume && (s.pinned() & bit)) {
-      s.pinned() &= ~bit;
+      s.set_pinned(s.pinned() & ~bit);
       stats.pinned_delta.fetch_sub(1, std::memory_order_relaxed);
     }
     stats.hits.fetch_add(1, std::memory_order_relaxed);
@@ -240,8 +241,8 @@ void SetAssociativeRowCache::WriteEntry(uint64_t set, uint32_t way, uint64_t row
   const uint32_t bit = 1u << way;
   s.keys()[way] = row_id;
   s.stamps()[way] = stamp;
-  s.occupied() |= bit;
-  s.pinned() = pinned ? (s.pinned() | bit) : (s.pinned() & ~bit);
+  s.set_occupied(s.occupied() | bit);
+  s.set_pinned(pinned ? (s.pinned() | bit) : (s.pinned() & ~bit));
   if (row_bytes_ != 0) {
     uint8_t* dst = Payload(set, way);
     size_t n = std::min<size_t>(row.size(), row_bytes_);
@@ -255,9 +256,9 @@ void SetAssociativeRowCache::MoveEntry(uint64_t from_set, uint32_t from_way, uin
   SetView to = View(to_set);
   to.keys()[to_way] = from.keys()[from_way];
   to.stamps()[to_way] = from.stamps()[from_way];
-  to.occupied() |= 1u << to_way;
-  to.pinned() &= ~(1u << to_way);  // pinned rows are never moved
-  from.occupied() &= ~(1u << from_way);
+  to.set_occupied(to.occupied() | (1u << to_way));
+  to.set_pinned(to.pinned() & ~(1u << to_way));  // pinned rows are never moved
+  from.set_occupied(from.occupied() & ~(1u << from_way));
   if (row_bytes_ != 0) std::memcpy(Payload(to_set, to_way), Payload(from_set, from_way), row_bytes_);
 }
 
@@ -457,7 +458,7 @@ InsertOutcome SetAssociativeRowCache::InsertPinned(uint64_t row_id, std::span<co
   if (FindLocked(l, row_id, &set, &way)) {
     SetView s = View(set);
     if (!(s.pinned() & (1u << way))) {
-      s.pinned() |= 1u << way;
+      s.set_pinned(s.pinned() | (1u << way));
       stats.pinned_delta.fetch_add(1, std::memory_order_relaxed);
     }
     UnlockCandidates(l);
@@ -490,7 +491,7 @@ bool SetAssociativeRowCache::Unpin(uint64_t row_id) {
   if (FindLocked(l, row_id, &set, &way)) {
     SetView s = View(set);
     if (s.pinned() & (1u << way)) {
-      s.pinned() &= ~(1u << way);
+      s.set_pinned(s.pinned() & ~(1u << way));
       unpinned = true;
     }
   }

@@ -1,20 +1,24 @@
 // SetLayout: where a set's index entries live, and the per-set spin lock.
 //
 // Index and payload are separate regions. The index is an array of sets of
-// `stride` bytes, each:
+// `stride` bytes. A set of up to 8 ways has a compact 4-byte header:
 //
-//   [0, 4)     lock word (atomic via std::atomic_ref; 0 = free, 1 = held)
-//   [4, 8)     occupied mask (bit w: way w holds a row)
-//   [8, 12)    pinned mask   (bit w: way w holds a pinned read-ahead row)
-//   [12, ...)  stamps: uint32 last-access tick per way
+//   [0, 2)     lock (atomic via std::atomic_ref<uint16_t>; 0 = free, 1 = held)
+//   [2]        occupied mask (bit w: way w holds a row)
+//   [3]        pinned mask   (bit w: way w holds a pinned read-ahead row)
+//   [4, ...)   stamps: uint32 last-access tick per way
 //   [keys, ..) keys: uint64 row ID per way (8-aligned)
 //
-// With 4 ways that is 60 bytes padded to one 64-byte cache line (16 B per
-// row), so a lookup takes the lock, probes the tags and stamps the hit in a
-// single line; 8, 16 and 32 ways are 2, 4 and 8 lines, still 16 B per row.
+// so 5 ways fill exactly one 64-byte cache line (4 + 5*4 + 5*8 = 64): 12.8 B
+// of index per row, and a lookup takes the lock, probes the tags and stamps
+// the hit in a single line. 4 ways also take one line (16 B per row), 8 ways
+// two. Wider sets (9..32 ways) need 32-bit masks: a 12-byte header (lock,
+// occupied, pinned as uint32 each), then stamps and keys as above.
 // The lock lives in the set it guards: the finest possible striping, and no
-// extra cache line per operation. Row payloads are in a slab addressed by
-// (set * ways + way), so the index stays dense regardless of row size.
+// extra cache line per operation. The masks share the lock's word but are
+// separate bytes, written only by the lock holder. Row payloads are in a slab
+// addressed by (set * ways + way), so the index stays dense regardless of row
+// size.
 #pragma once
 
 #include <atomic>
@@ -30,15 +34,19 @@ namespace engram::cache {
 
 struct SetLayout {
   uint32_t ways = 0;
+  bool compact = true;  // 4-byte header with 8-bit masks (ways <= 8)
+  uint32_t stamps_offset = 0;
   uint32_t keys_offset = 0;
   uint32_t stride = 0;
 
-  static constexpr uint32_t kStampsOffset = 12;
+  static constexpr uint32_t kMaxCompactWays = 8;
 
   static SetLayout For(uint32_t ways) {
     SetLayout l;
     l.ways = ways;
-    l.keys_offset = (kStampsOffset + 4 * ways + 7) & ~7u;
+    l.compact = ways <= kMaxCompactWays;
+    l.stamps_offset = l.compact ? 4 : 12;
+    l.keys_offset = (l.stamps_offset + 4 * ways + 7) & ~7u;
     uint32_t raw = l.keys_offset + 8 * ways;
     // Pad to whole cache lines when that costs at most 16 B per row (4+ ways);
     // otherwise (1-3 ways) pack to 8 bytes and accept straddling lines.
@@ -52,15 +60,56 @@ struct SetLayout {
 // memory guarded by the lock.
 class SetView {
  public:
-  SetView(uint8_t* base, const SetLayout& layout) : base_(base), keys_offset_(layout.keys_offset) {}
+  SetView(uint8_t* base, const SetLayout& layout)
+      : base_(base), stamps_offset_(layout.stamps_offset), keys_offset_(layout.keys_offset), compact_(layout.compact) {}
 
-  uint32_t& occupied() { return *reinterpret_cast<uint32_t*>(base_ + 4); }
-  uint32_t& pinned() { return *reinterpret_cast<uint32_t*>(base_ + 8); }
-  uint32_t* stamps() { return reinterpret_cast<uint32_t*>(base_ + SetLayout::kStampsOffset); }
+  uint32_t occupied() const { return compact_ ? base_[2] : Word(4); }
+  uint32_t pinned() const { return compact_ ? base_[3] : Word(8); }
+  void set_occupied(uint32_t mask) { SetMask(2, 4, mask); }
+  void set_pinned(uint32_t mask) { SetMask(3, 8, mask); }
+  uint32_t* stamps() { return reinterpret_cast<uint32_t*>(base_ + stamps_offset_); }
   uint64_t* keys() { return reinterpret_cast<uint64_t*>(base_ + keys_offset_); }
 
   void Lock() {
-    std::atomic_ref<uint32_t> word(LockWord());
+    if (compact_) {
+      LockWord<uint16_t>();
+    } else {
+      LockWord<uint32_t>();
+    }
+  }
+  bool TryLock() { return compact_ ? TryLockWord<uint16_t>() : TryLockWord<uint32_t>(); }
+  void Unlock() {
+    if (compact_) {
+      std::atomic_ref<uint16_t>(*reinterpret_cast<uint16_t*>(base_)).store(0, std::memory_order_release);
+    } else {
+      std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_)).store(0, std::memory_order_release);
+    }
+  }
+
+  uint8_t* base() const { return base_; }
+
+ private:
+  uint32_t Word(uint32_t offset) const {
+    uint32_t v;
+    std::memcpy(&v, base_ + offset, sizeof(v));
+    return v;
+  }
+  void SetMask(uint32_t compact_offset, uint32_t wide_offset, uint32_t mask) {
+    if (compact_) {
+      base_[compact_offset] = static_cast<uint8_t>(mask);
+    } else {
+      std::memcpy(base_ + wide_offset, &mask, sizeof(mask));
+    }
+  }
+
+  template <typename T>
+  bool TryLockWord() {
+    std::atomic_ref<T> word(*reinterpret_cast<T*>(base_));
+    return word.load(std::memory_order_relaxed) == 0 && word.exchange(1, std::memory_order_acquire) == 0;
+  }
+  template <typename T>
+  void LockWord() {
+    std::atomic_ref<T> word(*reinterpret_cast<T*>(base_));
     if (word.exchange(1, std::memory_order_acquire) == 0) return;
     for (int spins = 0;;) {
       // Test before test-and-set: spin on a shared copy of the line.
@@ -74,16 +123,6 @@ class SetView {
       if (word.exchange(1, std::memory_order_acquire) == 0) return;
     }
   }
-  bool TryLock() {
-    std::atomic_ref<uint32_t> word(LockWord());
-    return word.load(std::memory_order_relaxed) == 0 && word.exchange(1, std::memory_order_acquire) == 0;
-  }
-  void Unlock() { std::atomic_ref<uint32_t>(LockWord()).store(0, std::memory_order_release); }
-
-  uint8_t* base() const { return base_; }
-
- private:
-  uint32_t& LockWord() { return *reinterpret_cast<uint32_t*>(base_); }
   static void Pause() {
 #if defined(__x86_64__) || defined(__i386__)
     _mm_pause();
@@ -93,7 +132,9 @@ class SetView {
   }
 
   uint8_t* base_;
+  uint32_t stamps_offset_;
   uint32_t keys_offset_;
+  bool compact_;
 };
 
 }  // namespace engram::cache
