@@ -124,5 +124,49 @@ TEST(FrequencySketch, SeedChangesWhichKeysCollide) {
   EXPECT_GT(differ, 0);
 }
 
+TEST(FrequencySketch, BlockedLayoutNeverUnderestimatesAndStaysInOneBlock) {
+  // 8 and 4-bit counters, depth 2 and 4: counts are never under, and exact
+  // for few keys in a roomy sketch.
+  for (uint32_t bits : {8u, 4u}) {
+    for (uint32_t depth : {2u, 4u}) {
+      FrequencySketch s(1 << 20, depth, bits, 0, 9, /*conservative=*/false, /*blocked=*/true);
+      int exact = 0;
+      for (uint64_t k = 0; k < 2000; ++k) {
+        const uint32_t n = 1 + (k * 7919) % std::min<uint32_t>(s.max_count(), 14);
+        for (uint32_t i = 0; i < n; ++i) s.Increment(H(k));
+      }
+      for (uint64_t k = 0; k < 2000; ++k) {
+        const uint32_t n = 1 + (k * 7919) % std::min<uint32_t>(s.max_count(), 14);
+        const uint32_t e = s.Estimate(H(k));
+        EXPECT_GE(e, n) << bits << "-bit depth " << depth << " key " << k;
+        exact += e == n;
+      }
+      EXPECT_GE(exact, 1990) << bits << "-bit depth " << depth;
+    }
+  }
+}
+
+TEST(FrequencySketch, BlockedLayoutTakesTheMinimumOfDistinctCounters) {
+  // 64 blocks of 64 counters for 600 keys counted once. With one counter per
+  // key ~14 % of keys share it and over-count; the minimum of two distinct
+  // counters of the block over-counts only when both are shared (~6 %). If
+  // the two offsets coincided, depth 2 would be no better than depth 1.
+  auto exact_count = [](uint32_t depth) {
+    FrequencySketch s(4096, depth, 8, 0, 3, false, true);
+    for (uint64_t k = 0; k < 600; ++k) s.Increment(H(k));
+    int exact = 0;
+    for (uint64_t k = 0; k < 600; ++k) {
+      EXPECT_GE(s.Estimate(H(k)), 1u);
+      exact += s.Estimate(H(k)) == 1;
+    }
+    return exact;
+  };
+  EXPECT_GT(exact_count(2), exact_count(1) + 20);
+  FrequencySketch one(64, 1, 8, 0, 3, false, true);
+  EXPECT_EQ(one.memory_bytes(), 64u);
+  FrequencySketch rounded(100, 2, 8, 0, 3, false, true);
+  EXPECT_EQ(rounded.memory_bytes(), 64u);  // whole blocks only
+}
+
 }  // namespace
 }  // namespace engram::cache

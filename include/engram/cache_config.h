@@ -59,6 +59,10 @@ struct RowCacheConfig {
   // Conservative update: an increment bumps only the counters at the key's
   // current minimum (spec "update=conservative"; "update=all" = plain).
   bool conservative_update = false;
+  // Blocked layout (spec "sketch_layout=blocked"; "rows" = one array per
+  // sketch row, as the reported cache): a row's sketch_depth counters share
+  // one 64-byte block, so a lookup touches one sketch cache line, not depth.
+  bool sketch_blocked = false;
   // Halve every counter after this many increments (lookups); 0 = never.
   // The reported trace saw no halving, so "legacy" uses 0 (never); presets
   // meant to run for a long time age their counters (see Preset()).

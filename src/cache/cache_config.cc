@@ -52,12 +52,13 @@ RowCacheConfig Legacy() {
 //    strictly greater (TinyLFU's rule): a working set larger than the cache
 //    stays put instead of thrashing (a tie never churns), and a once-used
 //    scan cannot displace rows used more than once;
-//  - a count-min sketch sized from the capacity: two rows of one 8-bit
-//    counter per slot (2 B per cached row at any cache size). A fixed-size
+//  - a count-min sketch sized from the capacity: two 8-bit counters per
+//    slot, and a row's two counters in one 64-byte block (one sketch cache
+//    line per lookup; 2 B per cached row at any cache size). A fixed-size
 //    sketch either wastes memory on small caches or, on large ones, shares
-//    each counter among many rows; with a single row of one counter per slot
-//    a once-used row that shares a hot row's counter is admitted over the
-//    hot row, and a scan flushes a third of a hot working set
+//    each counter among many rows; with a single counter per row a
+//    once-used row that shares a hot row's counter is admitted over the hot
+//    row, and a scan flushes a large part of a hot working set
 //    (row_cache_robustness_test); the minimum of two counters does not;
 //  - counters are halved every 10 cache-fulls of lookups (Caffeine's
 //    sample size), so in a long-running store they keep measuring recent
@@ -75,6 +76,7 @@ RowCacheConfig Default() {
   c.admission = AdmissionRule::kEstimateGreater;
   c.sketch_bytes = 0;
   c.sketch_depth = 2;
+  c.sketch_blocked = true;
   c.halving_per_capacity = 10.0;
   c.stale_after = 16.0;
   return c;
@@ -212,13 +214,19 @@ Status ApplyOverride(std::string_view spec, std::string_view key, std::string_vi
     else return BadValue(spec, key, v, "one of all, conservative");
     return Status::OK();
   }
+  if (key == "sketch_layout") {
+    if (v == "rows") c->sketch_blocked = false;
+    else if (v == "blocked") c->sketch_blocked = true;
+    else return BadValue(spec, key, v, "one of rows, blocked");
+    return Status::OK();
+  }
   if (key == "counter_bits") return ParseUnsigned(spec, key, v, &c->counter_bits);
   if (key == "halving") return ParseUnsigned(spec, key, v, &c->halving_period);
   if (key == "halving_x") return ParseDouble(spec, key, v, &c->halving_per_capacity);
   if (key == "seed") return ParseUnsigned(spec, key, v, &c->seed);
   return Status::InvalidArgument("row cache spec '" + std::string(spec) + "': unknown key '" + std::string(key) +
                                  "' (known: ways, sets, relocate, admission, warm_p, warm_threshold, stale, victim, "
-                                 "sketch_bytes, sketch_depth, counter_bits, update, halving, halving_x, seed)");
+                                 "sketch_bytes, sketch_depth, sketch_layout, counter_bits, update, halving, halving_x, seed)");
 }
 
 }  // namespace
@@ -351,7 +359,7 @@ std::string RowCacheConfig::ToSpec() const {
        ",warm_p=" + std::string(warm, r.ptr) + ",warm_threshold=" + std::to_string(warm_threshold) +
        ",stale=" + std::string(stale, rs.ptr) + ",victim=" + VictimName(victim_order) +
        ",sketch_bytes=" + std::to_string(sketch_bytes) + ",sketch_depth=" + std::to_string(sketch_depth) +
-       ",counter_bits=" + std::to_string(counter_bits) + ",update=" + (conservative_update ? "conservative" : "all") +
+       ",sketch_layout=" + (sketch_blocked ? "blocked" : "rows") + ",counter_bits=" + std::to_string(counter_bits) + ",update=" + (conservative_update ? "conservative" : "all") +
        ",halving=" + std::to_string(halving_period) + ",halving_x=" + std::string(halving_x, rh.ptr) +
        ",seed=" + std::to_string(seed);
   return s;

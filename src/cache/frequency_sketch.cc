@@ -1,20 +1,28 @@
 #include "src/cache/frequency_sketch.h"
 
+#include <algorithm>
+
 #include "src/cache/set_hasher.h"
 
 namespace engram::cache {
 
+namespace {
+constexpr uint64_t kBlockBytes = 64;
+}  // namespace
+
 FrequencySketch::FrequencySketch(uint64_t bytes, uint32_t depth, uint32_t counter_bits, uint64_t halving_period,
-                                 uint64_t seed, bool conservative)
-    : bytes_(bytes),
+                                 uint64_t seed, bool conservative, bool blocked)
+    : bytes_(blocked ? std::max<uint64_t>(kBlockBytes, bytes / kBlockBytes * kBlockBytes) : bytes),
       depth_(depth),
       bits_(counter_bits),
       max_((1u << counter_bits) - 1),
-      width_(bytes * (8 / counter_bits) / depth),
+      width_(bytes_ * (8 / counter_bits) / depth),
+      blocked_(blocked),
+      blocks_(bytes_ / kBlockBytes),
       halving_period_(halving_period),
       seed_(Remix(seed ^ 0x5ce7c4a1d2b3f607ULL)),
       conservative_(conservative),
-      counters_(new std::atomic<uint8_t>[bytes]()) {}
+      counters_(new std::atomic<uint8_t>[bytes_]()) {}
 
 FrequencySketch::Probe FrequencySketch::ProbeOf(uint64_t hash) const {
   // Kirsch-Mitzenmacher double hashing: row i uses a + i*b. Remixing with the
@@ -24,6 +32,14 @@ FrequencySketch::Probe FrequencySketch::ProbeOf(uint64_t hash) const {
 }
 
 uint64_t FrequencySketch::IndexIn(const Probe& p, uint32_t row) const {
+  if (blocked_) {
+    // The block from a's high bits; offsets o + row * step (step odd, so the
+    // depth <= 8 offsets are distinct modulo the power-of-two block size).
+    const uint64_t per_block = kBlockBytes * (8 / bits_);
+    const uint64_t block = static_cast<uint64_t>((static_cast<unsigned __int128>(p.a) * blocks_) >> 64);
+    const uint64_t offset = (p.b + row * ((p.b >> 32) | 1)) & (per_block - 1);
+    return block * per_block + offset;
+  }
   uint64_t x = p.a + row * p.b;
   // Multiply-shift range reduction: uniform over any width, no division.
   return row * width_ + static_cast<uint64_t>((static_cast<unsigned __int128>(x) * width_) >> 64);

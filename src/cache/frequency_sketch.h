@@ -1,7 +1,10 @@
 // FrequencySketch: a count-min sketch of row access counts (TinyLFU-style).
 //
 // depth rows of saturating 4- or 8-bit counters; a key's estimate is the
-// minimum of its counter in each row. Every Increment() bumps all depth
+// minimum of its counter in each row. Blocked layout (Caffeine's): a key's
+// depth counters all lie in one 64-byte block chosen by its hash, at
+// distinct offsets, so an increment or estimate touches one cache line
+// instead of depth lines. Every Increment() bumps all depth
 // counters (plain count-min, as the reported cache does), or with
 // conservative update only those at the minimum. After
 // halving_period increments every counter is halved so old popularity fades.
@@ -24,8 +27,10 @@ class FrequencySketch {
   // conservative: bump only the key's counters that hold its current minimum
   // (conservative update): same memory, far less over-estimation when many
   // keys share counters.
+  // blocked: a key's counters share one 64-byte block (bytes is then rounded
+  // down to whole blocks, at least one).
   FrequencySketch(uint64_t bytes, uint32_t depth, uint32_t counter_bits, uint64_t halving_period, uint64_t seed,
-                  bool conservative = false);
+                  bool conservative = false, bool blocked = false);
 
   // hash is the row's 64-bit hash (SetHasher::Hash); the sketch remixes it.
   void Increment(uint64_t hash);
@@ -52,7 +57,9 @@ class FrequencySketch {
   uint32_t depth_;
   uint32_t bits_;
   uint32_t max_;
-  uint64_t width_;  // counters per sketch row
+  uint64_t width_;  // counters per sketch row (rows layout)
+  bool blocked_;
+  uint64_t blocks_;  // 64-byte blocks (blocked layout)
   uint64_t halving_period_;
   uint64_t seed_;
   bool conservative_;

@@ -101,7 +101,8 @@ SetAssociativeRowCache::SetAssociativeRowCache(const RowCacheConfig& config, uin
       index_(std::move(index)),
       slab_(std::move(slab)),
       sketch_(footprint.sketch_bytes, config.sketch_depth, config.counter_bits,
-              HalvingPeriod(config, num_sets * config.ways), config.seed, config.conservative_update),
+              HalvingPeriod(config, num_sets * config.ways), config.seed, config.conservative_update,
+              config.sketch_blocked),
       stale_ticks_(StaleTicks(config, num_sets * config.ways)),
       shards_(new StatShard[kStatShards]) {}
 
