@@ -97,4 +97,12 @@ ScopedFd::~ScopedFd() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+void DropFromPageCache(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
 }  // namespace engram::fileutil

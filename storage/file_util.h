@@ -33,6 +33,12 @@ Status SyncParentDir(const std::string& path);
 // Opens `path` read-only (O_CLOEXEC).
 Result<int> OpenReadOnly(const std::string& path);
 
+// Best effort: writes the file's dirty pages back (a page still dirty cannot
+// be dropped) and asks the kernel to drop its cached pages, so the next reads
+// go to the device. For cold-cache benchmarks and tests; a failure only
+// leaves the file cached, so there is nothing to report.
+void DropFromPageCache(const std::string& path);
+
 // Closes `fd` on destruction. Move-only.
 class ScopedFd {
  public:

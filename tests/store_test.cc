@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "storage/file_util.h"
 #include "storage/table_file.h"
 #include "tests/testing/temp_table.h"
 
@@ -31,7 +32,7 @@ class StoreTest : public ::testing::Test {
   void SetUp() override {
     path_ = dir_.File("layer1.engram");
     ASSERT_TRUE(testing::WriteGeneratedTable(path_, kRows, kRecord, kSeed).ok());
-    testing::DropPageCache(path_);
+    fileutil::DropFromPageCache(path_);
   }
 
   StoreOptions Options(const std::string& backend = "auto", uint64_t cache_bytes = 4u << 20) {
@@ -65,7 +66,7 @@ class StoreTest : public ::testing::Test {
 TEST_F(StoreTest, EveryBackendServesByteExactRowsFromColdFile) {
   for (const char* backend : {"pread", "io_uring", "mmap"}) {
     SCOPED_TRACE(backend);
-    testing::DropPageCache(path_);
+    fileutil::DropFromPageCache(path_);
     auto store = Store::Open(Options(backend));
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     auto ids = RandomRows(5000, 7);
@@ -204,7 +205,7 @@ TEST_F(StoreTest, CorruptBlockFailsGatherCachesNothingFromItAndOthersStillWork) 
     f.seekp(off);
     f.write(&c, 1);
   }
-  testing::DropPageCache(path_);
+  fileutil::DropFromPageCache(path_);
   for (const char* backend : {"pread", "io_uring", "mmap"}) {
     SCOPED_TRACE(backend);
     auto store = Store::Open(Options(backend));

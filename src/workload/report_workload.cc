@@ -13,6 +13,7 @@
 #include "engram/cache_config.h"
 #include "src/cache/row_cache.h"
 #include "src/engram/scaled_layout.h"
+#include "storage/file_util.h"
 #include "storage/table_file.h"
 #include "storage/table_generator.h"
 
@@ -136,13 +137,6 @@ Result<uint64_t> BudgetForCapacity(const std::string& policy, uint64_t capacity_
   return lo;
 }
 
-void DropFromPageCache(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::close(fd);
-}
-
 StoreOptions WorkloadStoreOptions(const ReportWorkload& workload, const std::string& policy,
                                   uint64_t budget_per_table, const std::string& io_backend) {
   StoreOptions o;
@@ -162,7 +156,7 @@ Result<std::vector<PolicyRequests>> RunPolicies(const ReportWorkload& workload, 
     if (options.metrics) options.metrics->Follow(nullptr);
     store.reset();  // one store at a time: its cache budget is the whole budget
     if (options.drop_page_cache) {
-      for (const auto& p : workload.table_paths) DropFromPageCache(p);
+      for (const auto& p : workload.table_paths) fileutil::DropFromPageCache(p);
     }
     ENGRAM_ASSIGN_OR_RETURN(store, Store::Open(WorkloadStoreOptions(workload, policy, options.budget_per_table,
                                                                      options.io_backend)));

@@ -63,9 +63,6 @@ Result<ReportWorkload> PrepareReportWorkload(const ReportWorkloadOptions& option
 // capacity_rows rows of record_bytes.
 Result<uint64_t> BudgetForCapacity(const std::string& policy, uint64_t capacity_rows, uint32_t record_bytes);
 
-// Asks the kernel to drop the file's pages, so the next run reads from disk.
-void DropFromPageCache(const std::string& path);
-
 // StoreOptions for the workload's tables with `budget_per_table` bytes each.
 StoreOptions WorkloadStoreOptions(const ReportWorkload& workload, const std::string& policy,
                                   uint64_t budget_per_table, const std::string& io_backend);

@@ -12,10 +12,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #define FUZZ_CHECK(cond)                                                                  \
   do {                                                                                    \
@@ -60,6 +63,33 @@ class MemFile {
   int fd_;
   std::string path_;
 };
+
+// The input of the file-header targets (npy, safetensors): one control byte,
+// then the file's first bytes. Control bit 0 asks the target to fix the
+// header's length field (FixLengthField) so the fuzzer can work on the header
+// text without keeping the length consistent; bits 1-7 add that many KiB of
+// data after the input (the file size the parser checks offsets against).
+struct HeaderInput {
+  bool fix_length = false;
+  std::vector<std::byte> bytes;  // the file's first bytes
+  uint64_t file_size = 0;        // bytes plus the added KiB
+};
+inline HeaderInput SplitHeaderInput(const uint8_t* data, size_t size) {
+  HeaderInput in;
+  if (size < 1) return in;
+  in.fix_length = (data[0] & 1) != 0;
+  in.bytes.assign(reinterpret_cast<const std::byte*>(data + 1), reinterpret_cast<const std::byte*>(data + size));
+  in.file_size = in.bytes.size() + static_cast<uint64_t>(data[0] >> 1) * 1024;
+  return in;
+}
+// Writes, as a little-endian integer of `width` bytes at `offset`, the count of
+// bytes after the field (the header is then exactly the rest of the input).
+// No-op when the field does not fit.
+inline void FixLengthField(std::vector<std::byte>& bytes, size_t offset, size_t width) {
+  if (bytes.size() < offset + width) return;
+  const uint64_t n = bytes.size() - offset - width;
+  std::memcpy(bytes.data() + offset, &n, width);  // little-endian host
+}
 
 int FuzzTableFile(const uint8_t* data, size_t size);
 int FuzzSafetensorsHeader(const uint8_t* data, size_t size);

@@ -1,9 +1,8 @@
 // Fuzz target: the .npy header parser (storage/npy_header.*).
 //
-// Input: one control byte, then the file's first bytes. Control bit 0
-// rewrites the header-length field (v1: u16 at 8, v2/v3: u32 at 8) so the
-// dict literal is exactly the rest of the input, padded to the 64-byte
-// alignment NumPy writes; bits 1-7 add that many KiB of array data (the parser
+// Input: HeaderInput (fuzz_util.h). The length field fixed by control bit 0
+// is the header length (v1: u16 at 8, v2/v3: u32 at 8), so the dict literal
+// is exactly the rest of the input; the added KiB are array data (the parser
 // requires header + data to be exactly the file size). ReadNpyHeader also
 // runs, on an in-memory file.
 #include <cstring>
@@ -17,18 +16,11 @@ namespace engram::fuzz {
 int FuzzNpyHeader(const uint8_t* data, size_t size) {
   static MemFile file("engram-fuzz-npy");
   if (size < 1) return 0;
-  const uint8_t ctrl = data[0];
-  std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(data + 1),
-                               reinterpret_cast<const std::byte*>(data + size));
-  if ((ctrl & 1) && bytes.size() >= 10) {
-    const bool v1 = bytes[6] == std::byte{1};
-    const size_t field = v1 ? 2 : 4;
-    if (bytes.size() >= 8 + field) {
-      const uint32_t n = static_cast<uint32_t>(bytes.size() - 8 - field);
-      std::memcpy(bytes.data() + 8, &n, field);  // little-endian host
-    }
-  }
-  const uint64_t file_size = bytes.size() + static_cast<uint64_t>(ctrl >> 1) * 1024;
+  HeaderInput in = SplitHeaderInput(data, size);
+  std::vector<std::byte>& bytes = in.bytes;
+  const uint64_t file_size = in.file_size;
+  // The length field: u16 at 8 in version 1, u32 at 8 in versions 2 and 3.
+  if (in.fix_length && bytes.size() >= 10) FixLengthField(bytes, 8, bytes[6] == std::byte{1} ? 2 : 4);
 
   auto length = NpyHeaderLength(bytes, file_size);
   auto parsed = ParseNpyHeader(bytes, file_size);

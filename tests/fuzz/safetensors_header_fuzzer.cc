@@ -1,9 +1,8 @@
 // Fuzz target: the safetensors header parser (storage/safetensors_header.*).
 //
-// Input: one control byte, then the file's first bytes. Control bit 0
-// rewrites the 8-byte length so the JSON is exactly the rest of the input
-// (lets the fuzzer work on the JSON); bits 1-7 add that many KiB of tensor
-// data after the input (the file size the parser checks offsets against).
+// Input: HeaderInput (fuzz_util.h). The length field fixed by control bit 0
+// is the 8-byte JSON length, so the JSON is exactly the rest of the input;
+// the added KiB are tensor data.
 // The real reader (ReadSafetensorsHeader) also runs, on an in-memory file.
 #include <cstring>
 #include <vector>
@@ -16,14 +15,10 @@ namespace engram::fuzz {
 int FuzzSafetensorsHeader(const uint8_t* data, size_t size) {
   static MemFile file("engram-fuzz-safetensors");
   if (size < 1) return 0;
-  const uint8_t ctrl = data[0];
-  std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(data + 1),
-                               reinterpret_cast<const std::byte*>(data + size));
-  if ((ctrl & 1) && bytes.size() >= 8) {
-    const uint64_t n = bytes.size() - 8;
-    std::memcpy(bytes.data(), &n, 8);
-  }
-  const uint64_t file_size = bytes.size() + static_cast<uint64_t>(ctrl >> 1) * 1024;
+  HeaderInput in = SplitHeaderInput(data, size);
+  std::vector<std::byte>& bytes = in.bytes;
+  const uint64_t file_size = in.file_size;
+  if (in.fix_length) FixLengthField(bytes, 0, 8);  // the u64 JSON length at 0
 
   auto parsed = ParseSafetensorsHeader(bytes, file_size);
   auto length = SafetensorsHeaderLength(bytes, file_size);

@@ -46,14 +46,6 @@ inline Status WriteGeneratedTable(const std::string& path, uint64_t rows, uint32
 }
 
 // Evicts the file from the page cache so reads really go to the device.
-inline void DropPageCache(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return;
-  ::fdatasync(fd);
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::close(fd);
-}
-
 inline std::vector<std::byte> ExpectedRow(uint64_t seed, uint64_t row, uint32_t record_bytes) {
   std::vector<std::byte> v(record_bytes);
   GenerateRow(seed, row, v);
