@@ -28,17 +28,22 @@ FrequencySketch::Probe FrequencySketch::ProbeOf(uint64_t hash) const {
   // Kirsch-Mitzenmacher double hashing: row i uses a + i*b. Remixing with the
   // seed decorrelates the counters from the set index (hash % num_sets).
   uint64_t a = Remix(hash ^ seed_);
-  return {a, Remix(a) | 1};
+  const uint64_t b = Remix(a) | 1;
+  if (blocked_) {
+    // The key's block, chosen once per operation from a's high bits; IndexIn
+    // only adds the offsets.
+    const uint64_t block = static_cast<uint64_t>((static_cast<unsigned __int128>(a) * blocks_) >> 64);
+    return {block * kBlockBytes * (8 / bits_), b};
+  }
+  return {a, b};
 }
 
 uint64_t FrequencySketch::IndexIn(const Probe& p, uint32_t row) const {
   if (blocked_) {
-    // The block from a's high bits; offsets o + row * step (step odd, so the
-    // depth <= 8 offsets are distinct modulo the power-of-two block size).
+    // p.a is the block's first counter; offsets o + row * step (step odd, so
+    // the depth <= 8 offsets are distinct modulo the power-of-two block size).
     const uint64_t per_block = kBlockBytes * (8 / bits_);
-    const uint64_t block = static_cast<uint64_t>((static_cast<unsigned __int128>(p.a) * blocks_) >> 64);
-    const uint64_t offset = (p.b + row * ((p.b >> 32) | 1)) & (per_block - 1);
-    return block * per_block + offset;
+    return p.a + ((p.b + row * ((p.b >> 32) | 1)) & (per_block - 1));
   }
   uint64_t x = p.a + row * p.b;
   // Multiply-shift range reduction: uniform over any width, no division.

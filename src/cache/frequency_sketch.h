@@ -45,6 +45,8 @@ class FrequencySketch {
 
  private:
   // Index of the key's counter in sketch row i, in [0, width_).
+  // Rows layout: the double-hashing pair. Blocked layout: a = the key's
+  // block's first counter, b = the offset bits.
   struct Probe {
     uint64_t a, b;
   };

@@ -1,8 +1,5 @@
 #include "src/workload/report_workload.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
