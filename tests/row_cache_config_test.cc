@@ -186,6 +186,10 @@ TEST(RowCacheSpec, RoundTripsEveryPresetAndACustomConfig) {
   c.halving_period = 12345;
   c.stale_after = 0.3;  // not exactly representable either
   c.conservative_update = true;
+  c.admission = AdmissionRule::kReuseDistance;
+  c.ghost_per_row = 0.3;  // not exactly representable
+  c.ghost_epoch_bits = 5;
+  c.ghost_epochs = 7;
   c.seed = 0xfedcba9876543210ULL;
   auto back = RowCacheConfig::FromSpec(c.ToSpec());
   ASSERT_TRUE(back.ok()) << c.ToSpec() << ": " << back.status().ToString();
@@ -216,6 +220,14 @@ TEST(RowCacheSpec, ErrorsNameTheOffendingItem) {
       {"halving_x=-0.5", "halving_x="},
       {"halving_x=2,halving=100", "exclusive"},
       {"update=sometimes", "sometimes"},
+      {"sketch_layout=diagonal", "diagonal"},
+      {"ghost_x=0", "ghost_x="},
+      {"ghost_x=nan", "ghost_x="},
+      {"ghost_x=-1", "ghost_x="},
+      {"ghost_bits=1", "ghost_bits=1"},
+      {"ghost_bits=9", "ghost_bits=9"},
+      {"ghost_epochs=0", "ghost_epochs=0"},
+      {"ghost_epochs=x", "ghost_epochs='x'"},
   };
   for (const Case& k : cases) {
     auto c = RowCacheConfig::FromSpec(k.spec);
@@ -243,7 +255,10 @@ TEST(RowCacheConfig, DefaultPresetIsIssue6Policy) {
   RowCacheConfig d = RowCacheConfig::Preset("default").value();
   EXPECT_EQ(d.candidate_sets, 2u);
   EXPECT_EQ(d.relocation_depth, 2u);
-  EXPECT_EQ(d.admission, AdmissionRule::kEstimateGreater);
+  EXPECT_EQ(d.admission, AdmissionRule::kReuseDistance);
+  EXPECT_EQ(d.ghost_per_row, 1.0);  // 1 B of history per cached row
+  EXPECT_EQ(d.ghost_epoch_bits, 3u);
+  EXPECT_EQ(d.ghost_epochs, 4u);
   EXPECT_EQ(d.victim_order, VictimOrder::kLowestEstimateThenOldest);
   EXPECT_EQ(d.ways, 5u);  // one 64-byte line per set
   EXPECT_EQ(d.sketch_depth, 2u);

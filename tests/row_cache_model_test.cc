@@ -3,7 +3,10 @@
 // The model keeps the policy in plain containers: a vector of ways per set,
 // exact access counts in a map (the sketch is sized so that, for the few
 // thousand rows here, its estimate equals the exact saturated count), 64-bit
-// ticks, and a textbook BFS for relocation. Random operations in the store's
+// ticks, and a textbook BFS for relocation. The ghost history of
+// reuse-distance admission is approximate by design (tested on its own in
+// ghost_history_test), so the model drives its own GhostHistory with the same
+// calls the policy prescribes and checks what the cache decides from it. Random operations in the store's
 // protocol (lookup; insert on a miss; read-ahead; unpins) must give the same
 // outcome from both, op by op, and the same resident rows at the end.
 #include <gtest/gtest.h>
@@ -12,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -43,6 +47,11 @@ class ReferenceCache {
     halving_ = c.halving_per_capacity > 0 ? std::max<uint64_t>(1, uint64_t(std::ceil(c.halving_per_capacity * capacity)))
                                           : c.halving_period;
     stale_ = c.stale_after > 0 ? std::max<uint64_t>(1, uint64_t(std::ceil(c.stale_after * capacity))) : 0;
+    if (c.admission == AdmissionRule::kReuseDistance) {
+      ghost_ = std::make_unique<cache::GhostHistory>(
+          cache::FootprintFor(c, num_sets, kRowBytes).ghost_bytes, c.ghost_epoch_bits,
+          std::max<uint64_t>(1, num_sets * c.ways / c.ghost_epochs), c.seed);
+    }
   }
 
   bool Lookup(uint64_t id, PinAction pin) {
@@ -61,6 +70,14 @@ class ReferenceCache {
 
   InsertOutcome Insert(uint64_t id, bool pinned) {
     uint64_t now = tick_++;
+    // Reuse distance: every (unpinned) insert looks up the row's previous
+    // access, then records this one.
+    uint64_t cand_age = cache::GhostHistory::kNever;
+    if (ghost_ && !pinned) {
+      cand_age = ghost_->AgeOf(hasher_.Hash(id), now);
+      ghost_->Record(hasher_.Hash(id), now, now);
+      ghost_->Sweep(now);
+    }
     if (Entry* e = Find(id)) {
       if (pinned) e->pinned = true;
       return InsertOutcome::kAlreadyPresent;
@@ -106,7 +123,11 @@ class ReferenceCache {
       }
     }
     if (!victim) return InsertOutcome::kRefusedAllPinned;
-    if (!pinned && !v_stale) {
+    const uint64_t victim_id = sets_[victim->first][victim->second]->id;
+    if (!pinned && !v_stale && ghost_) {
+      // Admitted only if its previous access is newer than the victim's last.
+      if (!(cand_age < now - v_stamp)) return InsertOutcome::kRefusedLostAdmission;
+    } else if (!pinned && !v_stale) {
       uint32_t cand = Count(id), vic = Count(sets_[victim->first][victim->second]->id);
       bool admit = c_.admission == AdmissionRule::kAlways ||
                    (c_.admission == AdmissionRule::kEstimateAtLeast && cand >= vic) ||
@@ -116,6 +137,8 @@ class ReferenceCache {
       if (!admit) return InsertOutcome::kRefusedLostAdmission;
     }
     Put(victim->first, victim->second, {id, now, pinned});
+    // The evicted row's last access goes to the history.
+    if (ghost_ && !pinned) ghost_->Record(hasher_.Hash(victim_id), v_stamp, now);
     return InsertOutcome::kInsertedEvicted;
   }
 
@@ -221,8 +244,9 @@ class ReferenceCache {
   uint64_t halving_ = 0;  // effective halving period (lookups)
   uint64_t stale_ = 0;    // effective stale age (ticks)
   uint64_t lookups_ = 0;
-  uint64_t tick_ = 0;
+  uint64_t tick_ = 1;  // the cache's clock starts at 1 (epochs of the history count from it)
   uint64_t relocations_ = 0;
+  std::unique_ptr<cache::GhostHistory> ghost_;
 };
 
 struct ModelCase {
@@ -306,6 +330,8 @@ INSTANTIATE_TEST_SUITE_P(
     Presets, RowCacheModelTest,
     ::testing::Values(ModelCase{"legacy", 32}, ModelCase{"ways8", 16}, ModelCase{"ways16", 8},
                       ModelCase{"two-choice", 32}, ModelCase{"lru", 32}, ModelCase{"default", 32},
+                      ModelCase{"default,admission=gt", 32},
+                      ModelCase{"default,ghost_x=0.25,ghost_bits=2,ghost_epochs=16", 32},
                       ModelCase{"legacy,seed=99", 7},
                       ModelCase{"legacy,ways=1", 61},
                       ModelCase{"ways=3,sets=2,relocate=3,seed=5", 40},

@@ -18,6 +18,13 @@ enum class AdmissionRule : uint8_t {
   kAlways,             // every insert replaces the victim (no admission filter)
   kEstimateAtLeast,    // admit if estimate(row) >= estimate(victim)  (the reported cache)
   kEstimateGreater,    // admit if estimate(row) >  estimate(victim)  (TinyLFU)
+  // Admit if the row's previous access is more recent than the victim's last
+  // access: the row came back sooner than the victim has been idle (LIRS's
+  // test of reuse distance against recency). A row seen for the first time,
+  // or too long ago to be remembered, is refused. Previous accesses of rows
+  // not in the cache are kept in a ghost history (ghost_* below); the sketch
+  // then only orders the victims.
+  kReuseDistance,
 };
 
 // How the victim is chosen among the residents of the candidate set(s).
@@ -71,6 +78,14 @@ struct RowCacheConfig {
   // every ceil(halving_per_capacity * capacity_rows) increments. 0 = off;
   // exclusive with halving_period.
   double halving_per_capacity = 0.0;
+
+  // Ghost history for AdmissionRule::kReuseDistance: when recently seen
+  // rows that are not cached were last accessed (src/cache/ghost_history.h).
+  // Rows are remembered while the table has room and for at most
+  // (3/4 x 2^ghost_epoch_bits) epochs.
+  double ghost_per_row = 1.0;       // bytes of history per cached row (16-bit entries)
+  uint32_t ghost_epoch_bits = 3;    // bits of an entry that hold its access epoch, 2..8
+  uint32_t ghost_epochs = 4;        // epochs per capacity_rows ticks, 1..1024
 
   uint64_t seed = 0;  // hash seed for set choice and sketch
 

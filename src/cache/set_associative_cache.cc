@@ -46,6 +46,12 @@ uint64_t HalvingPeriod(const RowCacheConfig& c, uint64_t capacity_rows) {
   return std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(c.halving_per_capacity * double(capacity_rows))));
 }
 
+// Ghost history: ghost_per_row bytes per slot, in whole 64-byte buckets.
+uint64_t GhostBytes(const RowCacheConfig& c, uint64_t capacity_rows) {
+  const uint64_t bytes = static_cast<uint64_t>(std::ceil(c.ghost_per_row * static_cast<double>(capacity_rows)));
+  return std::max<uint64_t>(64, (bytes + 63) & ~uint64_t{63});
+}
+
 }  // namespace
 
 CacheFootprint FootprintFor(const RowCacheConfig& config, uint64_t num_sets, uint32_t row_bytes) {
@@ -55,6 +61,7 @@ CacheFootprint FootprintFor(const RowCacheConfig& config, uint64_t num_sets, uin
   f.index_bytes = num_sets * layout.stride;
   f.slab_bytes = num_sets * config.ways * uint64_t{row_bytes};
   f.sketch_bytes = config.sketch_bytes != 0 ? config.sketch_bytes : AutoSketchBytes(config, num_sets * config.ways);
+  f.ghost_bytes = config.admission == AdmissionRule::kReuseDistance ? GhostBytes(config, num_sets * config.ways) : 0;
   f.fixed_bytes = kStatShards * sizeof(StatShard);
   return f;
 }
@@ -69,6 +76,10 @@ uint64_t SetsForBudget(const RowCacheConfig& config, uint64_t budget_bytes, uint
     fixed += 64;  // the sketch's rounding up to whole 64-byte lines
   } else {
     fixed += config.sketch_bytes;
+  }
+  if (config.admission == AdmissionRule::kReuseDistance) {
+    per_set += static_cast<uint64_t>(std::ceil(config.ghost_per_row * config.ways));
+    fixed += 64;  // rounding up to whole buckets
   }
   if (budget_bytes <= fixed) return 0;
   uint64_t sets = std::min((budget_bytes - fixed) / per_set, kMaxSets);
@@ -104,7 +115,13 @@ SetAssociativeRowCache::SetAssociativeRowCache(const RowCacheConfig& config, uin
               HalvingPeriod(config, num_sets * config.ways), config.seed, config.conservative_update,
               config.sketch_blocked),
       stale_ticks_(StaleTicks(config, num_sets * config.ways)),
-      shards_(new StatShard[kStatShards]) {}
+      shards_(new StatShard[kStatShards]) {
+  if (config.admission == AdmissionRule::kReuseDistance) {
+    const uint64_t capacity = num_sets * config.ways;
+    ghost_ = std::make_unique<GhostHistory>(footprint.ghost_bytes, config.ghost_epoch_bits,
+                                            std::max<uint64_t>(1, capacity / config.ghost_epochs), config.seed);
+  }
+}
 
 StatShard& SetAssociativeRowCache::Shard() const {
   static std::atomic<uint32_t> next_thread{0};
@@ -333,6 +350,7 @@ bool SetAssociativeRowCache::Admit(uint32_t candidate_estimate, uint32_t victim_
       if (candidate_estimate >= victim_estimate) return true;
       break;
     case AdmissionRule::kEstimateGreater:
+    case AdmissionRule::kReuseDistance:  // decided in Place(), never here
       if (candidate_estimate > victim_estimate) return true;
       break;
   }
@@ -346,7 +364,8 @@ bool SetAssociativeRowCache::Admit(uint32_t candidate_estimate, uint32_t victim_
 }
 
 SetAssociativeRowCache::Placement SetAssociativeRowCache::Place(const LockedSets& l, uint64_t row_id, uint64_t hash,
-                                                                uint32_t now, PlaceMode mode) {
+                                                                uint32_t now, PlaceMode mode,
+                                                                uint64_t candidate_age) {
   const uint32_t full = FullMask(layout_.ways);
   const uint64_t candidates[2] = {l.sets.first, l.sets.second};
   const int count = l.two ? 2 : 1;
@@ -403,6 +422,16 @@ SetAssociativeRowCache::Placement SetAssociativeRowCache::Place(const LockedSets
   if (!have_victim) return {InsertOutcome::kRefusedAllPinned, 0, 0};
 
   // 4. Admission (read-ahead rows bypass it; a stale victim always loses).
+  // Reuse distance (LIRS's test) decides alone: a row whose previous access
+  // is remembered and more recent than the victim's last access is expected
+  // back sooner than the victim; one not remembered (first seen, or seen too
+  // long ago) or older than the victim is refused. The sketch only orders
+  // the victims: a count cannot tell a row about to be re-read from an old
+  // popular one (bench/RESULTS.md, "Default policy, round 3").
+  if (mode == PlaceMode::kAdmit && ghost_ && !victim_stale) {
+    if (!(candidate_age < victim_age)) return {InsertOutcome::kRefusedLostAdmission, 0, 0};
+    return {InsertOutcome::kInsertedEvicted, victim_set, victim_way};
+  }
   if (mode == PlaceMode::kAdmit && config_.admission != AdmissionRule::kAlways && !victim_stale) {
     if (!by_estimate) victim_estimate = sketch_.Estimate(hasher_.Hash(View(victim_set).keys()[victim_way]));
     if (!Admit(sketch_.Estimate(hash), victim_estimate, row_id, now)) {
@@ -414,7 +443,15 @@ SetAssociativeRowCache::Placement SetAssociativeRowCache::Place(const LockedSets
 
 InsertOutcome SetAssociativeRowCache::Insert(uint64_t row_id, std::span<const std::byte> row) {
   const uint64_t hash = hasher_.Hash(row_id);
-  const uint32_t now = Tick();
+  const uint64_t now64 = Tick64();
+  const uint32_t now = static_cast<uint32_t>(now64);
+  uint64_t candidate_age = GhostHistory::kNever;
+  if (ghost_) {
+    // The history is lock-free: read and update it outside the set locks.
+    candidate_age = ghost_->AgeOf(hash, now64);
+    ghost_->Record(hash, now64, now64);
+    ghost_->Sweep(now64);
+  }
   StatShard& stats = Shard();
   LockedSets l = LockCandidates(hash);
   uint64_t set;
@@ -424,11 +461,19 @@ InsertOutcome SetAssociativeRowCache::Insert(uint64_t row_id, std::span<const st
     stats.inserts.fetch_add(1, std::memory_order_relaxed);  // see RefusalReason: keeps misses == inserts + refusals
     return InsertOutcome::kAlreadyPresent;
   }
-  Placement p = Place(l, row_id, hash, now, PlaceMode::kAdmit);
+  Placement p = Place(l, row_id, hash, now, PlaceMode::kAdmit, candidate_age);
+  uint64_t evicted_hash = 0, evicted_at = 0;
+  if (p.outcome == InsertOutcome::kInsertedEvicted && ghost_) {
+    SetView v = View(p.set);
+    evicted_hash = hasher_.Hash(v.keys()[p.way]);
+    evicted_at = now64 - std::min<uint64_t>(now64, AgeOf(now, v.stamps()[p.way]));
+  }
   if (p.outcome == InsertOutcome::kInserted || p.outcome == InsertOutcome::kInsertedEvicted) {
     WriteEntry(p.set, p.way, row_id, now, row, /*pinned=*/false);
   }
   UnlockCandidates(l);
+  // The evicted row leaves the index; its last access goes to the history.
+  if (p.outcome == InsertOutcome::kInsertedEvicted && ghost_) ghost_->Record(evicted_hash, evicted_at, now64);
   switch (p.outcome) {
     case InsertOutcome::kInserted:
       stats.inserts.fetch_add(1, std::memory_order_relaxed);

@@ -35,6 +35,7 @@
 #include "engram/cache_config.h"
 #include "src/cache/anonymous_memory.h"
 #include "src/cache/frequency_sketch.h"
+#include "src/cache/ghost_history.h"
 #include "src/cache/row_cache.h"
 #include "src/cache/set_hasher.h"
 #include "src/cache/set_layout.h"
@@ -58,8 +59,9 @@ struct CacheFootprint {
   uint64_t index_bytes = 0;
   uint64_t slab_bytes = 0;
   uint64_t sketch_bytes = 0;
+  uint64_t ghost_bytes = 0;  // ghost history (AdmissionRule::kReuseDistance only)
   uint64_t fixed_bytes = 0;  // statistics shards
-  uint64_t total() const { return index_bytes + slab_bytes + sketch_bytes + fixed_bytes; }
+  uint64_t total() const { return index_bytes + slab_bytes + sketch_bytes + ghost_bytes + fixed_bytes; }
 };
 CacheFootprint FootprintFor(const RowCacheConfig& config, uint64_t num_sets, uint32_t row_bytes);
 // The most sets whose footprint fits budget_bytes (0 if not even one).
@@ -126,7 +128,8 @@ class SetAssociativeRowCache final : public RowCache {
   // Finds the row (locking one candidate set at a time, changing nothing) and
   // prefetches its payload, so the Lookup that follows copies from cache.
   void PrefetchPayload(uint64_t row_id, const CandidateSets& c);
-  uint32_t Tick() { return static_cast<uint32_t>(clock_.fetch_add(1, std::memory_order_relaxed)); }
+  uint64_t Tick64() { return clock_.fetch_add(1, std::memory_order_relaxed); }
+  uint32_t Tick() { return static_cast<uint32_t>(Tick64()); }
   StatShard& Shard() const;
 
   LockedSets LockCandidates(uint64_t hash);
@@ -135,7 +138,10 @@ class SetAssociativeRowCache final : public RowCache {
   bool FindLocked(const LockedSets& l, uint64_t row_id, uint64_t* set, int* way);
 
   // Places row_id in the locked candidate sets (which do not hold it).
-  Placement Place(const LockedSets& l, uint64_t row_id, uint64_t hash, uint32_t now, PlaceMode mode);
+  // candidate_age: ticks since the row's previous access (GhostHistory), for
+  // AdmissionRule::kReuseDistance.
+  Placement Place(const LockedSets& l, uint64_t row_id, uint64_t hash, uint32_t now, PlaceMode mode,
+                  uint64_t candidate_age = GhostHistory::kNever);
   // Frees a way in a full candidate set by cuckoo moves; false if none found.
   bool Relocate(const LockedSets& l, uint64_t* set, uint32_t* way);
   void MoveEntry(uint64_t from_set, uint32_t from_way, uint64_t to_set, uint32_t to_way);
@@ -152,6 +158,9 @@ class SetAssociativeRowCache final : public RowCache {
   AnonymousMemory index_;
   AnonymousMemory slab_;
   FrequencySketch sketch_;
+  // Only with AdmissionRule::kReuseDistance: previous accesses of rows not
+  // in the cache (recorded on refusal and eviction).
+  std::unique_ptr<GhostHistory> ghost_;
   // Age (ticks) beyond which a resident is stale (config.stale_after x
   // capacity); 0 = no recency guard.
   const uint32_t stale_ticks_;

@@ -1,0 +1,110 @@
+#include "src/cache/ghost_history.h"
+
+#include <algorithm>
+
+#include "src/cache/set_hasher.h"
+
+namespace engram::cache {
+namespace {
+// Most buckets one Sweep call clears: bounded work on the insert path. The
+// clock can only outrun it when inserts are rarer than one per
+// 1 / kMaxSweepPerCall of a bucket's share of the sweep period, i.e. when
+// almost nothing misses; the history then matters little.
+constexpr uint64_t kMaxSweepPerCall = 4;
+}  // namespace
+
+GhostHistory::GhostHistory(uint64_t bytes, uint32_t epoch_bits, uint64_t granularity, uint64_t seed)
+    : buckets_(std::max<uint64_t>(bytes / 64, 1)),
+      epoch_bits_(epoch_bits),
+      epoch_mask_(static_cast<uint16_t>((1u << epoch_bits) - 1)),
+      // The sweep visits every bucket once per (2^bits - max_age) epochs, so
+      // an entry is cleared at an age in [max_age, 2^bits): before it wraps.
+      // A quarter of the epoch range for the sweep, the rest trusted.
+      max_age_((1u << epoch_bits) - std::max(1u, (1u << epoch_bits) / 4)),
+      granularity_(std::max<uint64_t>(granularity, 1)),
+      seed_(Remix(seed ^ 0x6a09e667f3bcc908ULL)),
+      entries_(new std::atomic<uint16_t>[buckets_ * kEntriesPerBucket]()) {}
+
+GhostHistory::Slot GhostHistory::SlotOf(uint64_t hash) const {
+  const uint64_t h = Remix(hash ^ seed_);
+  Slot s;
+  s.bucket = static_cast<uint64_t>((static_cast<unsigned __int128>(h) * buckets_) >> 64);
+  const uint32_t fp_bits = 16 - epoch_bits_;
+  uint16_t fp = static_cast<uint16_t>(h & ((1u << fp_bits) - 1));  // low bits: independent of the bucket
+  if (fp == 0) fp = 1;
+  s.fingerprint = static_cast<uint16_t>(fp << epoch_bits_);
+  return s;
+}
+
+void GhostHistory::Record(uint64_t hash, uint64_t when, uint64_t now) {
+  const Slot s = SlotOf(hash);
+  const uint64_t now_epoch = now / granularity_;
+  const uint64_t when_epoch = std::min(when, now) / granularity_;
+  if (now_epoch - when_epoch >= max_age_) return;  // too old to tell apart from "never"
+  const uint16_t entry = static_cast<uint16_t>(s.fingerprint | (when_epoch & epoch_mask_));
+  const uint16_t fp_mask = static_cast<uint16_t>(~epoch_mask_);
+  std::atomic<uint16_t>* b = Bucket(s.bucket);
+  uint32_t target = 0, target_age = 0;
+  bool have_empty = false;
+  for (uint32_t i = 0; i < kEntriesPerBucket; ++i) {
+    const uint16_t e = b[i].load(std::memory_order_relaxed);
+    if (e == 0) {
+      if (!have_empty) target = i;
+      have_empty = true;
+      continue;
+    }
+    if ((e & fp_mask) == s.fingerprint) {
+      // Keep the more recent of the two accesses.
+      if (EpochAge(e, now_epoch) > now_epoch - when_epoch) b[i].store(entry, std::memory_order_relaxed);
+      return;
+    }
+    if (!have_empty) {
+      const uint32_t age = EpochAge(e, now_epoch);
+      if (age >= target_age) {
+        target = i;
+        target_age = age;
+      }
+    }
+  }
+  // An empty entry, else the oldest one -- unless every entry is younger
+  // than this access (recording an evicted row's old access must not push
+  // out a row seen since).
+  if (have_empty || target_age >= now_epoch - when_epoch) b[target].store(entry, std::memory_order_relaxed);
+}
+
+uint64_t GhostHistory::AgeOf(uint64_t hash, uint64_t now) const {
+  const Slot s = SlotOf(hash);
+  const uint64_t now_epoch = now / granularity_;
+  const uint16_t fp_mask = static_cast<uint16_t>(~epoch_mask_);
+  const std::atomic<uint16_t>* b = Bucket(s.bucket);
+  for (uint32_t i = 0; i < kEntriesPerBucket; ++i) {
+    const uint16_t e = b[i].load(std::memory_order_relaxed);
+    if (e != 0 && (e & fp_mask) == s.fingerprint) {
+      const uint32_t age = EpochAge(e, now_epoch);
+      return age >= max_age_ ? kNever : uint64_t{age} * granularity_;
+    }
+  }
+  return kNever;
+}
+
+void GhostHistory::Sweep(uint64_t now) {
+  const uint64_t period_ticks = uint64_t{(1u << epoch_bits_) - max_age_} * granularity_;
+  // Buckets that should have been visited by now: the whole table once per period.
+  const uint64_t due = static_cast<uint64_t>((static_cast<unsigned __int128>(now) * buckets_) / period_ticks);
+  uint64_t done = swept_.load(std::memory_order_relaxed);
+  if (done >= due) return;
+  // Behind by more than a table: only the last table's worth matters.
+  const uint64_t from = std::max(done, due > buckets_ ? due - buckets_ : 0);
+  const uint64_t to = std::min(due, from + kMaxSweepPerCall);
+  if (!swept_.compare_exchange_strong(done, to, std::memory_order_relaxed)) return;  // another thread sweeps
+  const uint64_t now_epoch = now / granularity_;
+  for (uint64_t i = from; i < to; ++i) {
+    std::atomic<uint16_t>* b = Bucket(i % buckets_);
+    for (uint32_t j = 0; j < kEntriesPerBucket; ++j) {
+      const uint16_t e = b[j].load(std::memory_order_relaxed);
+      if (e != 0 && EpochAge(e, now_epoch) >= max_age_) b[j].store(0, std::memory_order_relaxed);
+    }
+  }
+}
+
+}  // namespace engram::cache

@@ -1,0 +1,81 @@
+// GhostHistory: when was a row that is *not* in the cache last accessed?
+//
+// Reuse-distance admission (AdmissionRule::kReuseDistance) compares a missed
+// row's previous access with the victim's last access: a row that comes back
+// sooner than the victim has been idle is the better bet (LIRS's test). The
+// victim's last access is its stamp in the index; the candidate is not
+// resident, so its previous access must be remembered elsewhere, for every
+// recently seen distinct row -- which outnumber the cached rows several times
+// under pressure. A plain array of timestamps indexed by hash is no good at
+// that size (rows overwrite each other's entries, and a never-seen row then
+// looks recently seen), so this is a table of *tagged* entries:
+//
+//  - 16-bit entries, 32 to a 64-byte bucket; a row maps to one bucket and is
+//    identified in it by a (16 - epoch_bits)-bit fingerprint (never 0: 0 marks
+//    an empty entry). A false match needs another row of the same bucket with
+//    the same fingerprint: about 32 / 2^13 = 0.4 % with 3 epoch bits.
+//  - The low epoch_bits hold the access time in epochs (ticks / granularity)
+//    modulo 2^epoch_bits. Ages below max_age_epochs() (3/4 of the range) are
+//    exact to an epoch; older entries read as "never", and a sweep (Sweep)
+//    clears them before their epoch wraps, so an old entry is forgotten
+//    rather than mistaken for a young one.
+//  - A new row takes an empty entry of its bucket, else the oldest one: the
+//    table remembers the most recently seen rows, as much as fits.
+//
+// Thread safety: entries are relaxed 16-bit atomics. Two racing records into
+// one bucket may pick the same entry and one of them is lost, which only makes
+// the history more approximate (an admission decision, never a wrong row).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+namespace engram::cache {
+
+class GhostHistory {
+ public:
+  static constexpr uint32_t kEntriesPerBucket = 32;  // 64 bytes
+  static constexpr uint64_t kNever = ~uint64_t{0};
+
+  // bytes >= 64 (rounded down to whole buckets); epoch_bits 2..8;
+  // granularity >= 1 ticks per epoch.
+  GhostHistory(uint64_t bytes, uint32_t epoch_bits, uint64_t granularity, uint64_t seed);
+
+  // The row (by its 64-bit hash) was accessed at tick `when` (<= now).
+  void Record(uint64_t hash, uint64_t when, uint64_t now);
+  // Ticks since the row's recorded access, rounded down to whole epochs, or
+  // kNever if it is not in the table (never seen, or forgotten).
+  uint64_t AgeOf(uint64_t hash, uint64_t now) const;
+  // Clears entries that are about to become ambiguous. Visits the buckets
+  // the clock has moved past since the last call (bounded work per call);
+  // callers call it on every record.
+  void Sweep(uint64_t now);
+
+  uint64_t memory_bytes() const { return buckets_ * 64; }
+  uint64_t granularity() const { return granularity_; }
+  uint32_t max_age_epochs() const { return max_age_; }
+
+ private:
+  struct Slot {
+    uint64_t bucket;
+    uint16_t fingerprint;  // already shifted into the high bits
+  };
+  Slot SlotOf(uint64_t hash) const;
+  uint32_t EpochAge(uint16_t entry, uint64_t now_epoch) const {
+    return static_cast<uint32_t>((now_epoch - entry) & epoch_mask_);
+  }
+  std::atomic<uint16_t>* Bucket(uint64_t b) const { return entries_.get() + b * kEntriesPerBucket; }
+
+  uint64_t buckets_;
+  uint32_t epoch_bits_;
+  uint16_t epoch_mask_;
+  uint32_t max_age_;  // entries this many epochs old are cleared by the sweep
+  uint64_t granularity_;
+  uint64_t seed_;
+  std::unique_ptr<std::atomic<uint16_t>[]> entries_;
+  // Sweep position, in buckets since the start (monotonic).
+  std::atomic<uint64_t> swept_{0};
+};
+
+}  // namespace engram::cache
