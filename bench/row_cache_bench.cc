@@ -8,6 +8,16 @@
 //                              ceiling: no hashing, no locks). The counter
 //                              cache_vs_flat = cache rate / flat rate
 //                              (both in thread CPU time).
+//   BM_MissInsert/<preset>     The miss path under pressure: Lookup(), and
+//                              Insert() on a miss, of rows drawn uniformly
+//                              from a pool 4x the capacity, on a full cache
+//                              (~75 % misses for any policy; every insert
+//                              evicts or is refused: admission rule, victim
+//                              choice and, for "default", the ghost
+//                              history); accesses/s per thread. The stream
+//                              never repeats within a run (a shared cursor
+//                              moves on), so repetitions do not re-read
+//                              what the previous one inserted.
 //
 // Each cache gets a 256 MiB budget of 264-byte rows and is filled to ~60 % of
 // its slots with rows that were admitted, so every lookup is a hit. All
@@ -16,6 +26,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <atomic>
 #include <ctime>
 #include <cstdio>
 #include <cstdlib>
@@ -41,7 +52,7 @@ struct Fixture {
   std::vector<uint64_t> resident;  // row IDs known to be cached
 };
 
-const char* const kPresets[] = {"legacy", "ways8", "two-choice", "default"};
+const char* const kPresets[] = {"legacy", "ways8", "two-choice", "default", "default,admission=gt"};
 
 Fixture& FixtureFor(int preset_index) {
   static std::mutex mu;
@@ -49,7 +60,7 @@ Fixture& FixtureFor(int preset_index) {
   std::lock_guard<std::mutex> lock(mu);
   Fixture& f = fixtures[preset_index];
   if (f.cache) return f;
-  auto cache = RowCache::Create(RowCacheConfig::Preset(kPresets[preset_index]).value(), kBudget, kRowBytes);
+  auto cache = RowCache::Create(RowCacheConfig::FromSpec(kPresets[preset_index]).value(), kBudget, kRowBytes);
   if (!cache.ok()) {
     fprintf(stderr, "%s\n", cache.status().ToString().c_str());
     std::abort();
@@ -151,7 +162,66 @@ void BM_GatherVsFlat(benchmark::State& state) {
   state.counters["misses"] = double(misses);
 }
 
+// A full cache per preset, its rows drawn from a pool 4x the capacity.
+struct ChurnFixture {
+  std::unique_ptr<RowCache> cache;
+  std::vector<uint64_t> stream;  // row IDs in access order, cycled
+  std::atomic<size_t> cursor{0};
+};
+
+ChurnFixture& ChurnFixtureFor(int preset_index) {
+  static std::mutex mu;
+  static std::map<int, ChurnFixture> fixtures;
+  std::lock_guard<std::mutex> lock(mu);
+  ChurnFixture& f = fixtures[preset_index];
+  if (f.cache) return f;
+  auto cache = RowCache::Create(RowCacheConfig::FromSpec(kPresets[preset_index]).value(), kBudget, kRowBytes);
+  if (!cache.ok()) {
+    fprintf(stderr, "%s\n", cache.status().ToString().c_str());
+    std::abort();
+  }
+  f.cache = std::move(cache).value();
+  const uint64_t pool = f.cache->capacity_rows() * 4;
+  std::mt19937_64 rng(43);
+  f.stream.resize(pool * 16);
+  for (auto& id : f.stream) id = 1 + rng() % pool;
+  std::vector<std::byte> row(kRowBytes, std::byte{0x5a});
+  for (size_t k = 0; k < pool; ++k) {  // warm-up: the cache is full and the history warm
+    if (!f.cache->Lookup(f.stream[k], {})) f.cache->Insert(f.stream[k], row);
+  }
+  f.cursor = pool;
+  return f;
+}
+
+void BM_MissInsert(benchmark::State& state) {
+  ChurnFixture& f = ChurnFixtureFor(int(state.range(0)));
+  state.SetLabel(kPresets[state.range(0)]);
+  std::vector<std::byte> buf(kRowBytes), row(kRowBytes, std::byte{0x5a});
+  const size_t n = f.stream.size();
+  constexpr size_t kChunk = 4096;  // stream positions claimed per cursor bump
+  size_t i = 0, end = 0;
+  uint64_t misses = 0;
+  for (auto _ : state) {
+    if (i == end) {
+      i = f.cursor.fetch_add(kChunk) % n;
+      end = std::min(n, i + kChunk);
+    }
+    const uint64_t id = f.stream[i++];
+    if (!f.cache->Lookup(id, buf)) {
+      ++misses;
+      f.cache->Insert(id, row);
+    }
+  }
+  state.SetItemsProcessed(int64_t(state.iterations()));
+  const RowCacheStats st = f.cache->Stats();
+  state.counters["empty_slots"] = benchmark::Counter(double(st.capacity_rows - st.resident_rows),
+                                                     benchmark::Counter::kAvgThreads);
+  state.counters["miss_ratio"] = benchmark::Counter(
+      double(misses) / double(std::max<int64_t>(1, state.iterations())), benchmark::Counter::kAvgThreads);
+}
+
 BENCHMARK(BM_HitLookup)->DenseRange(0, 3)->Threads(1)->Threads(2);
+BENCHMARK(BM_MissInsert)->DenseRange(0, 4)->Threads(1)->Threads(2);
 BENCHMARK(BM_GatherVsFlat)->DenseRange(0, 3)->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -36,6 +36,15 @@ TEST(GhostHistory, ReportsAgeInWholeEpochs) {
   EXPECT_EQ(g.AgeOf(H(7), 1560), 0u);
 }
 
+TEST(GhostHistory, TouchReturnsThePreviousAccessAndRecordsThisOne) {
+  GhostHistory g(64 * 1024, 3, 100, 1);
+  EXPECT_EQ(g.Touch(H(5), 1000), GhostHistory::kNever);  // first seen
+  EXPECT_EQ(g.Touch(H(5), 1250), 200u);                  // epochs 10 -> 12
+  EXPECT_EQ(g.AgeOf(H(5), 1250), 0u);
+  EXPECT_EQ(g.Touch(H(5), 1950), GhostHistory::kNever);  // 7 epochs: forgotten
+  EXPECT_EQ(g.AgeOf(H(5), 1950), 0u);                    // ... and seen again now
+}
+
 TEST(GhostHistory, ForgetsRowsOlderThanTheTrustedAge) {
   GhostHistory g(64 * 1024, 3, 100, 1);
   ASSERT_EQ(g.max_age_epochs(), 6u);  // 8 epoch values, a quarter of them for the sweep
@@ -109,9 +118,9 @@ TEST(GhostHistory, ConcurrentRecordsAndLookupsStayInRange) {
       for (uint64_t i = 0; i < 50'000; ++i) {
         const uint64_t now = clock.fetch_add(1);
         const uint64_t row = (i * 7 + t) % 3000;
-        const uint64_t age = g.AgeOf(H(row), now);
+        const uint64_t age = (i % 2) ? g.Touch(H(row), now) : g.AgeOf(H(row), now);
         if (age != GhostHistory::kNever && age > uint64_t{g.max_age_epochs()} * 64) bad = true;
-        g.Record(H(row), now, now);
+        if (i % 3 == 0) g.Record(H(row + 5000), now > 100 ? now - 100 : 0, now);
         g.Sweep(now);
       }
     });

@@ -74,8 +74,7 @@ class ReferenceCache {
     // access, then records this one.
     uint64_t cand_age = cache::GhostHistory::kNever;
     if (ghost_ && !pinned) {
-      cand_age = ghost_->AgeOf(hasher_.Hash(id), now);
-      ghost_->Record(hasher_.Hash(id), now, now);
+      cand_age = ghost_->Touch(hasher_.Hash(id), now);
       ghost_->Sweep(now);
     }
     if (Entry* e = Find(id)) {
@@ -94,7 +93,9 @@ class ReferenceCache {
       Put(cands[best], LowestFree(cands[best]), {id, now, pinned});
       return InsertOutcome::kInserted;
     }
-    if (c_.relocation_depth > 0 && cands.size() == 2) {
+    // Relocation only while >= capacity / 1024 (at least 1) slots are empty.
+    const uint64_t capacity = sets_.size() * c_.ways;
+    if (c_.relocation_depth > 0 && cands.size() == 2 && EmptySlots() >= std::max<uint64_t>(1, capacity / 1024)) {
       if (auto slot = Relocate(cands)) {
         Put(slot->first, slot->second, {id, now, pinned});
         return InsertOutcome::kInserted;
@@ -182,6 +183,11 @@ class ReferenceCache {
       }
     }
     return nullptr;
+  }
+  uint64_t EmptySlots() const {
+    uint64_t n = 0;
+    for (uint64_t s = 0; s < sets_.size(); ++s) n += FreeWays(s);
+    return n;
   }
   size_t FreeWays(uint64_t s) const {
     return std::count_if(sets_[s].begin(), sets_[s].end(), [](const auto& e) { return !e; });

@@ -23,7 +23,7 @@ GhostHistory::GhostHistory(uint64_t bytes, uint32_t epoch_bits, uint64_t granula
       max_age_((1u << epoch_bits) - std::max(1u, (1u << epoch_bits) / 4)),
       granularity_(std::max<uint64_t>(granularity, 1)),
       seed_(Remix(seed ^ 0x6a09e667f3bcc908ULL)),
-      entries_(new std::atomic<uint16_t>[buckets_ * kEntriesPerBucket]()) {}
+      words_(new std::atomic<uint64_t>[buckets_ * kWordsPerBucket]()) {}
 
 GhostHistory::Slot GhostHistory::SlotOf(uint64_t hash) const {
   const uint64_t h = Remix(hash ^ seed_);
@@ -36,55 +36,92 @@ GhostHistory::Slot GhostHistory::SlotOf(uint64_t hash) const {
   return s;
 }
 
-void GhostHistory::Record(uint64_t hash, uint64_t when, uint64_t now) {
-  const Slot s = SlotOf(hash);
-  const uint64_t now_epoch = now / granularity_;
-  const uint64_t when_epoch = std::min(when, now) / granularity_;
-  if (now_epoch - when_epoch >= max_age_) return;  // too old to tell apart from "never"
-  const uint16_t entry = static_cast<uint16_t>(s.fingerprint | (when_epoch & epoch_mask_));
+void GhostHistory::ScanBucket(const Slot& s, uint64_t now_epoch, Scan* scan) const {
+  const std::atomic<uint64_t>* words = Bucket(s.bucket);
+  for (uint32_t w = 0; w < kWordsPerBucket; ++w) {
+    const uint64_t v = words[w].load(std::memory_order_relaxed);
+    for (uint32_t k = 0; k < 4; ++k) scan->entries[w * 4 + k] = static_cast<uint16_t>(v >> (16 * k));
+  }
   const uint16_t fp_mask = static_cast<uint16_t>(~epoch_mask_);
-  std::atomic<uint16_t>* b = Bucket(s.bucket);
-  uint32_t target = 0, target_age = 0;
-  bool have_empty = false;
   for (uint32_t i = 0; i < kEntriesPerBucket; ++i) {
-    const uint16_t e = b[i].load(std::memory_order_relaxed);
+    const uint16_t e = scan->entries[i];
     if (e == 0) {
-      if (!have_empty) target = i;
-      have_empty = true;
+      if (!scan->target_empty) {
+        scan->target = static_cast<int>(i);
+        scan->target_empty = true;
+      }
       continue;
     }
     if ((e & fp_mask) == s.fingerprint) {
-      // Keep the more recent of the two accesses.
-      if (EpochAge(e, now_epoch) > now_epoch - when_epoch) b[i].store(entry, std::memory_order_relaxed);
+      scan->match = static_cast<int>(i);
       return;
     }
-    if (!have_empty) {
+    if (!scan->target_empty) {
       const uint32_t age = EpochAge(e, now_epoch);
-      if (age >= target_age) {
-        target = i;
-        target_age = age;
+      if (scan->target < 0 || age >= scan->target_age) {
+        scan->target = static_cast<int>(i);
+        scan->target_age = age;
       }
     }
   }
+}
+
+void GhostHistory::StoreEntry(uint64_t bucket, int index, uint16_t value) {
+  std::atomic<uint64_t>& word = Bucket(bucket)[index / 4];
+  const int shift = 16 * (index % 4);
+  uint64_t old = word.load(std::memory_order_relaxed);
+  uint64_t updated;
+  do {
+    updated = (old & ~(uint64_t{0xffff} << shift)) | (uint64_t{value} << shift);
+  } while (!word.compare_exchange_weak(old, updated, std::memory_order_relaxed));
+}
+
+void GhostHistory::Place(const Slot& s, const Scan& scan, uint64_t when_epoch, uint64_t now_epoch) {
+  const uint16_t entry = static_cast<uint16_t>(s.fingerprint | (when_epoch & epoch_mask_));
+  const uint64_t age = now_epoch - when_epoch;
+  if (scan.match >= 0) {
+    // Keep the more recent of the two accesses.
+    if (EpochAge(scan.entries[scan.match], now_epoch) > age) StoreEntry(s.bucket, scan.match, entry);
+    return;
+  }
   // An empty entry, else the oldest one -- unless every entry is younger
-  // than this access (recording an evicted row's old access must not push
+  // than this access (recording a departing row's old access must not push
   // out a row seen since).
-  if (have_empty || target_age >= now_epoch - when_epoch) b[target].store(entry, std::memory_order_relaxed);
+  if (scan.target_empty || scan.target_age >= age) StoreEntry(s.bucket, scan.target, entry);
+}
+
+uint64_t GhostHistory::Touch(uint64_t hash, uint64_t now) {
+  const Slot s = SlotOf(hash);
+  const uint64_t now_epoch = now / granularity_;
+  Scan scan;
+  ScanBucket(s, now_epoch, &scan);
+  uint64_t previous = kNever;
+  if (scan.match >= 0) {
+    const uint32_t age = EpochAge(scan.entries[scan.match], now_epoch);
+    if (age < max_age_) previous = uint64_t{age} * granularity_;
+  }
+  Place(s, scan, now_epoch, now_epoch);
+  return previous;
+}
+
+void GhostHistory::Record(uint64_t hash, uint64_t when, uint64_t now) {
+  const uint64_t now_epoch = now / granularity_;
+  const uint64_t when_epoch = std::min(when, now) / granularity_;
+  if (now_epoch - when_epoch >= max_age_) return;  // too old to tell apart from "never"
+  const Slot s = SlotOf(hash);
+  Scan scan;
+  ScanBucket(s, now_epoch, &scan);
+  Place(s, scan, when_epoch, now_epoch);
 }
 
 uint64_t GhostHistory::AgeOf(uint64_t hash, uint64_t now) const {
   const Slot s = SlotOf(hash);
   const uint64_t now_epoch = now / granularity_;
-  const uint16_t fp_mask = static_cast<uint16_t>(~epoch_mask_);
-  const std::atomic<uint16_t>* b = Bucket(s.bucket);
-  for (uint32_t i = 0; i < kEntriesPerBucket; ++i) {
-    const uint16_t e = b[i].load(std::memory_order_relaxed);
-    if (e != 0 && (e & fp_mask) == s.fingerprint) {
-      const uint32_t age = EpochAge(e, now_epoch);
-      return age >= max_age_ ? kNever : uint64_t{age} * granularity_;
-    }
-  }
-  return kNever;
+  Scan scan;
+  ScanBucket(s, now_epoch, &scan);
+  if (scan.match < 0) return kNever;
+  const uint32_t age = EpochAge(scan.entries[scan.match], now_epoch);
+  return age >= max_age_ ? kNever : uint64_t{age} * granularity_;
 }
 
 void GhostHistory::Sweep(uint64_t now) {
@@ -99,10 +136,14 @@ void GhostHistory::Sweep(uint64_t now) {
   if (!swept_.compare_exchange_strong(done, to, std::memory_order_relaxed)) return;  // another thread sweeps
   const uint64_t now_epoch = now / granularity_;
   for (uint64_t i = from; i < to; ++i) {
-    std::atomic<uint16_t>* b = Bucket(i % buckets_);
-    for (uint32_t j = 0; j < kEntriesPerBucket; ++j) {
-      const uint16_t e = b[j].load(std::memory_order_relaxed);
-      if (e != 0 && EpochAge(e, now_epoch) >= max_age_) b[j].store(0, std::memory_order_relaxed);
+    const uint64_t bucket = i % buckets_;
+    std::atomic<uint64_t>* words = Bucket(bucket);
+    for (uint32_t w = 0; w < kWordsPerBucket; ++w) {
+      const uint64_t v = words[w].load(std::memory_order_relaxed);
+      for (uint32_t k = 0; k < 4; ++k) {
+        const uint16_t e = static_cast<uint16_t>(v >> (16 * k));
+        if (e != 0 && EpochAge(e, now_epoch) >= max_age_) StoreEntry(bucket, int(w * 4 + k), 0);
+      }
     }
   }
 }

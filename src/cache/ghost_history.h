@@ -22,9 +22,14 @@
 //  - A new row takes an empty entry of its bucket, else the oldest one: the
 //    table remembers the most recently seen rows, as much as fits.
 //
-// Thread safety: entries are relaxed 16-bit atomics. Two racing records into
-// one bucket may pick the same entry and one of them is lost, which only makes
-// the history more approximate (an admission decision, never a wrong row).
+// A bucket is read as eight relaxed 64-bit loads into a local copy and
+// scanned there (no atomic operation per entry); an entry is written with a
+// compare-and-swap of its 64-bit word, so writes to neighbouring entries are
+// never lost.
+//
+// Thread safety: two racing records of *different rows* into one bucket may
+// pick the same entry, and one of them is lost; that only makes the history
+// more approximate (an admission decision, never a wrong row).
 #pragma once
 
 #include <atomic>
@@ -42,7 +47,12 @@ class GhostHistory {
   // granularity >= 1 ticks per epoch.
   GhostHistory(uint64_t bytes, uint32_t epoch_bits, uint64_t granularity, uint64_t seed);
 
-  // The row (by its 64-bit hash) was accessed at tick `when` (<= now).
+  // The row (by its 64-bit hash) is accessed now: returns the age of its
+  // previous recorded access (as AgeOf) and records this one, in one pass.
+  uint64_t Touch(uint64_t hash, uint64_t now);
+  // The row was last accessed at tick `when` (<= now), e.g. a row leaving
+  // the cache. Never makes a row's recorded access older, and never pushes
+  // out a row recorded more recently than `when`.
   void Record(uint64_t hash, uint64_t when, uint64_t now);
   // Ticks since the row's recorded access, rounded down to whole epochs, or
   // kNever if it is not in the table (never seen, or forgotten).
@@ -57,15 +67,27 @@ class GhostHistory {
   uint32_t max_age_epochs() const { return max_age_; }
 
  private:
+  static constexpr uint32_t kWordsPerBucket = kEntriesPerBucket / 4;
   struct Slot {
     uint64_t bucket;
     uint16_t fingerprint;  // already shifted into the high bits
+  };
+  // A bucket's entries as loaded, plus what a record needs to know.
+  struct Scan {
+    uint16_t entries[kEntriesPerBucket];
+    int match = -1;          // entry holding the row's fingerprint
+    int target = -1;         // empty entry, else the oldest one
+    uint32_t target_age = 0;
+    bool target_empty = false;
   };
   Slot SlotOf(uint64_t hash) const;
   uint32_t EpochAge(uint16_t entry, uint64_t now_epoch) const {
     return static_cast<uint32_t>((now_epoch - entry) & epoch_mask_);
   }
-  std::atomic<uint16_t>* Bucket(uint64_t b) const { return entries_.get() + b * kEntriesPerBucket; }
+  std::atomic<uint64_t>* Bucket(uint64_t b) const { return words_.get() + b * kWordsPerBucket; }
+  void ScanBucket(const Slot& s, uint64_t now_epoch, Scan* scan) const;
+  void StoreEntry(uint64_t bucket, int index, uint16_t value);
+  void Place(const Slot& s, const Scan& scan, uint64_t when_epoch, uint64_t now_epoch);
 
   uint64_t buckets_;
   uint32_t epoch_bits_;
@@ -73,7 +95,7 @@ class GhostHistory {
   uint32_t max_age_;  // entries this many epochs old are cleared by the sweep
   uint64_t granularity_;
   uint64_t seed_;
-  std::unique_ptr<std::atomic<uint16_t>[]> entries_;
+  std::unique_ptr<std::atomic<uint64_t>[]> words_;  // 4 entries per word, entry i in bits 16*(i%4)
   // Sweep position, in buckets since the start (monotonic).
   std::atomic<uint64_t> swept_{0};
 };

@@ -115,6 +115,8 @@ SetAssociativeRowCache::SetAssociativeRowCache(const RowCacheConfig& config, uin
               HalvingPeriod(config, num_sets * config.ways), config.seed, config.conservative_update,
               config.sketch_blocked),
       stale_ticks_(StaleTicks(config, num_sets * config.ways)),
+      relocation_min_empty_(std::max<uint64_t>(1, num_sets * config.ways / 1024)),
+      empty_slots_(num_sets * config.ways),
       shards_(new StatShard[kStatShards]) {
   if (config.admission == AdmissionRule::kReuseDistance) {
     const uint64_t capacity = num_sets * config.ways;
@@ -385,8 +387,15 @@ SetAssociativeRowCache::Placement SetAssociativeRowCache::Place(const LockedSets
     return {InsertOutcome::kInserted, candidates[best_set], way};
   }
 
-  // 2. Cuckoo relocation makes a free way without evicting anyone.
-  if (config_.relocation_depth > 0 && l.two) {
+  // 2. Cuckoo relocation makes a free way without evicting anyone -- while
+  // enough ways are free anywhere for the search to find one. The search
+  // visits up to 64 sets (each a cache miss, ~8 us in all); with under
+  // 1/1024 of the slots free it mostly fails, and since slots only ever fill
+  // (nothing is erased) the cache stays that full: every insert under
+  // pressure would pay it for nothing. The last <= 0.1 % of the slots are
+  // then filled only by rows whose own candidate set has the free way.
+  if (config_.relocation_depth > 0 && l.two &&
+      empty_slots_.load(std::memory_order_relaxed) >= relocation_min_empty_) {
     uint64_t set;
     uint32_t way;
     if (Relocate(l, &set, &way)) return {InsertOutcome::kInserted, set, way};
@@ -448,8 +457,7 @@ InsertOutcome SetAssociativeRowCache::Insert(uint64_t row_id, std::span<const st
   uint64_t candidate_age = GhostHistory::kNever;
   if (ghost_) {
     // The history is lock-free: read and update it outside the set locks.
-    candidate_age = ghost_->AgeOf(hash, now64);
-    ghost_->Record(hash, now64, now64);
+    candidate_age = ghost_->Touch(hash, now64);
     ghost_->Sweep(now64);
   }
   StatShard& stats = Shard();
@@ -478,6 +486,7 @@ InsertOutcome SetAssociativeRowCache::Insert(uint64_t row_id, std::span<const st
     case InsertOutcome::kInserted:
       stats.inserts.fetch_add(1, std::memory_order_relaxed);
       stats.resident_delta.fetch_add(1, std::memory_order_relaxed);
+      empty_slots_.fetch_sub(1, std::memory_order_relaxed);
       break;
     case InsertOutcome::kInsertedEvicted:
       stats.inserts.fetch_add(1, std::memory_order_relaxed);
@@ -525,6 +534,7 @@ InsertOutcome SetAssociativeRowCache::InsertPinned(uint64_t row_id, std::span<co
     stats.evictions.fetch_add(1, std::memory_order_relaxed);
   } else {
     stats.resident_delta.fetch_add(1, std::memory_order_relaxed);
+    empty_slots_.fetch_sub(1, std::memory_order_relaxed);
   }
   return p.outcome;
 }

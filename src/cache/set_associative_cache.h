@@ -164,6 +164,11 @@ class SetAssociativeRowCache final : public RowCache {
   // Age (ticks) beyond which a resident is stale (config.stale_after x
   // capacity); 0 = no recency guard.
   const uint32_t stale_ticks_;
+  // Slots never filled yet: decremented after a row takes a free way, so it
+  // is never below the true count (rows are replaced, never erased). Below
+  // relocation_min_empty_ (capacity / 1024, at least 1) relocation is skipped.
+  const uint64_t relocation_min_empty_;
+  std::atomic<uint64_t> empty_slots_;
   std::atomic<uint64_t> clock_{1};
   std::unique_ptr<StatShard[]> shards_;
 };
