@@ -70,17 +70,20 @@ class ReferenceCache {
 
   InsertOutcome Insert(uint64_t id, bool pinned) {
     uint64_t now = tick_++;
-    // Reuse distance: every (unpinned) insert looks up the row's previous
-    // access, then records this one.
-    uint64_t cand_age = cache::GhostHistory::kNever;
-    if (ghost_ && !pinned) {
-      cand_age = ghost_->Touch(hasher_.Hash(id), now);
-      ghost_->Sweep(now);
-    }
     if (Entry* e = Find(id)) {
       if (pinned) e->pinned = true;
       return InsertOutcome::kAlreadyPresent;
     }
+    // Reuse distance: an (unpinned) insert of an absent row looks up the
+    // row's previous access and records this one; the sweep follows the insert.
+    uint64_t cand_age = cache::GhostHistory::kNever;
+    if (ghost_ && !pinned) cand_age = ghost_->Touch(hasher_.Hash(id), now);
+    const InsertOutcome out = Place(id, now, pinned, cand_age);
+    if (ghost_ && !pinned) ghost_->Sweep(now);
+    return out;
+  }
+
+  InsertOutcome Place(uint64_t id, uint64_t now, bool pinned, uint64_t cand_age) {
     std::vector<uint64_t> cands = Candidates(id);
     // Free way in the emptier set, the first on a tie.
     int best = -1;

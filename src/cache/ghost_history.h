@@ -54,6 +54,8 @@ class GhostHistory {
   // the cache. Never makes a row's recorded access older, and never pushes
   // out a row recorded more recently than `when`.
   void Record(uint64_t hash, uint64_t when, uint64_t now);
+  // Starts loading the row's bucket into the CPU cache.
+  void Prefetch(uint64_t hash) const { __builtin_prefetch(Bucket(SlotOf(hash).bucket)); }
   // Ticks since the row's recorded access, rounded down to whole epochs, or
   // kNever if it is not in the table (never seen, or forgotten).
   uint64_t AgeOf(uint64_t hash, uint64_t now) const;

@@ -454,12 +454,9 @@ InsertOutcome SetAssociativeRowCache::Insert(uint64_t row_id, std::span<const st
   const uint64_t hash = hasher_.Hash(row_id);
   const uint64_t now64 = Tick64();
   const uint32_t now = static_cast<uint32_t>(now64);
-  uint64_t candidate_age = GhostHistory::kNever;
-  if (ghost_) {
-    // The history is lock-free: read and update it outside the set locks.
-    candidate_age = ghost_->Touch(hash, now64);
-    ghost_->Sweep(now64);
-  }
+  // The history's bucket load overlaps the candidate sets' (the two are
+  // independent cache misses on this path).
+  if (ghost_) ghost_->Prefetch(hash);
   StatShard& stats = Shard();
   LockedSets l = LockCandidates(hash);
   uint64_t set;
@@ -469,19 +466,27 @@ InsertOutcome SetAssociativeRowCache::Insert(uint64_t row_id, std::span<const st
     stats.inserts.fetch_add(1, std::memory_order_relaxed);  // see RefusalReason: keeps misses == inserts + refusals
     return InsertOutcome::kAlreadyPresent;
   }
+  // The row's previous access, and this one recorded (the history is
+  // lock-free; it is touched under the set locks only because its line is
+  // due by now).
+  const uint64_t candidate_age = ghost_ ? ghost_->Touch(hash, now64) : GhostHistory::kNever;
   Placement p = Place(l, row_id, hash, now, PlaceMode::kAdmit, candidate_age);
   uint64_t evicted_hash = 0, evicted_at = 0;
   if (p.outcome == InsertOutcome::kInsertedEvicted && ghost_) {
     SetView v = View(p.set);
     evicted_hash = hasher_.Hash(v.keys()[p.way]);
     evicted_at = now64 - std::min<uint64_t>(now64, AgeOf(now, v.stamps()[p.way]));
+    ghost_->Prefetch(evicted_hash);  // loads while the row is copied in
   }
   if (p.outcome == InsertOutcome::kInserted || p.outcome == InsertOutcome::kInsertedEvicted) {
     WriteEntry(p.set, p.way, row_id, now, row, /*pinned=*/false);
   }
   UnlockCandidates(l);
-  // The evicted row leaves the index; its last access goes to the history.
-  if (p.outcome == InsertOutcome::kInsertedEvicted && ghost_) ghost_->Record(evicted_hash, evicted_at, now64);
+  if (ghost_) {
+    // The evicted row leaves the index; its last access goes to the history.
+    if (p.outcome == InsertOutcome::kInsertedEvicted) ghost_->Record(evicted_hash, evicted_at, now64);
+    ghost_->Sweep(now64);
+  }
   switch (p.outcome) {
     case InsertOutcome::kInserted:
       stats.inserts.fetch_add(1, std::memory_order_relaxed);
