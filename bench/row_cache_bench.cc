@@ -220,7 +220,7 @@ void BM_MissInsert(benchmark::State& state) {
       double(misses) / double(std::max<int64_t>(1, state.iterations())), benchmark::Counter::kAvgThreads);
 }
 
-BENCHMARK(BM_HitLookup)->DenseRange(0, 3)->Threads(1)->Threads(2);
+BENCHMARK(BM_HitLookup)->DenseRange(0, 4)->Threads(1)->Threads(2);
 BENCHMARK(BM_MissInsert)->DenseRange(0, 4)->Threads(1)->Threads(2);
 BENCHMARK(BM_GatherVsFlat)->DenseRange(0, 3)->Unit(benchmark::kMicrosecond);
 

@@ -197,7 +197,8 @@ TEST(RowCacheLegacy, HalvingLetsANewRowDisplaceFormerlyHotResidents) {
   for (int i = 0; i < 4; ++i)
     for (int k = 0; k < 4; ++k) Touch(*c, ids[i]);  // 16 lookups, residents at 4
   EXPECT_EQ(c->EstimateOf(ids[0]), 4u);
-  // 48 more lookups of unrelated rows complete the period: everything halves.
+  // 48 more lookups of unrelated rows: with the 16 lookups and 4 inserts
+  // above, the clock passes tick 64 and everything halves.
   auto others = IdsIn(*c, 7, 48);
   std::vector<std::byte> buf(kRowBytes);
   for (uint64_t id : others) c->Lookup(id, buf);

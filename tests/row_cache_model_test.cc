@@ -57,10 +57,7 @@ class ReferenceCache {
   bool Lookup(uint64_t id, PinAction pin) {
     uint32_t& n = counts_[id];
     if (n < Max()) ++n;
-    if (halving_ && ++lookups_ % halving_ == 0) {
-      for (auto& [k, v] : counts_) v /= 2;
-    }
-    uint64_t now = tick_++;
+    uint64_t now = Tick();
     Entry* e = Find(id);
     if (!e) return false;
     e->stamp = now;
@@ -69,7 +66,7 @@ class ReferenceCache {
   }
 
   InsertOutcome Insert(uint64_t id, bool pinned) {
-    uint64_t now = tick_++;
+    uint64_t now = Tick();
     if (Entry* e = Find(id)) {
       if (pinned) e->pinned = true;
       return InsertOutcome::kAlreadyPresent;
@@ -169,6 +166,15 @@ class ReferenceCache {
     bool pinned;
   };
 
+  // The operation whose tick is a multiple of the halving period halves
+  // every count first.
+  uint64_t Tick() {
+    const uint64_t now = tick_++;
+    if (halving_ && now % halving_ == 0) {
+      for (auto& [k, v] : counts_) v /= 2;
+    }
+    return now;
+  }
   uint32_t Max() const { return (1u << c_.counter_bits) - 1; }
   uint32_t Count(uint64_t id) const {
     auto it = counts_.find(id);
@@ -250,9 +256,8 @@ class ReferenceCache {
   SetHasher hasher_;
   std::vector<std::vector<std::optional<Entry>>> sets_;
   std::unordered_map<uint64_t, uint32_t> counts_;
-  uint64_t halving_ = 0;  // effective halving period (lookups)
+  uint64_t halving_ = 0;  // effective halving period (ticks)
   uint64_t stale_ = 0;    // effective stale age (ticks)
-  uint64_t lookups_ = 0;
   uint64_t tick_ = 1;  // the cache's clock starts at 1 (epochs of the history count from it)
   uint64_t relocations_ = 0;
   std::unique_ptr<cache::GhostHistory> ghost_;

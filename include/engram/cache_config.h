@@ -70,12 +70,13 @@ struct RowCacheConfig {
   // sketch row, as the reported cache): a row's sketch_depth counters share
   // one 64-byte block, so a lookup touches one sketch cache line, not depth.
   bool sketch_blocked = false;
-  // Halve every counter after this many increments (lookups); 0 = never.
+  // Halve every counter every this many operations (ticks of the cache's
+  // clock: lookups and inserts); 0 = never.
   // The reported trace saw no halving, so "legacy" uses 0 (never); presets
   // meant to run for a long time age their counters (see Preset()).
   uint64_t halving_period = 0;
   // Alternatively (issue 6) a halving period tied to the cache size: halve
-  // every ceil(halving_per_capacity * capacity_rows) increments. 0 = off;
+  // every ceil(halving_per_capacity * capacity_rows) operations. 0 = off;
   // exclusive with halving_period.
   double halving_per_capacity = 0.0;
 

@@ -39,8 +39,8 @@ uint32_t StaleTicks(const RowCacheConfig& c, uint64_t capacity_rows) {
   return t >= double(1u << 31) ? (1u << 31) - 1 : std::max<uint32_t>(1, static_cast<uint32_t>(t));
 }
 
-// The sketch's halving period in increments: the absolute one, or the one
-// tied to the capacity (at least 1); 0 = never.
+// The sketch's halving period in ticks (operations): the absolute one, or
+// the one tied to the capacity (at least 1); 0 = never.
 uint64_t HalvingPeriod(const RowCacheConfig& c, uint64_t capacity_rows) {
   if (c.halving_per_capacity <= 0.0) return c.halving_period;
   return std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(c.halving_per_capacity * double(capacity_rows))));
@@ -111,9 +111,11 @@ SetAssociativeRowCache::SetAssociativeRowCache(const RowCacheConfig& config, uin
       hasher_(config.seed, num_sets, config.candidate_sets),
       index_(std::move(index)),
       slab_(std::move(slab)),
-      sketch_(footprint.sketch_bytes, config.sketch_depth, config.counter_bits,
-              HalvingPeriod(config, num_sets * config.ways), config.seed, config.conservative_update,
-              config.sketch_blocked),
+      // The cache halves the sketch itself, on its clock (see Tick64): the
+      // sketch's own period would be one more shared counter per lookup.
+      sketch_(footprint.sketch_bytes, config.sketch_depth, config.counter_bits, /*halving_period=*/0, config.seed,
+              config.conservative_update, config.sketch_blocked),
+      halving_ticks_(HalvingPeriod(config, num_sets * config.ways)),
       stale_ticks_(StaleTicks(config, num_sets * config.ways)),
       relocation_min_empty_(std::max<uint64_t>(1, num_sets * config.ways / 1024)),
       empty_slots_(num_sets * config.ways),
@@ -164,7 +166,7 @@ bool SetAssociativeRowCache::Lookup(uint64_t row_id, std::span<std::byte> dst, P
 
 bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash, std::span<std::byte> dst, PinAction pin) {
   sketch_.Increment(hash);
-  const uint32_t now = Tick();
+  const uint32_t now = static_cast<uint32_t>(Tick64());
   const CandidateSets c = hasher_.Candidates(hash);
   // With two candidate sets, start loading the second set's index line now:
   // if the row is not in the first set, that probe then overlaps the first
@@ -510,7 +512,7 @@ InsertOutcome SetAssociativeRowCache::Insert(uint64_t row_id, std::span<const st
 
 InsertOutcome SetAssociativeRowCache::InsertPinned(uint64_t row_id, std::span<const std::byte> row) {
   const uint64_t hash = hasher_.Hash(row_id);
-  const uint32_t now = Tick();
+  const uint32_t now = static_cast<uint32_t>(Tick64());
   StatShard& stats = Shard();
   LockedSets l = LockCandidates(hash);
   uint64_t set;

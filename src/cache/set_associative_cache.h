@@ -128,8 +128,14 @@ class SetAssociativeRowCache final : public RowCache {
   // Finds the row (locking one candidate set at a time, changing nothing) and
   // prefetches its payload, so the Lookup that follows copies from cache.
   void PrefetchPayload(uint64_t row_id, const CandidateSets& c);
-  uint64_t Tick64() { return clock_.fetch_add(1, std::memory_order_relaxed); }
-  uint32_t Tick() { return static_cast<uint32_t>(Tick64()); }
+  // One tick of the logical clock per operation; the operation whose tick
+  // completes a halving period halves the sketch (exactly one does: ticks
+  // are unique), so lookups share no counter beyond the clock itself.
+  uint64_t Tick64() {
+    const uint64_t t = clock_.fetch_add(1, std::memory_order_relaxed);
+    if (halving_ticks_ != 0 && t % halving_ticks_ == 0) sketch_.Halve();
+    return t;
+  }
   StatShard& Shard() const;
 
   LockedSets LockCandidates(uint64_t hash);
@@ -158,6 +164,7 @@ class SetAssociativeRowCache final : public RowCache {
   AnonymousMemory index_;
   AnonymousMemory slab_;
   FrequencySketch sketch_;
+  const uint64_t halving_ticks_;  // halve the sketch every this many ticks; 0 = never
   // Only with AdmissionRule::kReuseDistance: previous accesses of rows not
   // in the cache (recorded on refusal and eviction).
   std::unique_ptr<GhostHistory> ghost_;
