@@ -68,10 +68,10 @@ RowCacheConfig Legacy() {
 //    lookup; 2 B per cached row at any cache size). A fixed-size sketch
 //    either wastes memory on small caches or, on large ones, shares each
 //    counter among many rows, so hot rows look cold and get evicted;
-//  - counters are halved every 10 cache-fulls of lookups (Caffeine's
+//  - counters are halved every 10 cache-fulls of operations (Caffeine's
 //    sample size), so in a long-running store they keep measuring recent
-//    popularity instead of saturating; the report's five requests are
-//    shorter than one period at every capacity measured;
+//    popularity instead of saturating (at a quarter of the report's
+//    capacity the five requests see one halving);
 //  - recency guard: a resident untouched for 16 cache-fulls of operations is
 //    stale and loses to any candidate, so neither saturated counters nor a
 //    flooded sketch can lock new rows out for good.
