@@ -27,21 +27,27 @@ echo "wrote $out/replay_report.txt, $out/replay_miss_ratio.csv, $out/replay_miss
 # Identity map, all policies at matched / half / quarter capacity; then legacy, default and
 # belady on the compressed token map and on an unseen slice of the same corpus
 # (tokens.u32: A = tokens 125,000..144,999, B = 150,000..209,999, A'/B'/A'' with their first
-# 16 tokens replaced by seeded pseudo-random IDs, like the fixture requests).
+# 16 tokens replaced by seeded pseudo-random IDs, like the fixture requests), and two more slices
+# with other offsets and proportions.
 if [[ "${ENGRAM_REPLAY_ISSUE6:-1}" == 1 ]]; then
   slice=$(mktemp -d)
   trap 'rm -rf "$slice"' EXIT
   python3 - "$traces/tokens.u32" "$slice" <<'PY'
-import array, random, sys
+import array, os, random, sys
 t = array.array('I'); t.frombytes(open(sys.argv[1], 'rb').read())
-def w(name, toks): open(sys.argv[2] + '/' + name, 'wb').write(array.array('I', toks).tobytes())
 def restart(x, seed):
     r = random.Random(seed); y = list(x)
     for i in range(16): y[i] = r.randrange(3, 128000)
     return y
-A = list(t[125000:145000]); B = list(t[150000:210000])
-w('req1.u32', A); w('req2.u32', restart(A, 0x5eed1002)); w('req3.u32', B)
-w('req4.u32', restart(B, 0x5eed1004)); w('req5.u32', restart(A, 0x5eed1005))
+def make(d, a, b):
+    os.makedirs(d, exist_ok=True)
+    def w(name, toks): open(d + '/' + name, 'wb').write(array.array('I', toks).tobytes())
+    A = list(t[a[0]:a[1]]); B = list(t[b[0]:b[1]])
+    w('req1.u32', A); w('req2.u32', restart(A, 0x5eed1002)); w('req3.u32', B)
+    w('req4.u32', restart(B, 0x5eed1004)); w('req5.u32', restart(A, 0x5eed1005))
+make(sys.argv[2], (125000, 145000), (150000, 210000))       # the unseen slice
+make(sys.argv[2] + '/s2', (0, 30000), (40000, 90000))        # two more, other proportions
+make(sys.argv[2] + '/s3', (60000, 75000), (80000, 150000))
 PY
   base=("$build/engram-replay" --layout "$here/tests/fixtures/engram-hash/layout-v41.json" --layer 0
     --threads "${ENGRAM_REPLAY_THREADS:-2}")
@@ -57,6 +63,13 @@ PY
     echo "### unseen slice (1,092,455 distinct rows -> matched 1,400,583)"
     "${base[@]}" $(five "$slice") --policy legacy --policy default --policy belady \
       --capacity-rows 1400583 --sweep 0.25,0.5,1
+    # Matched capacity = distinct rows x 1400583 / 1092455 (the report's fill).
+    echo "### unseen slice 2 (A = tokens 0..29,999, B = 40,000..89,999; 1,083,334 distinct rows -> matched 1,388,889)"
+    "${base[@]}" $(five "$slice/s2") --policy legacy --policy default --policy belady \
+      --capacity-rows 1388889 --sweep 0.25,0.5,1
+    echo "### unseen slice 3 (A = tokens 60,000..74,999, B = 80,000..149,999; 1,212,245 distinct rows -> matched 1,554,160)"
+    "${base[@]}" $(five "$slice/s3") --policy legacy --policy default --policy belady \
+      --capacity-rows 1554160 --sweep 0.25,0.5,1
   } | tee "$out/replay_issue6.txt"
   echo "wrote $out/replay_issue6.txt" >&2
 fi
