@@ -10,8 +10,8 @@ namespace {
 constexpr uint64_t kBlockBytes = 64;
 }  // namespace
 
-FrequencySketch::FrequencySketch(uint64_t bytes, uint32_t depth, uint32_t counter_bits, uint64_t halving_period,
-                                 uint64_t seed, bool conservative, bool blocked)
+FrequencySketch::FrequencySketch(uint64_t bytes, uint32_t depth, uint32_t counter_bits, uint64_t seed,
+                                 bool conservative, bool blocked)
     : bytes_(blocked ? std::max<uint64_t>(kBlockBytes, bytes / kBlockBytes * kBlockBytes) : bytes),
       depth_(depth),
       bits_(counter_bits),
@@ -19,7 +19,6 @@ FrequencySketch::FrequencySketch(uint64_t bytes, uint32_t depth, uint32_t counte
       width_(bytes_ * (8 / counter_bits) / depth),
       blocked_(blocked),
       blocks_(bytes_ / kBlockBytes),
-      halving_period_(halving_period),
       seed_(Remix(seed ^ 0x5ce7c4a1d2b3f607ULL)),
       conservative_(conservative),
       counters_(new std::atomic<uint8_t>[bytes_]()) {}
@@ -86,11 +85,6 @@ void FrequencySketch::Increment(uint64_t hash) {
         if (val[i] == m) Bump(idx[i]);
       }
     }
-  }
-  if (halving_period_ != 0) {
-    // Only the thread whose increment completes a period halves.
-    uint64_t n = increments_.fetch_add(1, std::memory_order_relaxed) + 1;
-    if (n % halving_period_ == 0) Halve();
   }
 }
 

@@ -6,8 +6,9 @@
 // distinct offsets, so an increment or estimate touches one cache line
 // instead of depth lines. Every Increment() bumps all depth
 // counters (plain count-min, as the reported cache does), or with
-// conservative update only those at the minimum. After
-// halving_period increments every counter is halved so old popularity fades.
+// conservative update only those at the minimum. Halve() halves every
+// counter so old popularity fades; the owner decides when (the row cache does
+// it on its own clock, so lookups share no counter here).
 //
 // Thread safety: counters are relaxed atomics updated with load + store, not
 // read-modify-write: two racing increments of one counter may count once.
@@ -23,19 +24,19 @@ namespace engram::cache {
 
 class FrequencySketch {
  public:
-  // bytes of counters (>= 64), depth 1..8, counter_bits 4 or 8; 0 = never halve.
+  // bytes of counters (>= 64), depth 1..8, counter_bits 4 or 8.
   // conservative: bump only the key's counters that hold its current minimum
   // (conservative update): same memory, far less over-estimation when many
   // keys share counters.
   // blocked: a key's counters share one 64-byte block (bytes is then rounded
   // down to whole blocks, at least one).
-  FrequencySketch(uint64_t bytes, uint32_t depth, uint32_t counter_bits, uint64_t halving_period, uint64_t seed,
+  FrequencySketch(uint64_t bytes, uint32_t depth, uint32_t counter_bits, uint64_t seed,
                   bool conservative = false, bool blocked = false);
 
   // hash is the row's 64-bit hash (SetHasher::Hash); the sketch remixes it.
   void Increment(uint64_t hash);
   uint32_t Estimate(uint64_t hash) const;
-  // Halves every counter (called automatically every halving_period increments).
+  // Halves every counter.
   void Halve();
 
   uint32_t max_count() const { return max_; }
@@ -62,11 +63,9 @@ class FrequencySketch {
   uint64_t width_;  // counters per sketch row (rows layout)
   bool blocked_;
   uint64_t blocks_;  // 64-byte blocks (blocked layout)
-  uint64_t halving_period_;
   uint64_t seed_;
   bool conservative_;
   std::unique_ptr<std::atomic<uint8_t>[]> counters_;
-  std::atomic<uint64_t> increments_{0};
   std::atomic<uint64_t> halvings_{0};
 };
 

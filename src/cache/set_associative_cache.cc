@@ -113,8 +113,8 @@ SetAssociativeRowCache::SetAssociativeRowCache(const RowCacheConfig& config, uin
       slab_(std::move(slab)),
       // The cache halves the sketch itself, on its clock (see Tick64): the
       // sketch's own period would be one more shared counter per lookup.
-      sketch_(footprint.sketch_bytes, config.sketch_depth, config.counter_bits, /*halving_period=*/0, config.seed,
-              config.conservative_update, config.sketch_blocked),
+      sketch_(footprint.sketch_bytes, config.sketch_depth, config.counter_bits, config.seed, config.conservative_update,
+              config.sketch_blocked),
       halving_ticks_(HalvingPeriod(config, num_sets * config.ways)),
       stale_ticks_(StaleTicks(config, num_sets * config.ways)),
       relocation_min_empty_(std::max<uint64_t>(1, num_sets * config.ways / 1024)),
