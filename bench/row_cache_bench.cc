@@ -54,11 +54,14 @@ struct Fixture {
 
 const char* const kPresets[] = {"legacy", "ways8", "two-choice", "default", "default,admission=gt"};
 
-Fixture& FixtureFor(int preset_index) {
+// One fixture of type F per preset, built on first use (benchmarks of one
+// preset share it): a fresh cache of kBudget bytes, then fill(f).
+template <typename F>
+F& SharedFixture(int preset_index, void (*fill)(F&)) {
   static std::mutex mu;
-  static std::map<int, Fixture> fixtures;
+  static std::map<int, F> fixtures;
   std::lock_guard<std::mutex> lock(mu);
-  Fixture& f = fixtures[preset_index];
+  F& f = fixtures[preset_index];
   if (f.cache) return f;
   auto cache = RowCache::Create(RowCacheConfig::FromSpec(kPresets[preset_index]).value(), kBudget, kRowBytes);
   if (!cache.ok()) {
@@ -66,6 +69,11 @@ Fixture& FixtureFor(int preset_index) {
     std::abort();
   }
   f.cache = std::move(cache).value();
+  fill(f);
+  return f;
+}
+
+void FillResident(Fixture& f) {
   std::vector<std::byte> row(kRowBytes, std::byte{0x5a});
   const uint64_t target = f.cache->capacity_rows() * 6 / 10;
   std::mt19937_64 rng(42);
@@ -84,8 +92,9 @@ Fixture& FixtureFor(int preset_index) {
   }
   f.resident.swap(still);
   std::shuffle(f.resident.begin(), f.resident.end(), rng);
-  return f;
 }
+
+Fixture& FixtureFor(int preset_index) { return SharedFixture<Fixture>(preset_index, &FillResident); }
 
 void BM_HitLookup(benchmark::State& state) {
   Fixture& f = FixtureFor(int(state.range(0)));
@@ -169,18 +178,7 @@ struct ChurnFixture {
   std::atomic<size_t> cursor{0};
 };
 
-ChurnFixture& ChurnFixtureFor(int preset_index) {
-  static std::mutex mu;
-  static std::map<int, ChurnFixture> fixtures;
-  std::lock_guard<std::mutex> lock(mu);
-  ChurnFixture& f = fixtures[preset_index];
-  if (f.cache) return f;
-  auto cache = RowCache::Create(RowCacheConfig::FromSpec(kPresets[preset_index]).value(), kBudget, kRowBytes);
-  if (!cache.ok()) {
-    fprintf(stderr, "%s\n", cache.status().ToString().c_str());
-    std::abort();
-  }
-  f.cache = std::move(cache).value();
+void FillChurn(ChurnFixture& f) {
   const uint64_t pool = f.cache->capacity_rows() * 4;
   std::mt19937_64 rng(43);
   f.stream.resize(pool * 16);
@@ -190,8 +188,9 @@ ChurnFixture& ChurnFixtureFor(int preset_index) {
     if (!f.cache->Lookup(f.stream[k], {})) f.cache->Insert(f.stream[k], row);
   }
   f.cursor = pool;
-  return f;
 }
+
+ChurnFixture& ChurnFixtureFor(int preset_index) { return SharedFixture<ChurnFixture>(preset_index, &FillChurn); }
 
 void BM_MissInsert(benchmark::State& state) {
   ChurnFixture& f = ChurnFixtureFor(int(state.range(0)));
