@@ -265,8 +265,8 @@ TEST(RowCacheConfig, DefaultPresetIsIssue6Policy) {
   EXPECT_EQ(d.sketch_bytes, 0u);  // sized from the capacity
   EXPECT_EQ(d.stale_after, 16.0);
   EXPECT_EQ(d.halving_period, 0u);
-  EXPECT_EQ(d.halving_per_capacity, 10.0);
-  EXPECT_FALSE(d.conservative_update);
+  EXPECT_EQ(d.halving_per_capacity, 4.0);
+  EXPECT_TRUE(d.conservative_update);
 }
 
 TEST(RowCacheSpec, RefusalReasonNames) {

@@ -67,11 +67,15 @@ RowCacheConfig Legacy() {
 //    a row's two counters in one 64-byte block (one sketch cache line per
 //    lookup; 2 B per cached row at any cache size). A fixed-size sketch
 //    either wastes memory on small caches or, on large ones, shares each
-//    counter among many rows, so hot rows look cold and get evicted;
-//  - counters are halved every 10 cache-fulls of operations (Caffeine's
-//    sample size), so in a long-running store they keep measuring recent
-//    popularity instead of saturating (at a quarter of the report's
-//    capacity the five requests see one halving);
+//    counter among many rows, so hot rows look cold and get evicted.
+//    Conservative update (only a row's lowest counters are bumped) keeps
+//    rows that share a counter from inflating each other;
+//  - counters are halved every 4 cache-fulls of operations, so a working
+//    set that was popular once (request A, before a long request B) does
+//    not outrank the rows in use now for longer than that. With Caffeine's
+//    10 (and plain updates) A stayed resident through B: 0.2-1.7 % more
+//    avoidable misses at a quarter of the capacity, for 0.1-0.6 % fewer at
+//    half (bench/RESULTS.md, "Default policy, round 4");
 //  - recency guard: a resident untouched for 16 cache-fulls of operations is
 //    stale and loses to any candidate, so neither saturated counters nor a
 //    flooded sketch can lock new rows out for good.
@@ -88,7 +92,8 @@ RowCacheConfig Default() {
   c.sketch_bytes = 0;
   c.sketch_depth = 2;
   c.sketch_blocked = true;
-  c.halving_per_capacity = 10.0;
+  c.conservative_update = true;
+  c.halving_per_capacity = 4.0;
   c.stale_after = 16.0;
   return c;
 }

@@ -36,6 +36,10 @@ class FrequencySketch {
   // hash is the row's 64-bit hash (SetHasher::Hash); the sketch remixes it.
   void Increment(uint64_t hash);
   uint32_t Estimate(uint64_t hash) const;
+  // Starts loading the key's counters (a hint; no effect on the counts).
+  // Lets a caller overlap the sketch's cache miss with its own before it
+  // takes a lock, which waits for every earlier load.
+  void Prefetch(uint64_t hash) const;
   // Halves every counter.
   void Halve();
 

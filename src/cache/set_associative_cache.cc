@@ -165,13 +165,19 @@ bool SetAssociativeRowCache::Lookup(uint64_t row_id, std::span<std::byte> dst, P
 }
 
 bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash, std::span<std::byte> dst, PinAction pin) {
+  // Start every independent memory load of this lookup before the first
+  // one it waits on: the sketch's counters, the first set's index line and,
+  // with two candidate sets, the second's (probed when the row is not in the
+  // first). Counting then waits for the sketch line, and the clock's
+  // fetch_add and the set lock (locked instructions wait for earlier loads)
+  // for it too, but the index lines are on their way meanwhile instead of
+  // being requested after it.
+  const CandidateSets c = hasher_.Candidates(hash);
+  sketch_.Prefetch(hash);
+  __builtin_prefetch(index_.data() + c.first * layout_.stride);
+  if (c.second != c.first) __builtin_prefetch(index_.data() + c.second * layout_.stride);
   sketch_.Increment(hash);
   const uint32_t now = static_cast<uint32_t>(Tick64());
-  const CandidateSets c = hasher_.Candidates(hash);
-  // With two candidate sets, start loading the second set's index line now:
-  // if the row is not in the first set, that probe then overlaps the first
-  // one's memory latency instead of following it.
-  if (c.second != c.first) __builtin_prefetch(index_.data() + c.second * layout_.stride);
   StatShard& stats = Shard();
 
   auto hit = [&](SetView& s, uint64_t set, int way) {
