@@ -32,23 +32,10 @@ echo "wrote $out/replay_report.txt, $out/replay_miss_ratio.csv, $out/replay_miss
 if [[ "${ENGRAM_REPLAY_ISSUE6:-1}" == 1 ]]; then
   slice=$(mktemp -d)
   trap 'rm -rf "$slice"' EXIT
-  python3 - "$traces/tokens.u32" "$slice" <<'PY'
-import array, os, random, sys
-t = array.array('I'); t.frombytes(open(sys.argv[1], 'rb').read())
-def restart(x, seed):
-    r = random.Random(seed); y = list(x)
-    for i in range(16): y[i] = r.randrange(3, 128000)
-    return y
-def make(d, a, b):
-    os.makedirs(d, exist_ok=True)
-    def w(name, toks): open(d + '/' + name, 'wb').write(array.array('I', toks).tobytes())
-    A = list(t[a[0]:a[1]]); B = list(t[b[0]:b[1]])
-    w('req1.u32', A); w('req2.u32', restart(A, 0x5eed1002)); w('req3.u32', B)
-    w('req4.u32', restart(B, 0x5eed1004)); w('req5.u32', restart(A, 0x5eed1005))
-make(sys.argv[2], (125000, 145000), (150000, 210000))       # the unseen slice
-make(sys.argv[2] + '/s2', (0, 30000), (40000, 90000))        # two more, other proportions
-make(sys.argv[2] + '/s3', (60000, 75000), (80000, 150000))
-PY
+  cut=("$here/bench/make_requests.py" "$traces/tokens.u32")
+  "${cut[@]}" "$slice" 125000 145000 150000 210000         # the unseen slice
+  "${cut[@]}" "$slice/s2" 0 30000 40000 90000              # two more, other proportions
+  "${cut[@]}" "$slice/s3" 60000 75000 80000 150000
   base=("$build/engram-replay" --layout "$here/tests/fixtures/engram-hash/layout-v41.json" --layer 0
     --threads "${ENGRAM_REPLAY_THREADS:-2}")
   five() { echo --request "$1/req1.u32@x12" --request "$1/req2.u32" --request "$1/req3.u32@x16" \

@@ -71,24 +71,10 @@ slices=(
   "nodejs-3 nodejs 300000 320000 340000 400000"
   "nodejs-4 nodejs 125000 140000 20000 90000"
 )
-python3 - "$work" "${slices[@]}" <<'PY'
-import array, os, random, sys
-work = sys.argv[1]
-def restart(x, seed):
-    r = random.Random(seed); y = list(x)
-    for i in range(16): y[i] = r.randrange(3, 128000)
-    return y
-for spec in sys.argv[2:]:
-    name, corpus, a0, a1, b0, b1 = spec.split()
-    t = array.array('I'); t.frombytes(open(f'{work}/{corpus}.u32', 'rb').read())
-    if len(t) < max(int(a1), int(b1)):
-        sys.exit(f'{corpus} has {len(t)} tokens, slice {name} needs {max(int(a1), int(b1))}')
-    A = list(t[int(a0):int(a1)]); B = list(t[int(b0):int(b1)])
-    d = f'{work}/{name}'; os.makedirs(d)
-    for f, toks in [('req1', A), ('req2', restart(A, 0x5eed1002)), ('req3', B),
-                    ('req4', restart(B, 0x5eed1004)), ('req5', restart(A, 0x5eed1005))]:
-        open(f'{d}/{f}.u32', 'wb').write(array.array('I', toks).tobytes())
-PY
+for spec in "${slices[@]}"; do
+  read -r name corpus a0 a1 b0 b1 <<<"$spec"
+  "$here/bench/make_requests.py" "$work/$corpus.u32" "$work/$name" "$a0" "$a1" "$b0" "$b1"
+done
 
 replay=("$build/engram-replay" --layout "$here/tests/fixtures/engram-hash/layout-v41.json" --layer 0
   --threads "${ENGRAM_REPLAY_THREADS:-2}")
