@@ -165,13 +165,12 @@ bool SetAssociativeRowCache::Lookup(uint64_t row_id, std::span<std::byte> dst, P
 }
 
 bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash, std::span<std::byte> dst, PinAction pin) {
-  // Start every independent memory load of this lookup before the first
-  // one it waits on: the sketch's counters, the first set's index line and,
-  // with two candidate sets, the second's (probed when the row is not in the
-  // first). Counting then waits for the sketch line, and the clock's
-  // fetch_add and the set lock (locked instructions wait for earlier loads)
-  // for it too, but the index lines are on their way meanwhile instead of
-  // being requested after it.
+  // Request every line this lookup needs before anything waits on one: the
+  // sketch's counters, the first set's index line and, with two candidate
+  // sets, the second's (probed when the row is not in the first). Counting
+  // waits for the sketch line, and the clock's fetch_add and the set lock
+  // (locked instructions) wait for every earlier load; with the prefetches
+  // issued first, the index lines arrive during that wait, not after it.
   const CandidateSets c = hasher_.Candidates(hash);
   sketch_.Prefetch(hash);
   __builtin_prefetch(index_.data() + c.first * layout_.stride);
