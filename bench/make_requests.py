@@ -27,10 +27,19 @@ def main(argv):
     if len(argv) != 7:
         sys.exit(__doc__)
     tokens_path, out_dir = argv[1], argv[2]
-    a0, a1, b0, b1 = (int(x) for x in argv[3:7])
+    try:
+        a0, a1, b0, b1 = (int(x) for x in argv[3:7])
+    except ValueError:
+        sys.exit(f'token offsets must be integers, got {" ".join(argv[3:7])}')
     tokens = array.array('I')
-    with open(tokens_path, 'rb') as f:
-        tokens.frombytes(f.read())
+    try:
+        with open(tokens_path, 'rb') as f:
+            data = f.read()
+    except OSError as e:
+        sys.exit(f'{tokens_path}: {e.strerror}')
+    if len(data) % 4:
+        sys.exit(f'{tokens_path}: {len(data)} bytes is not a whole number of uint32 tokens')
+    tokens.frombytes(data)
     need = max(a1, b1)
     if not (0 <= a0 < a1 and 0 <= b0 < b1) or len(tokens) < need:
         sys.exit(f'{tokens_path}: {len(tokens)} tokens; A = [{a0}, {a1}), B = [{b0}, {b1}) do not fit')
