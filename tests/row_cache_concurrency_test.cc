@@ -121,6 +121,68 @@ TEST_P(RowCacheConcurrencyTest, EveryCopiedRowIsExactAndTheCountsAddUp) {
   EXPECT_LE(resident, c.capacity_rows());
 }
 
+// A relocation moves a resident row from one of its candidate sets to the
+// other; a lookup running meanwhile must still find it (Lookup holds both
+// sets before it calls a row missing). Hot rows are looked up while other
+// threads fill the cache with new rows, which makes relocations move
+// residents around. Nobody re-inserts a hot row, so one that missed and is
+// still resident at the end was missed while resident. (A lookup that gave
+// up after looking in each set under its own lock fails this test.)
+TEST(RowCacheRelocationRace, ResidentRowIsNeverMissedWhileRelocationsMoveIt) {
+  auto config = RowCacheConfig::FromSpec("default");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  // The window is narrow (a relocation landing between the two looks), so
+  // the fill is repeated on fresh caches.
+  uint64_t relocations = 0;
+  for (int round = 0; round < 40; ++round) {
+    auto made = cache::SetAssociativeRowCache::Make(*config, 2048, kRowBytes);
+    ASSERT_TRUE(made.ok()) << made.status().ToString();
+    cache::SetAssociativeRowCache& c = **made;
+    const uint64_t capacity = c.capacity_rows();
+    const uint64_t hot = capacity / 4;
+    std::vector<std::byte> row(kRowBytes);
+    for (uint64_t id = 0; id < hot; ++id) {
+      FillRow(id, row.data());
+      ASSERT_EQ(c.Insert(id, row), InsertOutcome::kInserted) << id;
+    }
+
+    constexpr int kReaders = 2, kWriters = 2;
+    std::atomic<bool> writing{true};
+    std::vector<std::vector<uint64_t>> missed(kReaders);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kWriters; ++t) {
+      threads.emplace_back([&, t] {
+        std::vector<std::byte> r(kRowBytes);
+        // New rows up to ~95% of the slots: the later inserts find both
+        // candidate sets full and relocate.
+        for (uint64_t id = hot + t; id < capacity * 95 / 100; id += kWriters) {
+          FillRow(id, r.data());
+          c.Insert(id, r);
+        }
+      });
+    }
+    for (int t = 0; t < kReaders; ++t) {
+      threads.emplace_back([&, t] {
+        std::vector<std::byte> buf(kRowBytes);
+        for (int pass = 0; writing.load(std::memory_order_relaxed) || pass < 2; ++pass) {
+          for (uint64_t id = t; id < hot; id += kReaders) {
+            if (!c.Lookup(id, buf, PinAction::kKeep)) missed[t].push_back(id);
+          }
+        }
+      });
+    }
+    for (int t = 0; t < kWriters; ++t) threads[t].join();
+    writing.store(false);
+    for (size_t t = kWriters; t < threads.size(); ++t) threads[t].join();
+
+    relocations += c.Stats().relocations;
+    for (const auto& ids : missed) {
+      for (uint64_t id : ids) ASSERT_FALSE(c.Contains(id)) << "row " << id << " was missed while resident";
+    }
+  }
+  ASSERT_GT(relocations, 0u) << "the fills never relocated: the test proves nothing";
+}
+
 INSTANTIATE_TEST_SUITE_P(Policies, RowCacheConcurrencyTest,
                          ::testing::Values(ConcurrencyCase{"legacy", 64, 3.0}, ConcurrencyCase{"default", 64, 3.0},
                                            ConcurrencyCase{"default", 256, 1.0},

@@ -164,8 +164,11 @@ TEST_F(StoreTest, ReadinessWaitSplitsIntoCacheAndDiskAndCountersAddUp) {
     ASSERT_TRUE(r.status.ok());
     EXPECT_LE(r.cache_nanoseconds + r.disk_nanoseconds, r.wait_nanoseconds);
     EXPECT_GT(r.cache_nanoseconds, 0u);
-    if (r.misses > 0) EXPECT_GT(r.disk_nanoseconds, 0u);
-    if (r.misses == 0) EXPECT_EQ(r.disk_nanoseconds, 0u);
+    if (r.misses > 0) {
+      EXPECT_GT(r.disk_nanoseconds, 0u);
+    } else {
+      EXPECT_EQ(r.disk_nanoseconds, 0u);
+    }
     sum_wait += r.wait_nanoseconds;
     sum_cache += r.cache_nanoseconds;
     sum_disk += r.disk_nanoseconds;
