@@ -26,10 +26,11 @@ Result<nlohmann::json> LoadLayerHashLayout(const std::string& path, int64_t laye
 Result<nlohmann::json> SelectLayerHashLayout(const nlohmann::json& layout_file, int64_t layer_id);
 
 // Checks that an embedded layer layout is usable with a table of `row_count`
-// rows: orders, heads, pad_id, multipliers (decimal strings or integers, one
-// per n-gram position), primes and offsets (orders x heads), every
-// offsets[o][h] + primes[o][h] <= total_rows, and total_rows == row_count.
-// Errors name the field.
+// rows: it must parse as an EngramHashLayout (include/engram/hasher.h: the
+// same parser and checks a runtime's hasher uses -- layer_id, orders, heads,
+// pad_id, multipliers as decimal strings or integers, primes that are prime,
+// offsets that are their exclusive prefix sum, total_rows their sum), and
+// total_rows must equal row_count. Errors name the field.
 Status ValidateHashLayout(const nlohmann::json& layer, uint64_t row_count);
 
 }  // namespace engram

@@ -251,7 +251,7 @@ TEST_F(TableFileTest, EachHeaderFieldCorruptedOnDiskIsRejected) {
 TEST_F(TableFileTest, HashLayoutMustMatchTheRowCount) {
   TableWriterOptions opt;
   opt.metadata = {{"hash_layout",
-                   {{"orders", {2}}, {"heads", 2}, {"pad_id", 0}, {"multipliers", {"3", "5"}},
+                   {{"layer_id", 0}, {"orders", {2}}, {"heads", 2}, {"pad_id", 0}, {"multipliers", {"3", "5"}},
                     {"primes", {{7, 11}}}, {"offsets", {{0, 7}}}, {"total_rows", 18}}}};
   ASSERT_TRUE(WriteTable(path_, 18, 16, 1, opt).ok());
   EXPECT_TRUE(TableFile::Open(path_).ok());

@@ -6,6 +6,8 @@
 
 #include <functional>
 
+#include "engram/hasher.h"
+
 namespace engram {
 namespace {
 
@@ -37,7 +39,7 @@ TEST(HashLayout, UnknownLayerListsTheAvailableOnes) {
 }
 
 TEST(HashLayout, EachBrokenFieldIsNamed) {
-  const json good = {{"orders", {2, 3}},         {"heads", 2},
+  const json good = {{"layer_id", 0},            {"orders", {2, 3}},         {"heads", 2},
                      {"pad_id", 2},              {"multipliers", {"3", "5", 7}},
                      {"primes", {{7, 11}, {13, 17}}}, {"offsets", {{0, 7}, {18, 31}}},
                      {"total_rows", 48}};
@@ -49,6 +51,8 @@ TEST(HashLayout, EachBrokenFieldIsNamed) {
   std::vector<Case> cases = {
       {"orders", [](json& j) { j.erase("orders"); }},
       {"orders", [](json& j) { j["orders"] = json::array(); }},
+      {"orders", [](json& j) { j["orders"] = {3, 2}; }},  // must ascend
+      {"layer_id", [](json& j) { j.erase("layer_id"); }},
       {"heads", [](json& j) { j["heads"] = 0; }},
       {"pad_id", [](json& j) { j["pad_id"] = -1; }},
       {"multipliers", [](json& j) { j["multipliers"] = {"3", "5"}; }},  // order 3 needs 3
@@ -57,7 +61,8 @@ TEST(HashLayout, EachBrokenFieldIsNamed) {
       {"primes", [](json& j) { j["primes"] = {{7, 11}}; }},
       {"primes[1]", [](json& j) { j["primes"][1] = {13}; }},
       {"primes[0][1]", [](json& j) { j["primes"][0][1] = 0; }},
-      {"offsets[1][1]", [](json& j) { j["offsets"][1][1] = 40; }},  // 40 + 17 > 48
+      {"primes[0][1]", [](json& j) { j["primes"][0][1] = 9; }},  // not prime
+      {"offsets[1][1]", [](json& j) { j["offsets"][1][1] = 40; }},  // not the prefix sum 31
       {"total_rows", [](json& j) { j["total_rows"] = 49; }},
   };
   for (const Case& c : cases) {
@@ -67,6 +72,34 @@ TEST(HashLayout, EachBrokenFieldIsNamed) {
     ASSERT_FALSE(s.ok()) << c.field;
     EXPECT_NE(s.message().find(c.field), std::string::npos) << c.field << ": " << s.ToString();
   }
+  Status wrong_rows = ValidateHashLayout(good, 47);
+  EXPECT_NE(wrong_rows.message().find("does not match the table's 47 rows"), std::string::npos)
+      << wrong_rows.ToString();
+  json nested = good;
+  nested["layers"] = json::array({good});
+  EXPECT_FALSE(ValidateHashLayout(nested, 48).ok());
+}
+
+// The table check and the hasher share one parser: whatever a table accepts,
+// a runtime can build a hasher from, and the other way round.
+TEST(HashLayout, TableCheckAcceptsExactlyWhatTheHasherAccepts) {
+  const json base = {{"layer_id", 3},
+                     {"orders", {2, 3}},
+                     {"heads", 2},
+                     {"pad_id", 2},
+                     {"multipliers", {"3", "-5", 7}},  // any int64, as the hasher
+                     {"primes", {{7, 11}, {13, 17}}},
+                     {"offsets", {{0, 7}, {18, 31}}},
+                     {"total_rows", 48}};
+  for (int variant = 0; variant < 4; ++variant) {
+    json j = base;
+    if (variant == 1) j["primes"][1][0] = 15;           // not prime
+    if (variant == 2) j["offsets"][0][1] = 8;           // a hole between heads
+    if (variant == 3) j["multipliers"][2] = "-9223372036854775808";
+    const bool hasher_ok = EngramHashLayout::FromJson(j.dump()).ok();
+    EXPECT_EQ(ValidateHashLayout(j, 48).ok(), hasher_ok) << "variant " << variant;
+  }
+  EXPECT_TRUE(ValidateHashLayout(base, 48).ok());
 }
 
 }  // namespace
