@@ -11,10 +11,14 @@
 #include <boost/asio/use_future.hpp>
 #include <cstring>
 #include <fstream>
+#include <future>
+#include <mutex>
 #include <random>
 #include <thread>
 
+#include "src/store/store_impl.h"
 #include "storage/file_util.h"
+#include "storage/io/io_engine.h"
 #include "storage/table_file.h"
 #include "tests/testing/temp_table.h"
 
@@ -291,6 +295,110 @@ TEST_F(StoreTest, ReleaseRightAfterPrefetchLeavesNoPinBehind) {
   }
   TableStats s = (*store)->Stats(0);
   EXPECT_EQ(s.prefetch_wasted_rows, s.prefetch_rows);
+}
+
+// Holds the completions of one file's batches until Open() (the reads
+// themselves run; only the callbacks wait). Everything else passes through.
+class GatedEngine final : public io::IoEngine {
+ public:
+  GatedEngine(std::unique_ptr<io::IoEngine> inner, std::string gated_path)
+      : inner_(std::move(inner)), gated_path_(std::move(gated_path)) {}
+  ~GatedEngine() override { Shutdown(); }
+
+  io::IoBackend backend() const override { return inner_->backend(); }
+  std::string Describe() const override { return "gated(" + inner_->Describe() + ")"; }
+  Result<io::FileId> OpenFile(const std::string& path) override {
+    auto id = inner_->OpenFile(path);
+    if (id.ok() && path == gated_path_) gated_file_ = *id;
+    return id;
+  }
+  Status CloseFile(io::FileId file) override { return inner_->CloseFile(file); }
+  Result<uint64_t> FileSize(io::FileId file) const override { return inner_->FileSize(file); }
+  io::IoStatsSnapshot Stats() const override { return inner_->Stats(); }
+  void SubmitBatch(std::span<io::BlockRead> reads, io::IoCallback done) override {
+    const bool gated = !reads.empty() && reads[0].file == gated_file_;
+    if (!gated) return inner_->SubmitBatch(reads, std::move(done));
+    inner_->SubmitBatch(reads, [this, done = std::move(done)]() mutable {
+      std::unique_lock lock(mu_);
+      if (open_) {
+        lock.unlock();
+        done();
+        return;
+      }
+      held_.push_back(std::move(done));
+    });
+  }
+  void Shutdown() override {
+    Open();
+    inner_->Shutdown();
+    Open();  // batches that completed during the inner shutdown
+  }
+  // Lets the held completions run (here) and every later one pass.
+  void Open() {
+    std::vector<io::IoCallback> run;
+    {
+      std::lock_guard lock(mu_);
+      open_ = true;
+      run.swap(held_);
+    }
+    for (auto& done : run) done();
+  }
+  size_t held() {
+    std::lock_guard lock(mu_);
+    return held_.size();
+  }
+
+ private:
+  std::unique_ptr<io::IoEngine> inner_;
+  std::string gated_path_;
+  io::FileId gated_file_ = ~io::FileId{0};
+  std::mutex mu_;
+  bool open_ = false;
+  std::vector<io::IoCallback> held_;
+};
+
+TEST_F(StoreTest, ReleasingOneTablesReadAheadDoesNotWaitForAnotherTables) {
+  std::string other = dir_.File("other.engram");
+  ASSERT_TRUE(testing::WriteGeneratedTable(other, kRows, kRecord, 7).ok());
+  StoreOptions o = Options("pread", 16u << 20);
+  o.tables.push_back({other, "", 0});
+  GatedEngine* gate = nullptr;
+  auto store = OpenStoreWithEngineFactory(o, [&](const io::IoOptions& io) -> Result<std::unique_ptr<io::IoEngine>> {
+    ENGRAM_ASSIGN_OR_RETURN(auto inner, io::CreateIoEngine(io));
+    auto gated = std::make_unique<GatedEngine>(std::move(inner), other);
+    gate = gated.get();
+    return std::unique_ptr<io::IoEngine>(std::move(gated));
+  });
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_NE(gate, nullptr);
+
+  // Table 1's read-ahead is held in flight; table 0's lands.
+  std::vector<uint64_t> held_rows{10, 20, 30}, ahead{100, 200, 300, 400};
+  ASSERT_TRUE((*store)->Prefetch(1, held_rows).ok());
+  ASSERT_TRUE((*store)->Prefetch(0, ahead).ok());
+  for (int i = 0; i < 2000 && gate->held() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(gate->held(), 1u);
+
+  // Releasing table 0's rows returns although table 1's read is still held
+  // (it used to wait for every table's read-ahead: here, forever).
+  auto release = std::async(std::launch::async, [&] { (*store)->ReleasePrefetch(0, ahead); });
+  ASSERT_EQ(release.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "ReleasePrefetch(0) waited for table 1's read-ahead";
+  release.get();
+  TableStats s0 = (*store)->Stats(0);
+  EXPECT_EQ(s0.cache.pinned_rows, 0u);
+  EXPECT_EQ(s0.prefetch_wasted_rows, s0.prefetch_rows);
+  EXPECT_EQ((*store)->Stats(1).prefetch_rows, 0u);  // not landed yet
+
+  // Table 1's release still waits for its own read, so no pin lands after it.
+  auto release1 = std::async(std::launch::async, [&] { (*store)->ReleasePrefetch(1, held_rows); });
+  EXPECT_EQ(release1.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  gate->Open();
+  release1.get();
+  TableStats s1 = (*store)->Stats(1);
+  EXPECT_EQ(s1.prefetch_rows, 3u);
+  EXPECT_EQ(s1.prefetch_wasted_rows, 3u);
+  EXPECT_EQ(s1.cache.pinned_rows, 0u);
 }
 
 TEST_F(StoreTest, AsyncGatherRunsHandlerOnCallersExecutor) {

@@ -154,7 +154,8 @@ class Store {
   // Waits until every prefetch issued so far has landed (or failed).
   virtual void WaitForPrefetches() = 0;
   // Unpins rows that were prefetched and not consumed (counted as wasted).
-  // Waits first for read-ahead still in flight, so no pin lands after it.
+  // Waits first for this table's read-ahead still in flight, so no pin lands
+  // after it (never for other tables' reads).
   virtual void ReleasePrefetch(size_t table, std::span<const uint64_t> row_ids) = 0;
 
   virtual TableStats Stats(size_t table) const = 0;

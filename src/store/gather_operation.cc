@@ -192,7 +192,7 @@ void StartPrefetch(StoreImpl* store, size_t table_index, std::vector<uint64_t> r
   Status s = op->batch.Build(table, table.file_id, std::move(refs));
   if (!s.ok() || op->batch.blocks.empty()) {
     if (!s.ok()) spdlog::warn("prefetch on table {}: {}", table.name, s.ToString());
-    store->PrefetchDone();
+    table.PrefetchDone();
     return;
   }
   store->engine().SubmitBatch(op->batch.reads, [op] {
@@ -213,7 +213,7 @@ void StartPrefetch(StoreImpl* store, size_t table_index, std::vector<uint64_t> r
         }
       }
     }
-    op->store->PrefetchDone();
+    t.PrefetchDone();
   });
 }
 

@@ -71,6 +71,6 @@ struct engram::GatherTicket::State {
 
 namespace engram {
 // Reads the blocks of `rows` that are not already cached and inserts the
-// rows pinned. Completes asynchronously; calls store->PrefetchDone().
+// rows pinned. Completes asynchronously; calls the table's PrefetchDone().
 void StartPrefetch(StoreImpl* store, size_t table, std::vector<uint64_t> rows);
 }  // namespace engram

@@ -190,31 +190,22 @@ Status StoreImpl::Prefetch(size_t table, std::span<const uint64_t> row_ids) {
   }
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-  {
-    std::lock_guard lock(prefetch_mu_);
-    ++prefetches_in_flight_;
-  }
+  tables_[table]->PrefetchStarted();
   StartPrefetch(this, table, std::move(rows));
   return Status::OK();
 }
 
-void StoreImpl::PrefetchDone() {
-  std::lock_guard lock(prefetch_mu_);
-  --prefetches_in_flight_;
-  prefetch_cv_.notify_all();
-}
-
 void StoreImpl::WaitForPrefetches() {
-  std::unique_lock lock(prefetch_mu_);
-  prefetch_cv_.wait(lock, [&] { return prefetches_in_flight_ == 0; });
+  for (auto& t : tables_) t->WaitForPrefetches();
 }
 
 void StoreImpl::ReleasePrefetch(size_t table, std::span<const uint64_t> row_ids) {
   if (table >= tables_.size()) return;
   // A read-ahead still in flight would pin its rows after this release and
   // leak the pins (slots nothing could evict until some gather consumed them).
-  WaitForPrefetches();
+  // Only this table's: other tables' reads cannot pin rows here.
   TableState& t = *tables_[table];
+  t.WaitForPrefetches();
   std::lock_guard lock(t.prefetch_mu);
   for (uint64_t id : row_ids) {
     if (t.prefetched.erase(id) == 0) continue;

@@ -3,7 +3,6 @@
 // (storage/io) knows nothing of caching; this is the only place they meet.
 #pragma once
 
-#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -55,7 +54,6 @@ class StoreImpl final : public Store {
   TableState& table_state(size_t i) { return *tables_[i]; }
   io::IoEngine& engine() { return *engine_; }
   TraceWriter* trace() { return trace_.get(); }
-  void PrefetchDone();
 
  private:
   StoreImpl() = default;
@@ -67,10 +65,6 @@ class StoreImpl final : public Store {
   std::vector<std::unique_ptr<TableState>> tables_;
   std::unique_ptr<TraceWriter> trace_;
   std::unique_ptr<MetricsHttpEndpoint> endpoint_;
-
-  std::mutex prefetch_mu_;
-  std::condition_variable prefetch_cv_;
-  uint64_t prefetches_in_flight_ = 0;
 };
 
 // Store::Open with a custom I/O engine (see IoEngineFactory).

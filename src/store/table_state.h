@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -47,6 +48,25 @@ struct TableState {
   std::mutex prefetch_mu;
   std::unordered_set<uint64_t> prefetched;
   std::atomic<uint64_t> prefetched_count{0};
+  // Read-ahead batches of this table still in flight (guarded by
+  // prefetch_mu). Per table, so releasing one table's rows never waits for
+  // another table's reads.
+  uint64_t prefetches_in_flight = 0;
+  std::condition_variable prefetch_landed;
+
+  void PrefetchStarted() {
+    std::lock_guard lock(prefetch_mu);
+    ++prefetches_in_flight;
+  }
+  void PrefetchDone() {
+    std::lock_guard lock(prefetch_mu);
+    if (--prefetches_in_flight == 0) prefetch_landed.notify_all();
+  }
+  // Waits until every read-ahead of this table issued so far has landed.
+  void WaitForPrefetches() {
+    std::unique_lock lock(prefetch_mu);
+    prefetch_landed.wait(lock, [&] { return prefetches_in_flight == 0; });
+  }
 
   // True (and removes it) if `row` was a prefetched row not yet consumed.
   bool ConsumePrefetched(uint64_t row) {
