@@ -88,7 +88,7 @@ done
 replay=("$build/engram-replay" --layout "$here/tests/fixtures/engram-hash/layout-v41.json" --layer 0
   --threads "${ENGRAM_REPLAY_THREADS:-2}")
 {
-  echo "# bench/unseen_text.sh, $(date -u +%F); packages: $(dpkg-query -W -f='${Package} ${Version}; ' nodejs nodejs-doc valgrind nettle-dev 2>/dev/null); Node.js pages from $api"
+  echo "# bench/unseen_text.sh, $(date -u +%F); packages: $(dpkg-query -W -f='${Package} ${Version}\n' nodejs nodejs-doc valgrind nettle-dev 2>/dev/null | awk '{printf "%s %s; ", $1, ($2 == "" ? "(not installed)" : $2)}'); Node.js pages from $api"
   for spec in "${slices[@]}"; do
     read -r name corpus a0 a1 b0 b1 <<<"$spec"
     d=$work/$name
