@@ -9,6 +9,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <future>
@@ -256,6 +257,11 @@ TEST_F(StoreTest, OpenRejectsTruncatedAndMissingTablesWithClearErrors) {
   StoreOptions bad_backend = Options();
   bad_backend.io_backend = "floppy";
   EXPECT_FALSE(Store::Open(bad_backend).ok());
+  StoreOptions no_completion_threads = Options();
+  no_completion_threads.completion_threads = 0;
+  auto none = Store::Open(no_completion_threads);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("completion_threads"), std::string::npos) << none.status().ToString();
 }
 
 TEST_F(StoreTest, PrefetchedRowsAreHitsAndCountedUsedOrWasted) {
@@ -399,6 +405,83 @@ TEST_F(StoreTest, ReleasingOneTablesReadAheadDoesNotWaitForAnotherTables) {
   EXPECT_EQ(s1.prefetch_rows, 3u);
   EXPECT_EQ(s1.prefetch_wasted_rows, 3u);
   EXPECT_EQ(s1.cache.pinned_rows, 0u);
+}
+
+// Passes everything through; remembers the threads the inner engine runs
+// completion callbacks on.
+class CompletionThreadRecorder final : public io::IoEngine {
+ public:
+  explicit CompletionThreadRecorder(std::unique_ptr<io::IoEngine> inner) : inner_(std::move(inner)) {}
+  ~CompletionThreadRecorder() override { Shutdown(); }
+  io::IoBackend backend() const override { return inner_->backend(); }
+  std::string Describe() const override { return inner_->Describe(); }
+  Result<io::FileId> OpenFile(const std::string& path) override { return inner_->OpenFile(path); }
+  Status CloseFile(io::FileId file) override { return inner_->CloseFile(file); }
+  Result<uint64_t> FileSize(io::FileId file) const override { return inner_->FileSize(file); }
+  io::IoStatsSnapshot Stats() const override { return inner_->Stats(); }
+  void Shutdown() override { inner_->Shutdown(); }
+  void SubmitBatch(std::span<io::BlockRead> reads, io::IoCallback done) override {
+    inner_->SubmitBatch(reads, [this, done = std::move(done)] {
+      {
+        std::lock_guard lock(mu_);
+        threads_.push_back(std::this_thread::get_id());
+      }
+      done();
+    });
+  }
+  bool IsCompletionThread(std::thread::id id) {
+    std::lock_guard lock(mu_);
+    return std::find(threads_.begin(), threads_.end(), id) != threads_.end();
+  }
+
+ private:
+  std::unique_ptr<io::IoEngine> inner_;
+  std::mutex mu_;
+  std::vector<std::thread::id> threads_;
+};
+
+TEST_F(StoreTest, EngineCompletionThreadOnlyHandsLandedBlocksOff) {
+  // The engine's contract: completion callbacks hand results off and return
+  // (they delay every other completion of the engine, and io_uring has one
+  // completion thread). Verifying blocks, copying rows and filling the cache
+  // therefore run elsewhere: the callback form's handler, called at the end
+  // of that work, must not be on an engine completion thread.
+  for (const std::string backend : {"auto", "pread"}) {
+    CompletionThreadRecorder* recorder = nullptr;
+    auto store = OpenStoreWithEngineFactory(
+        Options(backend), [&](const io::IoOptions& io) -> Result<std::unique_ptr<io::IoEngine>> {
+          ENGRAM_ASSIGN_OR_RETURN(auto inner, io::CreateIoEngine(io));
+          auto r = std::make_unique<CompletionThreadRecorder>(std::move(inner));
+          recorder = r.get();
+          return std::unique_ptr<io::IoEngine>(std::move(r));
+        });
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    auto ids = RandomRows(400, 11);
+    std::vector<std::byte> dst(ids.size() * kRecord);
+    std::promise<std::pair<GatherResult, std::thread::id>> got;
+    (*store)->StartGather(0, ids, dst.data(), kRecord, [&](GatherResult r) {
+      got.set_value({std::move(r), std::this_thread::get_id()});
+    });
+    auto [result, handler_thread] = got.get_future().get();
+    ASSERT_TRUE(result.status.ok()) << result.status.ToString();
+    EXPECT_GT(result.misses, 0u);
+    ExpectRowsExact(ids, dst, kRecord);
+    EXPECT_FALSE(recorder->IsCompletionThread(handler_thread)) << backend;
+
+    // Tickets: the waiter or the pool does the work; rows and counts as ever.
+    std::vector<std::byte> dst2(ids.size() * kRecord);
+    auto more = RandomRows(300, 12);
+    std::vector<std::byte> dst3(more.size() * kRecord);
+    GatherTicket waited_late = (*store)->StartGather(0, more, dst3.data(), kRecord);
+    GatherResult again = (*store)->Gather(0, ids, dst2.data(), kRecord);
+    ASSERT_TRUE(again.status.ok());
+    EXPECT_EQ(again.hits + again.misses, again.distinct_rows);
+    ExpectRowsExact(ids, dst2, kRecord);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the pool take it, mostly
+    GatherResult late = (*store)->Wait(std::move(waited_late));
+    ASSERT_TRUE(late.status.ok());
+    ExpectRowsExact(more, dst3, kRecord);
+  }
 }
 
 TEST_F(StoreTest, AsyncGatherRunsHandlerOnCallersExecutor) {

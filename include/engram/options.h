@@ -35,6 +35,12 @@ struct StoreOptions {
   uint32_t queue_depth = 128;   // io_uring reads in flight
   uint32_t io_threads = 4;      // pread / mmap worker threads
   bool direct_io = true;        // O_DIRECT: misses really go to the device
+  // Threads that finish gathers and read-ahead once their blocks have landed
+  // (verify checksums, copy rows out, fill the cache), 1..256. A thread
+  // waiting on a ticket does its own gather's share instead; these take
+  // callback-form gathers, tickets nobody waits on yet, and read-ahead, so
+  // the I/O engine's completion thread only hands results off.
+  uint32_t completion_threads = 2;
 
   // If set, every gather (table index and row IDs) is appended to this file
   // for engram-replay --store-trace (format in src/store/trace_writer.h).

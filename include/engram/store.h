@@ -111,7 +111,9 @@ class Store {
   // Starts a gather: row i goes to dst + i * stride (stride >= record_bytes).
   // Bad arguments fail immediately in the returned result; otherwise the
   // ticket is waited on with Wait(). row_ids and dst must stay valid until the
-  // gather completes.
+  // gather completes. A thread in Wait() does its own gather's disk phase
+  // (verify the blocks, copy rows out, fill the cache) once the reads land;
+  // a gather nobody waits on yet is finished by the completion pool.
   virtual GatherTicket StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
                                    size_t stride) = 0;
   virtual GatherResult Wait(GatherTicket ticket) = 0;
@@ -119,17 +121,19 @@ class Store {
     return Wait(StartGather(table, row_ids, dst, stride));
   }
 
-  // Callback form. `done` runs on an I/O completion thread; it must only hand
-  // the result off. AsyncGather below is what applications use.
+  // Callback form. `done` runs on a thread of the store's completion pool
+  // (StoreOptions::completion_threads), or on the calling thread if the gather
+  // completes at once; it must only hand the result off. AsyncGather below is
+  // what applications use.
   virtual void StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
                            std::function<void(GatherResult)> done) = 0;
 
   // Boost.Asio form: any completion token (a callback, asio::use_future,
   // asio::use_awaitable, ...). The handler runs on its associated executor
-  // (the caller's), never on the I/O completion thread. The executor's
-  // execution context (e.g. the io_context) must outlive the Store: the
-  // completion thread may still be returning from post() after the handler
-  // has already run, so destroy the Store first.
+  // (the caller's), never on a store thread. The executor's execution
+  // context (e.g. the io_context) must outlive the Store: the store's thread
+  // may still be returning from post() after the handler has already run, so
+  // destroy the Store first.
   template <typename CompletionToken>
   auto AsyncGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
                    CompletionToken&& token) {

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <boost/asio/post.hpp>
+
 #include <algorithm>
 #include <cstring>
 
@@ -101,7 +103,27 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   st.result.blocks_read = st.batch.blocks.size();
   // The engine holds `batch.reads` and the buffer until the callback runs, and
   // the callback holds the state.
-  st.store->engine().SubmitBatch(st.batch.reads, [self] { self->OnBlocksRead(); });
+  st.store->engine().SubmitBatch(st.batch.reads, [self] { OnLanded(self); });
+}
+
+void GatherTicket::State::OnLanded(const std::shared_ptr<State>& self) {
+  State& st = *self;
+  {
+    std::lock_guard lock(st.mu);
+    st.landed = true;
+    if (st.waiting) {
+      st.cv.notify_all();  // the waiter runs the disk phase
+      return;
+    }
+  }
+  boost::asio::post(st.store->completion_pool(), [self] {
+    {
+      std::lock_guard lock(self->mu);
+      if (self->claimed) return;  // a waiter arrived first and took it
+      self->claimed = true;
+    }
+    self->OnBlocksRead();
+  });
 }
 
 void GatherTicket::State::OnBlocksRead() {
@@ -177,6 +199,28 @@ struct PrefetchOperation {
   BlockBatch batch;
 };
 
+// On the completion pool: verify the landed blocks and pin their rows.
+void FinishPrefetch(const PrefetchOperation& op) {
+  TableState& t = op.store->table_state(op.table);
+  const uint32_t record = t.file->record_bytes();
+  const TableGeometry& g = t.file->geometry();
+  for (size_t b = 0; b < op.batch.blocks.size(); ++b) {
+    if (!op.batch.Check(b, t).ok()) continue;  // counted; a later gather reads it again
+    std::span<const std::byte> block = op.batch.Block(b);
+    for (uint32_t i = op.batch.first_row[b]; i < op.batch.first_row[b + 1]; ++i) {
+      const uint64_t row = op.batch.rows[i];
+      InsertOutcome o = t.cache->InsertPinned(row, block.subspan(g.RowOffsetInBlock(row), record));
+      if (o == InsertOutcome::kRefusedAllPinned || o == InsertOutcome::kRefusedLostAdmission) continue;
+      std::lock_guard lock(t.prefetch_mu);
+      if (t.prefetched.insert(row).second) {
+        t.prefetched_count.fetch_add(1, std::memory_order_relaxed);
+        t.counters.Add(t.counters.prefetch_rows, 1);
+      }
+    }
+  }
+  t.PrefetchDone();
+}
+
 }  // namespace
 
 void StartPrefetch(StoreImpl* store, size_t table_index, std::vector<uint64_t> rows) {
@@ -195,25 +239,9 @@ void StartPrefetch(StoreImpl* store, size_t table_index, std::vector<uint64_t> r
     table.PrefetchDone();
     return;
   }
+  // The engine's completion thread only hands the blocks off.
   store->engine().SubmitBatch(op->batch.reads, [op] {
-    TableState& t = op->store->table_state(op->table);
-    const uint32_t record = t.file->record_bytes();
-    const TableGeometry& g = t.file->geometry();
-    for (size_t b = 0; b < op->batch.blocks.size(); ++b) {
-      if (!op->batch.Check(b, t).ok()) continue;  // counted; a later gather reads it again
-      std::span<const std::byte> block = op->batch.Block(b);
-      for (uint32_t i = op->batch.first_row[b]; i < op->batch.first_row[b + 1]; ++i) {
-        const uint64_t row = op->batch.rows[i];
-        InsertOutcome o = t.cache->InsertPinned(row, block.subspan(g.RowOffsetInBlock(row), record));
-        if (o == InsertOutcome::kRefusedAllPinned || o == InsertOutcome::kRefusedLostAdmission) continue;
-        std::lock_guard lock(t.prefetch_mu);
-        if (t.prefetched.insert(row).second) {
-          t.prefetched_count.fetch_add(1, std::memory_order_relaxed);
-          t.counters.Add(t.counters.prefetch_rows, 1);
-        }
-      }
-    }
-    t.PrefetchDone();
+    boost::asio::post(op->store->completion_pool(), [op] { FinishPrefetch(*op); });
   });
 }
 

@@ -6,6 +6,9 @@
 //   t1  submit one read per missed 4 KiB block (rows of a block coalesced)
 //   t2  every block landed; each is verified, its missed rows are offered to
 //       the cache and copied to dst                         -> disk time
+//       (this disk phase runs on the thread in Wait() if there is one, else
+//       on the store's completion pool -- never on the I/O engine's
+//       completion thread, which only hands the landed blocks off)
 //   wait = t2 - t0 >= cache + disk.
 // Nothing is copied out of, or inserted from, a block that failed its read or
 // its checksum; the gather then fails with that block's status.
@@ -60,10 +63,18 @@ struct engram::GatherTicket::State {
   std::mutex mu;
   std::condition_variable cv;
   bool complete = false;
+  // The disk phase runs exactly once, on whichever claims it first: a thread
+  // in Wait() or a completion-pool thread (guarded by mu).
+  bool waiting = false;  // a thread is in Wait()
+  bool landed = false;   // every block read has finished
+  bool claimed = false;  // someone is running (or ran) OnBlocksRead
 
   // Runs the cache phase and submits the reads (or completes at once).
   static void Start(const std::shared_ptr<State>& self);
-  // The disk phase, on an I/O completion thread.
+  // The engine's completion: only hands the landed blocks off, to the waiter
+  // if there is one, else to the store's completion pool.
+  static void OnLanded(const std::shared_ptr<State>& self);
+  // The disk phase: verify, copy out, fill the cache, Finish().
   void OnBlocksRead();
   // Publishes the result: counters, then the callback or the waiter.
   void Finish();
@@ -71,6 +82,7 @@ struct engram::GatherTicket::State {
 
 namespace engram {
 // Reads the blocks of `rows` that are not already cached and inserts the
-// rows pinned. Completes asynchronously; calls the table's PrefetchDone().
+// rows pinned. Completes asynchronously (the inserts run on the store's
+// completion pool); then calls the table's PrefetchDone().
 void StartPrefetch(StoreImpl* store, size_t table, std::vector<uint64_t> rows);
 }  // namespace engram

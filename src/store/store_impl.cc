@@ -29,8 +29,13 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
   ENGRAM_ASSIGN_OR_RETURN(RowCacheConfig cache_config, RowCacheConfig::FromSpec(options.cache_policy));
   ENGRAM_ASSIGN_OR_RETURN(io::IoBackend backend, io::ParseIoBackend(options.io_backend));
 
+  if (options.completion_threads < 1 || options.completion_threads > 256) {
+    return Status::InvalidArgument("store: completion_threads must be in [1, 256], got " +
+                                   std::to_string(options.completion_threads));
+  }
   std::unique_ptr<StoreImpl> store(new StoreImpl());
   store->options_ = options;
+  store->completion_pool_ = std::make_unique<boost::asio::thread_pool>(options.completion_threads);
   io::IoOptions io;
   io.backend = backend;
   io.queue_depth = options.queue_depth;
@@ -85,6 +90,8 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
 StoreImpl::~StoreImpl() {
   endpoint_.reset();  // no scrape may run while the store is torn down
   if (engine_) engine_->Shutdown();  // every pending callback has run after this
+  // ... and posted its disk phase here: drain it while the tables still exist.
+  if (completion_pool_) completion_pool_->join();
   if (trace_) (void)trace_->Flush();
 }
 
@@ -175,7 +182,17 @@ GatherResult StoreImpl::Wait(GatherTicket ticket) {
   }
   GatherTicket::State& st = *ticket.state_;
   std::unique_lock lock(st.mu);
-  st.cv.wait(lock, [&] { return st.complete; });
+  st.waiting = true;
+  // If the blocks land while we wait (or have landed and no pool thread has
+  // taken them yet), this thread runs the disk phase: the caller's thread
+  // does its own gather's verify/copy/insert work, in parallel with others.
+  st.cv.wait(lock, [&] { return st.complete || (st.landed && !st.claimed); });
+  if (!st.complete) {
+    st.claimed = true;
+    lock.unlock();
+    st.OnBlocksRead();  // ends in Finish(), which sets complete
+    lock.lock();
+  }
   return std::move(st.result);
 }
 

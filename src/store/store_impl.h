@@ -8,6 +8,8 @@
 #include <mutex>
 #include <vector>
 
+#include <boost/asio/thread_pool.hpp>
+
 #include "engram/store.h"
 #include "src/metrics/http_endpoint.h"
 #include "src/store/table_state.h"
@@ -54,6 +56,9 @@ class StoreImpl final : public Store {
   TableState& table_state(size_t i) { return *tables_[i]; }
   io::IoEngine& engine() { return *engine_; }
   TraceWriter* trace() { return trace_.get(); }
+  // Where landed blocks are processed when no waiter does it (see
+  // StoreOptions::completion_threads).
+  boost::asio::thread_pool& completion_pool() { return *completion_pool_; }
 
  private:
   StoreImpl() = default;
@@ -65,6 +70,7 @@ class StoreImpl final : public Store {
   std::vector<std::unique_ptr<TableState>> tables_;
   std::unique_ptr<TraceWriter> trace_;
   std::unique_ptr<MetricsHttpEndpoint> endpoint_;
+  std::unique_ptr<boost::asio::thread_pool> completion_pool_;
 };
 
 // Store::Open with a custom I/O engine (see IoEngineFactory).
