@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "src/common/bounded_json.h"
 #include "src/engram/layout_json.h"
 
 namespace engram {
@@ -43,9 +44,9 @@ Result<json> LoadLayerHashLayout(const std::string& path, int64_t layer_id) {
   if (!in) return Status::NotFound("cannot open hash layout file " + path);
   std::stringstream ss;
   ss << in.rdbuf();
-  json doc = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return Status::InvalidArgument(path + ": not valid JSON");
-  auto r = SelectLayerHashLayout(doc, layer_id);
+  auto doc = ParseBoundedJson(ss.str());
+  if (!doc.ok()) return doc.status().WithContext(path);
+  auto r = SelectLayerHashLayout(*doc, layer_id);
   if (!r.ok()) return r.status().WithContext(path);
   return r;
 }

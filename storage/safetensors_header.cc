@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/common/bounded_json.h"
 #include "storage/byte_order.h"
 #include "storage/file_util.h"
 
@@ -103,8 +104,9 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(std::span<const std::byte> pref
   if (prefix.size() < 8 + n) return Status::InvalidArgument("safetensors header: buffer holds fewer than 8 + N bytes");
   const char* text = reinterpret_cast<const char*>(prefix.data() + 8);
   if (text[0] != '{') return Bad("JSON does not start with '{'");
-  json doc = json::parse(text, text + n, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return Bad("not valid JSON");
+  auto parsed = ParseBoundedJson(std::string_view(text, n));
+  if (!parsed.ok()) return Bad(parsed.status().message());
+  const json doc = std::move(parsed).value();
   if (!doc.is_object()) return Bad("JSON is not an object");
 
   SafetensorsHeader h;

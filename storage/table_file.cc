@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "src/common/bounded_json.h"
 #include "storage/file_util.h"
 #include "storage/hash_layout.h"
 
@@ -49,10 +50,10 @@ Status TableFile::Load() {
     if (section[i] != std::byte{0}) return Status::Corruption("metadata section padding is not zero");
   }
   metadata_text_.assign(reinterpret_cast<const char*>(section.data()), header_.metadata_bytes);
-  metadata_ = nlohmann::json::parse(metadata_text_, nullptr, /*allow_exceptions=*/false);
-  if (metadata_.is_discarded() || !metadata_.is_object()) {
-    return Status::Corruption("metadata section is not a JSON object");
-  }
+  auto parsed = ParseBoundedJson(metadata_text_);
+  if (!parsed.ok()) return Status::Corruption("metadata section: " + parsed.status().message());
+  metadata_ = std::move(parsed).value();
+  if (!metadata_.is_object()) return Status::Corruption("metadata section is not a JSON object");
   if (metadata_.contains("hash_layout")) {
     Status s = ValidateHashLayout(metadata_["hash_layout"], header_.row_count);
     if (!s.ok()) return Status::Corruption("metadata: " + s.message());

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engram/hasher.h"
+#include "src/common/bounded_json.h"
 #include "src/engram/layout_json.h"
 #include "src/engram/prime.h"
 
@@ -194,15 +195,12 @@ json LayoutToJson(const EngramHashLayout& layout) {
 }
 
 Result<EngramHashLayout> EngramHashLayout::FromJson(std::string_view json_text, uint32_t layer_index) {
-  json j;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::exception& e) {
-    // Not only parse_error: a number too large for a double throws
-    // out_of_range.406 (found by tests/fuzz/hash_layout_fuzzer).
-    return Status::InvalidArgument(std::string("layout: JSON parse error: ") + e.what());
-  }
-  return LayoutFromJson(j, layer_index);
+  // Bounded nesting: a deep document would overflow the stack when copied
+  // (ParseBoundedJson also turns a number too large for a double --
+  // out_of_range.406, found by tests/fuzz/hash_layout_fuzzer -- into an error).
+  auto j = ParseBoundedJson(json_text);
+  if (!j.ok()) return Status::InvalidArgument("layout: " + j.status().message());
+  return LayoutFromJson(*j, layer_index);
 }
 
 Result<EngramHashLayout> EngramHashLayout::FromFile(const std::string& path, uint32_t layer_index) {
