@@ -80,9 +80,18 @@ Status SyncParentDir(const std::string& path) {
 }
 
 Result<int> OpenReadOnly(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
+  // forever; anything but a regular file is refused below, and for a regular
+  // file the flag changes nothing (it is cleared anyway).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Status::FromErrno("open " + path, errno);
-  return fd;
+  ScopedFd guard(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return Status::FromErrno("stat " + path, errno);
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument("open " + path + ": not a regular file");
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) return Status::FromErrno("fcntl " + path, errno);
+  return guard.release();
 }
 
 ScopedFd& ScopedFd::operator=(ScopedFd&& o) noexcept {

@@ -208,12 +208,9 @@ Result<TensorInfo> ParseNpyHeader(std::span<const std::byte> prefix, uint64_t fi
   TensorInfo t;
   ENGRAM_RETURN_IF_ERROR(ParseDescr(*descr, &t));
   t.shape = *shape;
-  uint64_t bytes = t.element_bytes;
-  for (uint64_t d : t.shape) {
-    if (__builtin_mul_overflow(bytes, d, &bytes)) {
-      return Bad("shape " + ShapeToString(t.shape) + " of '" + *descr + "' overflows 64 bits");
-    }
-  }
+  const std::optional<uint64_t> data_bytes = TensorDataBytes(t.element_bytes, t.shape);
+  if (!data_bytes) return Bad("shape " + ShapeToString(t.shape) + " of '" + *descr + "' overflows 64 bits");
+  const uint64_t bytes = *data_bytes;
   t.data_offset = total;
   t.data_bytes = bytes;
   if (file_size - total != bytes) {

@@ -33,17 +33,13 @@ Result<TensorInfo> ParseTensor(const std::string& name, const json& v, uint64_t 
   if (t.element_bytes == 0) {
     return Status::Unsupported("safetensors header: tensor '" + name + "' has unsupported dtype '" + t.dtype + "'");
   }
-  uint64_t numel = 1;
   for (const json& d : v["shape"]) {
     if (!IsU64(d)) return Bad(where + " has a shape entry that is not a non-negative integer");
-    uint64_t dim = d.get<uint64_t>();
-    t.shape.push_back(dim);
-    if (__builtin_mul_overflow(numel, dim, &numel)) return Bad(where + " shape " + ShapeToString(t.shape) + "... overflows 64 bits");
+    t.shape.push_back(d.get<uint64_t>());
   }
-  uint64_t bytes = 0;
-  if (__builtin_mul_overflow(numel, uint64_t{t.element_bytes}, &bytes)) {
-    return Bad(where + " shape " + ShapeToString(t.shape) + " of " + t.dtype + " overflows 64 bits");
-  }
+  const std::optional<uint64_t> data_bytes = TensorDataBytes(t.element_bytes, t.shape);
+  if (!data_bytes) return Bad(where + " shape " + ShapeToString(t.shape) + " of " + t.dtype + " overflows 64 bits");
+  const uint64_t bytes = *data_bytes;
   const json& off = v["data_offsets"];
   if (!IsU64(off[0]) || !IsU64(off[1])) return Bad(where + " data_offsets are not non-negative integers");
   uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();

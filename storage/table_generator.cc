@@ -1,7 +1,11 @@
 #include "storage/table_generator.h"
 
+#include <sys/statvfs.h>
+
+#include <filesystem>
 
 #include "storage/row_generator.h"
+#include "storage/table_format.h"
 #include "storage/table_writer.h"
 
 namespace engram {
@@ -15,6 +19,23 @@ Status GenerateTable(const std::string& path, const GenerateTableOptions& option
   w.metadata["generator"] = {{"kind", "engram-gen"}, {"seed", options.seed}};
   w.sync = options.sync;
   if (options.checksum_salt) w.checksum_salt = *options.checksum_salt;
+  // The writer checks the table's size only when it writes the header, at
+  // the end: check it before generating anything, so an impossible size
+  // (overflowing 64 bits) or one the disk cannot hold fails in a moment, not
+  // after hours of writing or a full disk.
+  ENGRAM_ASSIGN_OR_RETURN(TableHeader planned,
+                          MakeTableHeader(options.record_bytes, options.rows, w.metadata.dump().size(), 0, 0));
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  struct statvfs fs {};
+  if (::statvfs(dir.c_str(), &fs) == 0) {
+    const unsigned __int128 free_bytes = static_cast<unsigned __int128>(fs.f_bavail) * fs.f_frsize;
+    if (planned.file_bytes > free_bytes) {
+      return Status::ResourceExhausted("generate table: " + path + " would take " + std::to_string(planned.file_bytes) +
+                                       " bytes; " + dir.string() + " has " +
+                                       std::to_string(static_cast<uint64_t>(free_bytes)) + " free");
+    }
+  }
   ENGRAM_ASSIGN_OR_RETURN(auto writer, TableWriter::Create(path, std::move(w)));
   // Generate straight into the writer's block buffers (no extra copy); the
   // writer hands full buffers to its background thread.

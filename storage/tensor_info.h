@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,7 @@ struct TensorInfo {
 
   // A 0-d tensor is one row of one element.
   uint64_t rows() const { return shape.empty() ? 1 : shape[0]; }
-  // Validated by the parsers not to overflow.
+  // Validated by the parsers (TensorDataBytes) not to overflow.
   uint64_t row_bytes() const {
     uint64_t b = element_bytes;
     for (size_t i = 1; i < shape.size(); ++i) b *= shape[i];
@@ -31,5 +32,11 @@ struct TensorInfo {
 
 // "[384006168, 256]"
 std::string ShapeToString(const std::vector<uint64_t>& shape);
+
+// product(shape) * element_bytes, or nullopt if it -- or the bytes of one row,
+// element_bytes * product(shape[1:]) -- overflows 64 bits. The row is checked
+// on its own because a zero-row tensor has a total of 0 whatever its row
+// size: [0, 257, 2^56] must not pass with a row size that wrapped around.
+std::optional<uint64_t> TensorDataBytes(uint32_t element_bytes, const std::vector<uint64_t>& shape);
 
 }  // namespace engram

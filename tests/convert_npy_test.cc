@@ -176,6 +176,7 @@ TEST(NpyHeader, MalformedHeadersAreCorruption) {
       {"trailing data", Npy(Dict("<f4", "(2, 2)"), std::string(17, 'x'))},
       {"dim overflow", Npy(Dict("<f4", "(99999999999999999999,)"), "")},
       {"shape overflow", Npy(Dict("<f8", "(4294967296, 4294967296)"), "")},
+      {"row overflow with zero rows", Npy(Dict("|u1", "(0, 257, 71777214294589696)"), "")},
       {"oversized shape", Npy(Dict("|u1", "(384006168, 264)"), std::string(64, 'x'))},
   };
   for (const auto& [why, file] : cases) {

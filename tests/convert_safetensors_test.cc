@@ -243,6 +243,9 @@ TEST(SafetensorsHeader, MalformedHeadersAreRejectedWithTheReason) {
       {"offsets past data", Safetensors("{" + TensorJson("a", "U8", "[32]", 0, 32) + "}", d16), "past the end"},
       {"shape overflow",
        Safetensors("{" + TensorJson("a", "F32", "[4294967296,4294967296,16]", 0, 0) + "}", ""), "overflows"},
+      // 257 x 71777214294589696 wraps to 256 (mod 2^64); zero rows keep the total at 0.
+      {"row overflow with zero rows",
+       Safetensors("{" + TensorJson("a", "U8", "[0,257,71777214294589696]", 0, 0) + "}", ""), "overflows"},
       {"element overflow", Safetensors("{" + TensorJson("a", "F64", "[4611686018427387904]", 0, 0) + "}", ""),
        "overflows"},
       {"oversized shape", Safetensors("{" + TensorJson("a", "U8", "[384006168,264]", 0, 101377628352ull) + "}", d16),

@@ -9,6 +9,10 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <future>
 
 #include "tests/io_test_util.h"
 
@@ -290,6 +294,25 @@ TEST_P(IoEngineTest, OpeningAMissingFileNamesIt) {
   ASSERT_FALSE(id.ok());
   EXPECT_EQ(id.status().code(), StatusCode::kNotFound) << id.status().ToString();
   EXPECT_NE(id.status().message().find("/nonexistent/engram-table.bin"), std::string::npos);
+}
+
+TEST_P(IoEngineTest, AFifoIsRefusedAtOnceNotWaitedOn) {
+  // Opening a FIFO for reading blocks until a writer appears; the engine must
+  // refuse it as not a regular file instead of hanging.
+  const std::string fifo = file_.path() + ".fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto opened = std::async(std::launch::async, [&] { return engine_->OpenFile(fifo); });
+  if (opened.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    const int writer = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);  // releases the blocked open
+    opened.wait();
+    if (writer >= 0) ::close(writer);
+    ::unlink(fifo.c_str());
+    FAIL() << "OpenFile blocked on a FIFO";
+  }
+  auto id = opened.get();
+  EXPECT_EQ(id.status().code(), StatusCode::kInvalidArgument) << id.status().ToString();
+  EXPECT_NE(id.status().message().find("not a regular file"), std::string::npos);
+  ::unlink(fifo.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, IoEngineTest,

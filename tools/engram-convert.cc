@@ -44,7 +44,9 @@ int main(int argc, char** argv) {
   app.add_option("--scale", scale, "scale tensor name in each safetensors shard (appended to each row)")->needs(st);
   auto* layout_opt = app.add_option("--layout", layout_file, "hash layout file to embed (e.g. layout-v41.json)");
   app.add_option("--layer", layer_id, "layer_id of the layout's layer to embed")->needs(layout_opt);
-  app.add_option("--chunk-mib", chunk_mib, "read chunk size in MiB")->capture_default_str();
+  app.add_option("--chunk-mib", chunk_mib, "read chunk size in MiB (1..4096)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   auto* salt_opt = app.add_option("--checksum-salt", salt, "fixed block checksum salt (default: random)");
   app.add_flag("--progress", progress, "show a progress bar even when stderr is not a terminal");
   app.add_option("OUT", out, "output table file")->required();
@@ -69,7 +71,7 @@ int main(int argc, char** argv) {
 
   engram::ConvertOptions opt;
   opt.created_by = std::string("engram-convert ") + ENGRAM_VERSION;
-  opt.chunk_bytes = std::max<size_t>(1, chunk_mib) << 20;
+  opt.chunk_bytes = chunk_mib << 20;
   if (salt_opt->count()) opt.writer.checksum_salt = salt;
   if (!layout_file.empty()) {
     if (layer_id < 0) return Fail(engram::Status::InvalidArgument("--layout needs --layer <layer_id>"));

@@ -38,15 +38,21 @@ int main(int argc, char** argv) {
   std::vector<uint64_t> emit_rows;
   uint64_t salt = 0;
   auto* rows_opt = app.add_option("--rows", rows, "number of rows (default with --layout: the layer's total_rows)");
-  app.add_option("--record-bytes", record_bytes, "bytes per record (1..4088)")->capture_default_str();
+  app.add_option("--record-bytes", record_bytes, "bytes per record (1..4088)")
+      ->check(CLI::Range(1, 4088))
+      ->capture_default_str();
   app.add_option("--seed", seed, "generator seed")->capture_default_str();
   auto* layout_opt = app.add_option("--layout", layout_file, "hash layout file to embed (e.g. layout-v41.json)");
   app.add_option("--layer", layer_id, "layer_id of the layout's layer to embed")->needs(layout_opt);
   auto* salt_opt = app.add_option("--checksum-salt", salt, "fixed block checksum salt (default: random)");
   app.add_flag("--progress", progress, "show a progress bar even when stderr is not a terminal");
-  app.add_option("--emit-rows", emit_rows, "print the generator bytes of these rows to stdout (raw) and exit")
-      ->delimiter(',');
-  app.add_option("OUT", out, "output table file");
+  auto* emit_opt =
+      app.add_option("--emit-rows", emit_rows, "print the generator bytes of these rows to stdout (raw) and exit")
+          ->delimiter(',');
+  auto* out_opt = app.add_option("OUT", out, "output table file");
+  // --emit-rows writes no table: options that only shape a table are errors
+  // with it, not silently ignored.
+  emit_opt->excludes(out_opt)->excludes(rows_opt)->excludes(layout_opt)->excludes(salt_opt);
   std::string log_level;
   engram::AddLogLevelOption(app, log_level);
   CLI11_PARSE(app, argc, argv);
@@ -61,6 +67,7 @@ int main(int argc, char** argv) {
       engram::GenerateRow(seed, r, row);
       if (std::fwrite(row.data(), 1, row.size(), stdout) != row.size()) return Fail(engram::Status::IOError("stdout"));
     }
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) return Fail(engram::Status::IOError("write to stdout failed"));
     return 0;
   }
   if (out.empty()) return Fail(engram::Status::InvalidArgument("missing OUT (the table file to write)"));

@@ -23,6 +23,12 @@ int Fail(const engram::Status& s) {
   return 1;
 }
 
+// 0 once everything printed has reached stdout, else a failure (a full disk
+// or a closed pipe must not look like success).
+int Flushed() {
+  return std::fflush(stdout) == 0 && !std::ferror(stdout) ? 0 : Fail(engram::Status::IOError("write to stdout failed"));
+}
+
 std::string Hex64(uint64_t v) {
   char b[24];
   std::snprintf(b, sizeof b, "0x%016llx", static_cast<unsigned long long>(v));
@@ -32,7 +38,7 @@ std::string Hex64(uint64_t v) {
 int Info(const engram::TableFile& t, bool json_only) {
   if (json_only) {
     std::printf("%s\n", t.metadata().dump(1).c_str());
-    return 0;
+    return Flushed();
   }
   const engram::TableHeader& h = t.header();
   std::printf("file:            %s\n", t.path().c_str());
@@ -51,7 +57,7 @@ int Info(const engram::TableFile& t, bool json_only) {
   std::printf("file_bytes:      %llu\n", static_cast<unsigned long long>(h.file_bytes));
   std::printf("flags:           0x%x\n", h.flags);
   std::printf("metadata JSON:\n%s\n", t.metadata().dump(2).c_str());
-  return 0;
+  return Flushed();
 }
 
 int Verify(const engram::TableFile& t, bool progress) {
@@ -61,7 +67,7 @@ int Verify(const engram::TableFile& t, bool progress) {
   if (!s.ok()) return Fail(s);
   std::printf("OK: %llu blocks, %llu rows verified\n", static_cast<unsigned long long>(t.block_count()),
               static_cast<unsigned long long>(t.row_count()));
-  return 0;
+  return Flushed();
 }
 
 // "5,7,10-12" -> 5 7 10 11 12
@@ -108,7 +114,7 @@ int Dump(const engram::TableFile& t, const std::vector<std::string>& specs, bool
       std::printf("\n");
     }
   }
-  return std::fflush(stdout) == 0 ? 0 : Fail(engram::Status::IOError("write to stdout failed"));
+  return Flushed();
 }
 
 }  // namespace

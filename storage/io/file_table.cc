@@ -22,7 +22,9 @@ Result<FileId> FileTable::Open(const std::string& path, bool want_direct) {
   int fd = -1;
   bool direct = false;
   if (want_direct) {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    // O_NONBLOCK: a FIFO would block the open; it is refused as not a
+    // regular file below, and the flag is cleared before any read.
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT | O_NONBLOCK);
     if (fd >= 0) {
       direct = true;
     } else if (errno == EINVAL) {
@@ -38,7 +40,7 @@ Result<FileId> FileTable::Open(const std::string& path, bool want_direct) {
     }
   }
   if (fd < 0) {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return Status::FromErrno("open '" + path + "'", errno);
   }
   struct stat st {};
@@ -50,6 +52,14 @@ Result<FileId> FileTable::Open(const std::string& path, bool want_direct) {
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
     return Status::InvalidArgument("open '" + path + "': not a regular file");
+  }
+  // Clear O_NONBLOCK again: io_uring honours it on regular files too, and
+  // would answer a page-cache miss with -EAGAIN instead of waiting.
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    int err = errno;
+    ::close(fd);
+    return Status::FromErrno("fcntl '" + path + "'", err);
   }
 
   std::lock_guard lock(mu_);

@@ -68,7 +68,15 @@ expect_fail "row out of range" "past the end" "$inspect" dump t.engram --rows 10
 expect_fail "bad row list" "bad row" "$inspect" dump t.engram --rows 1,x
 
 # --- gen bad input ---------------------------------------------------------
-expect_fail "record too big" "record_bytes 5000" "$gen" --rows 10 --record-bytes 5000 x.engram
+expect_fail "record too big" "not in range 1 to 4088" "$gen" --rows 10 --record-bytes 5000 x.engram
+expect_fail "size overflows" "overflows a 64-bit file size" "$gen" --rows 18446744073709551615 --record-bytes 4088 x.engram
+expect_fail "larger than the disk" "free" "$gen" --rows 1000000000000000 --record-bytes 16 x.engram
+expect_fail "emit-rows zero record" "not in range" "$gen" --record-bytes 0 --emit-rows 1
+expect_fail "emit-rows with a table option" "excludes" "$gen" --emit-rows 1 --rows 5
+expect_fail "emit-rows to a full disk" "write to stdout failed" sh -c "'$gen' --emit-rows 1,2 >/dev/full"
+expect_fail "info to a full disk" "write to stdout failed" sh -c "'$inspect' info t.engram >/dev/full"
+mkfifo fifo.engram
+expect_fail "a FIFO is not a table" "not a regular file" timeout 10 "$inspect" fifo.engram
 expect_fail "no rows" "--rows is required" "$gen" x.engram
 layout=$src/tests/fixtures/engram-hash/layout-v41.json
 expect_fail "layout row mismatch" "total_rows 384006168" "$gen" --rows 10 --layout "$layout" --layer 1 x.engram
@@ -98,6 +106,8 @@ done
 expect_fail "missing tensor" "no tensor named 'nope'" "$convert" --safetensors in.safetensors --weight nope o.engram
 head -c 50 in.safetensors >cut.safetensors
 expect_fail "truncated safetensors" "safetensors header" "$convert" --safetensors cut.safetensors --weight engram.w o.engram
+expect_fail "chunk too big" "not in range 1 to 4096" "$convert" --safetensors in.safetensors --weight engram.w \
+  --chunk-mib 100000000 o.engram
 expect_fail "no input" "--safetensors or --npy" "$convert" o.engram
 [[ ! -e o.engram ]] || fail "a failed convert left an output file"
 
