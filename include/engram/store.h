@@ -30,6 +30,7 @@
 
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 
 #include "engram/cache_config.h"
@@ -130,21 +131,34 @@ class Store {
 
   // Boost.Asio form: any completion token (a callback, asio::use_future,
   // asio::use_awaitable, ...). The handler runs on its associated executor
-  // (the caller's), never on a store thread. The executor's execution
-  // context (e.g. the io_context) must outlive the Store: the store's thread
-  // may still be returning from post() after the handler has already run, so
-  // destroy the Store first.
+  // (bind one with asio::bind_executor; a handler with none runs on Asio's
+  // system executor, a thread of Asio's own pool), never on a store thread,
+  // and is destroyed there too. The gather counts as outstanding work on that
+  // executor until the handler has run, so io_context::run() does not return
+  // while a gather is in flight. The executor's execution context (e.g. the
+  // io_context) must outlive the Store: the store's thread may still be
+  // returning from post() after the handler has already run, so destroy the
+  // Store first.
   template <typename CompletionToken>
   auto AsyncGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
                    CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(GatherResult)>(
         [this, table, row_ids, dst, stride](auto handler) {
           using Handler = decltype(handler);
-          auto shared = std::make_shared<Handler>(std::move(handler));
-          StartGather(table, row_ids, dst, stride, [shared](GatherResult result) {
-            auto executor = boost::asio::get_associated_executor(*shared);
-            boost::asio::post(executor, [shared, result = std::move(result)]() mutable {
-              (*shared)(std::move(result));
+          auto executor = boost::asio::get_associated_executor(handler);
+          struct Pending {
+            Handler handler;
+            boost::asio::executor_work_guard<decltype(executor)> work;
+          };
+          auto pending = std::make_shared<Pending>(Pending{std::move(handler), boost::asio::make_work_guard(executor)});
+          StartGather(table, row_ids, dst, stride, [pending](GatherResult result) {
+            auto ex = pending->work.get_executor();
+            boost::asio::post(ex, [pending, result = std::move(result)]() mutable {
+              // Moved out so the handler (and what it owns) dies here, on
+              // its executor, not on whichever thread drops `pending` last.
+              Handler h = std::move(pending->handler);
+              auto work = std::move(pending->work);
+              h(std::move(result));
             });
           });
         },

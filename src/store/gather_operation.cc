@@ -74,7 +74,9 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   std::vector<std::byte*> outs(distinct);
   for (size_t d = 0; d < distinct; ++d) outs[d] = st.dst + size_t(st.plan.first_pos[d]) * st.stride;
   std::vector<uint8_t> hit(distinct);
-  table.cache->LookupBatch(st.plan.distinct, outs, PinAction::kConsume, hit);
+  // kKeep: the pin of a read-ahead row is dropped by ConsumePrefetched below,
+  // under the lock that pairs it with the store's list (see TableState).
+  table.cache->LookupBatch(st.plan.distinct, outs, PinAction::kKeep, hit);
   std::vector<std::pair<uint64_t, uint32_t>> missed;
   for (size_t d = 0; d < distinct; ++d) {
     const uint64_t row = st.plan.distinct[d];
@@ -209,9 +211,9 @@ void FinishPrefetch(const PrefetchOperation& op) {
     std::span<const std::byte> block = op.batch.Block(b);
     for (uint32_t i = op.batch.first_row[b]; i < op.batch.first_row[b + 1]; ++i) {
       const uint64_t row = op.batch.rows[i];
+      std::lock_guard lock(t.prefetch_mu);  // the pin and the list change together (see TableState)
       InsertOutcome o = t.cache->InsertPinned(row, block.subspan(g.RowOffsetInBlock(row), record));
       if (o == InsertOutcome::kRefusedAllPinned || o == InsertOutcome::kRefusedLostAdmission) continue;
-      std::lock_guard lock(t.prefetch_mu);
       if (t.prefetched.insert(row).second) {
         t.prefetched_count.fetch_add(1, std::memory_order_relaxed);
         t.counters.Add(t.counters.prefetch_rows, 1);

@@ -45,6 +45,12 @@ struct TableState {
 
   // Rows inserted pinned by Prefetch and not yet consumed or released. The
   // count lets gathers skip the lock when no read-ahead is outstanding.
+  // Invariant: a row is pinned in `cache` exactly while it is in this set.
+  // Every pin and unpin happens under prefetch_mu together with the set
+  // change (InsertPinned + insert when read-ahead lands, erase + Unpin when
+  // a gather consumes or ReleasePrefetch releases), so no interleaving of
+  // gathers, landings and releases can leave a pin the set forgot (its slot
+  // would be lost for good) or a listed row with no pin.
   std::mutex prefetch_mu;
   std::unordered_set<uint64_t> prefetched;
   std::atomic<uint64_t> prefetched_count{0};
@@ -68,12 +74,13 @@ struct TableState {
     prefetch_landed.wait(lock, [&] { return prefetches_in_flight == 0; });
   }
 
-  // True (and removes it) if `row` was a prefetched row not yet consumed.
+  // True (and unpins it) if `row` was a prefetched row not yet consumed.
   bool ConsumePrefetched(uint64_t row) {
     if (prefetched_count.load(std::memory_order_relaxed) == 0) return false;
     std::lock_guard lock(prefetch_mu);
     if (prefetched.erase(row) == 0) return false;
     prefetched_count.fetch_sub(1, std::memory_order_relaxed);
+    cache->Unpin(row);
     return true;
   }
 };
