@@ -145,6 +145,10 @@ TEST_F(HttpEndpointTest, MalformedRequestsGet4xxNotACrash) {
   }
   std::string huge = "GET /metrics HTTP/1.1\r\nX-Big: " + std::string(20000, 'a') + "\r\n\r\n";
   EXPECT_EQ(Exchange(endpoint_->port(), huge).rfind("HTTP/1.1 431", 0), 0u);
+  // An oversized body is 413 Payload Too Large (headers were fine).
+  std::string big_body = "POST /metrics HTTP/1.1\r\nContent-Length: 10000\r\n\r\n" + std::string(10000, 'b');
+  std::string r413 = Exchange(endpoint_->port(), big_body);
+  EXPECT_EQ(r413.rfind("HTTP/1.1 413", 0), 0u) << r413;
   // Still serving after all that.
   EXPECT_EQ(Get(endpoint_->port(), "/healthz").rfind("HTTP/1.1 200", 0), 0u);
   EXPECT_GE(endpoint_->requests_rejected(), 5u);

@@ -108,6 +108,10 @@ class MetricsHttpEndpoint::Impl {
   uint16_t port_ = 0;
   asio::io_context io_;
   tcp::acceptor acceptor_;
+  // After a failed accept (EMFILE, ENFILE, ENOBUFS: the error repeats until
+  // something is freed) the next one waits a moment instead of spinning.
+  asio::steady_timer accept_backoff_{io_};
+  bool accept_error_logged_ = false;
   std::thread thread_;
 
  private:
@@ -145,9 +149,12 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec) {
       // A malformed or oversized request: say so, then close.
       owner_->rejected_.fetch_add(1);
-      bool too_big = ec == http::error::header_limit || ec == http::error::body_limit ||
-                     ec == http::error::buffer_overflow;
-      return Reply(too_big ? http::status::request_header_fields_too_large : http::status::bad_request,
+      const http::status status =
+          ec == http::error::body_limit ? http::status::payload_too_large
+          : ec == http::error::header_limit || ec == http::error::buffer_overflow
+              ? http::status::request_header_fields_too_large
+              : http::status::bad_request;
+      return Reply(status,
                    "text/plain", std::string("bad request: ") + ec.message() + "\n", /*keep_alive=*/false, 11);
     }
     const auto& req = parser_->get();
@@ -229,8 +236,17 @@ void MetricsHttpEndpoint::Impl::Accept() {
       } else {
         std::make_shared<Session>(std::move(socket), this)->Start();
       }
+      Accept();
+      return;
     }
-    Accept();
+    if (!accept_error_logged_) {
+      accept_error_logged_ = true;
+      spdlog::warn("metrics endpoint: accept failed ({}); retrying every 100 ms", ec.message());
+    }
+    accept_backoff_.expires_after(std::chrono::milliseconds(100));
+    accept_backoff_.async_wait([this](boost::system::error_code wait_ec) {
+      if (!wait_ec && acceptor_.is_open()) Accept();
+    });
   });
 }
 
