@@ -124,8 +124,9 @@ class Store {
 
   // Callback form. `done` runs on a thread of the store's completion pool
   // (StoreOptions::completion_threads), or on the calling thread if the gather
-  // completes at once; it must only hand the result off. AsyncGather below is
-  // what applications use.
+  // completes at once; it must only hand the result off, and must not drop
+  // the last reference to the Store (its teardown waits for that pool).
+  // AsyncGather below is what applications use.
   virtual void StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
                            std::function<void(GatherResult)> done) = 0;
 
