@@ -79,18 +79,22 @@ Status SyncParentDir(const std::string& path) {
   return Status::OK();
 }
 
-Result<int> OpenReadOnly(const std::string& path) {
-  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
-  // forever; anything but a regular file is refused below, and for a regular
-  // file the flag changes nothing (it is cleared anyway).
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return Status::FromErrno("open " + path, errno);
-  ScopedFd guard(fd);
+Result<uint64_t> RequireRegularFile(int fd, const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) return Status::FromErrno("stat " + path, errno);
   if (!S_ISREG(st.st_mode)) return Status::InvalidArgument("open " + path + ": not a regular file");
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) return Status::FromErrno("fcntl " + path, errno);
+  return static_cast<uint64_t>(st.st_size);
+}
+
+Result<int> OpenReadOnly(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
+  // forever; RequireRegularFile refuses it and clears the flag.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return Status::FromErrno("open " + path, errno);
+  ScopedFd guard(fd);
+  ENGRAM_RETURN_IF_ERROR(RequireRegularFile(fd, path).status());
   return guard.release();
 }
 

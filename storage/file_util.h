@@ -30,8 +30,15 @@ Result<uint64_t> FileSize(int fd, std::string_view path);
 // fsync of the directory holding `path`, so a rename into it is durable.
 Status SyncParentDir(const std::string& path);
 
-// Opens `path` read-only (O_CLOEXEC).
+// Opens `path` read-only (O_CLOEXEC); InvalidArgument if it is not a regular
+// file (a FIFO is refused at once, not waited on).
 Result<int> OpenReadOnly(const std::string& path);
+
+// For an fd opened with O_NONBLOCK (so that opening a FIFO cannot block):
+// InvalidArgument unless it is a regular file, then clears O_NONBLOCK, which
+// io_uring would otherwise honour on regular files too (-EAGAIN on a
+// page-cache miss instead of waiting). Returns the file's size.
+Result<uint64_t> RequireRegularFile(int fd, const std::string& path);
 
 // Best effort: writes the file's dirty pages back (a page still dirty cannot
 // be dropped) and asks the kernel to drop its cached pages, so the next reads

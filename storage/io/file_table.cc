@@ -1,12 +1,13 @@
 #include "storage/io/file_table.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 
 #include <spdlog/spdlog.h>
+
+#include "storage/file_util.h"
 
 namespace engram::io {
 
@@ -23,7 +24,7 @@ Result<FileId> FileTable::Open(const std::string& path, bool want_direct) {
   bool direct = false;
   if (want_direct) {
     // O_NONBLOCK: a FIFO would block the open; it is refused as not a
-    // regular file below, and the flag is cleared before any read.
+    // regular file by RequireRegularFile, which also clears the flag.
     fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT | O_NONBLOCK);
     if (fd >= 0) {
       direct = true;
@@ -43,23 +44,10 @@ Result<FileId> FileTable::Open(const std::string& path, bool want_direct) {
     fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return Status::FromErrno("open '" + path + "'", errno);
   }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
+  Result<uint64_t> size = fileutil::RequireRegularFile(fd, path);
+  if (!size.ok()) {
     ::close(fd);
-    return Status::FromErrno("stat '" + path + "'", err);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::InvalidArgument("open '" + path + "': not a regular file");
-  }
-  // Clear O_NONBLOCK again: io_uring honours it on regular files too, and
-  // would answer a page-cache miss with -EAGAIN instead of waiting.
-  const int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
-    int err = errno;
-    ::close(fd);
-    return Status::FromErrno("fcntl '" + path + "'", err);
+    return size.status();
   }
 
   std::lock_guard lock(mu_);
@@ -75,7 +63,7 @@ Result<FileId> FileTable::Open(const std::string& path, bool want_direct) {
                                      std::to_string(capacity_) + " files open (IoOptions::max_open_files)");
   }
   Slot& slot = slots_[id];
-  slot.file = OpenedFile{fd, static_cast<uint64_t>(st.st_size), direct, path};
+  slot.file = OpenedFile{fd, *size, direct, path};
   slot.open.store(true, std::memory_order_release);
   return id;
 }
