@@ -321,7 +321,7 @@ CLI::App* RegisterGatherCommand(CLI::App& app, GatherArgs& a) {
   cmd->add_option("--layout", a.layout, "Hash layout JSON (default: fixtures/engram-hash/layout-v41.json)");
   auto* map = cmd->add_option("--token-map", a.token_map, "Token map (default: fixtures/engram-hash/token-map.u32)");
   cmd->add_flag("--identity", a.identity, "Hash raw token IDs instead of the token map")->excludes(map);
-  cmd->add_option("--tables", a.tables, "Tables (layers 0..N-1 of the layout)")
+  cmd->add_option("--tables", a.tables, "Tables: layers 0..N-1 of the layout (at most its layer count; V4.1 has 2)")
       ->capture_default_str()->check(CLI::Range(1, 16));
   cmd->add_option("--rows-per-table", a.rows_per_table, "Table size (the layout is scaled to it)")
       ->capture_default_str()->check(CLI::Range(uint64_t(100000), uint64_t(1) << 34));
