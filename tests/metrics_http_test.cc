@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "src/metrics/http_endpoint.h"
 #include "src/metrics/metrics_snapshot.h"
@@ -188,6 +191,77 @@ TEST(HttpEndpoint, BindFailureIsAClearError) {
   auto second = MetricsHttpEndpoint::Start(o, [] { return std::string(); });
   ASSERT_FALSE(second.ok());
   EXPECT_NE(second.status().message().find("cannot listen"), std::string::npos);
+}
+
+// Runs in a child process (it exhausts the child's file descriptors). Exits 0
+// if, while no descriptor is free, the endpoint retries accept about every
+// 100 ms instead of spinning, and serves the waiting clients once some are
+// freed; else prints why and exits 1.
+[[noreturn]] void AcceptBacksOffWhileDescriptorsRunOutThenServes() {
+  auto die = [](const std::string& why) {
+    std::fprintf(stderr, "%s\n", why.c_str());
+    std::_Exit(1);
+  };
+  HttpEndpointOptions o;
+  o.port = 0;
+  auto e = MetricsHttpEndpoint::Start(o, [] { return std::string("x 1\n"); });
+  if (!e.ok()) die(e.status().ToString());
+  const uint16_t port = (*e)->port();
+  // Client sockets are made first: connect() needs no new descriptor, so the
+  // clients can reach the backlog after every descriptor is taken.
+  std::vector<int> clients;
+  for (int i = 0; i < 3; ++i) clients.push_back(socket(AF_INET, SOCK_STREAM, 0));
+  rlimit lim{};
+  getrlimit(RLIMIT_NOFILE, &lim);
+  int highest = 0;
+  for (int fd = 0; fd < 4096; ++fd) if (fcntl(fd, F_GETFD) != -1) highest = fd;
+  lim.rlim_cur = rlim_t(highest) + 16;
+  if (setrlimit(RLIMIT_NOFILE, &lim) != 0) die("setrlimit failed");
+  std::vector<int> fillers;
+  for (int fd; (fd = open("/dev/null", O_RDONLY)) >= 0;) fillers.push_back(fd);
+  if (errno != EMFILE) die("filling descriptors stopped with errno " + std::to_string(errno));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (int c : clients) {
+    if (connect(c, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) die("connect failed");
+  }
+  // Wait for the first failed accept, then count the retries over 1 s: ~10
+  // with the back-off; a loop that retries at once makes thousands.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while ((*e)->accept_errors() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const uint64_t first = (*e)->accept_errors();
+  if (first == 0) die("accept never failed while no descriptor was free");
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const uint64_t retries = (*e)->accept_errors() - first;
+  if (retries < 3 || retries > 30) die("accept retried " + std::to_string(retries) + " times in 1 s (want ~10)");
+  for (int fd : fillers) close(fd);
+  // The waiting clients are now accepted and served.
+  for (int c : clients) {
+    const std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    if (write(c, req.data(), req.size()) != ssize_t(req.size())) die("write failed");
+    std::string out;
+    char buf[512];
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < until) {
+      pollfd p{c, POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      ssize_t n = read(c, buf, sizeof buf);
+      if (n <= 0) break;
+      out.append(buf, size_t(n));
+    }
+    if (out.rfind("HTTP/1.1 200", 0) != 0) die("after descriptors were freed a client got: '" + out + "'");
+    close(c);
+  }
+  std::_Exit(0);
+}
+
+TEST(HttpEndpoint, AcceptBacksOffWhileDescriptorsRunOutAndRecovers) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(AcceptBacksOffWhileDescriptorsRunOutThenServes(), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

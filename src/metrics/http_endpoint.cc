@@ -105,6 +105,7 @@ class MetricsHttpEndpoint::Impl {
   std::atomic<size_t> open_connections_{0};
   std::atomic<uint64_t> served_{0};
   std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> accept_errors_{0};
   uint16_t port_ = 0;
   asio::io_context io_;
   tcp::acceptor acceptor_;
@@ -239,6 +240,7 @@ void MetricsHttpEndpoint::Impl::Accept() {
       Accept();
       return;
     }
+    accept_errors_.fetch_add(1);
     if (!accept_error_logged_) {
       accept_error_logged_ = true;
       spdlog::warn("metrics endpoint: accept failed ({}); retrying every 100 ms", ec.message());
@@ -270,5 +272,6 @@ uint16_t MetricsHttpEndpoint::port() const { return impl_->port_; }
 std::string MetricsHttpEndpoint::address() const { return impl_->options_.address; }
 uint64_t MetricsHttpEndpoint::requests_served() const { return impl_->served_.load(); }
 uint64_t MetricsHttpEndpoint::requests_rejected() const { return impl_->rejected_.load(); }
+uint64_t MetricsHttpEndpoint::accept_errors() const { return impl_->accept_errors_.load(); }
 
 }  // namespace engram

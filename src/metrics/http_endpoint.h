@@ -64,6 +64,9 @@ class MetricsHttpEndpoint {
   // Counters about the endpoint itself (also exported by the store).
   uint64_t requests_served() const;
   uint64_t requests_rejected() const;  // 4xx answers and connections closed for timeout/limits
+  // Failed accepts (EMFILE, ENFILE, ENOBUFS...). The endpoint retries every
+  // 100 ms while they last, so this grows by ~10 per second, not by a spin.
+  uint64_t accept_errors() const;
 
   class Impl;
 
