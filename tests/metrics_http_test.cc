@@ -63,23 +63,27 @@ TEST(MetricsSnapshot, HistogramBucketsAreCumulativeWithInfAndCount) {
   EXPECT_EQ(m.Value("engram_io_read_latency_seconds", {{"table", "layer1"}}, "_count"), 6);
 }
 
-TEST(MetricsSnapshot, PassesPromtoolCheckWhenAvailable) {
-  if (system("command -v promtool >/dev/null 2>&1") != 0) GTEST_SKIP() << "promtool not installed";
+// Runs `promtool check metrics` on text: "" if it passes, else its output.
+std::string PromtoolProblems(const std::string& text) {
   char path[] = "/tmp/engram-metrics-XXXXXX";
   int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  std::string text = SampleSnapshot().ToPrometheusText();
-  ASSERT_EQ(write(fd, text.data(), text.size()), ssize_t(text.size()));
+  if (fd < 0) return "mkstemp failed";
+  bool written = write(fd, text.data(), text.size()) == ssize_t(text.size());
   close(fd);
-  std::string cmd = std::string("promtool check metrics < ") + path + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
   std::string out;
-  char buf[256];
-  while (fgets(buf, sizeof buf, p)) out += buf;
-  int rc = pclose(p);
+  int rc = -1;
+  if (FILE* p = written ? popen((std::string("promtool check metrics < ") + path + " 2>&1").c_str(), "r") : nullptr) {
+    char buf[256];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    rc = pclose(p);
+  }
   unlink(path);
-  EXPECT_EQ(rc, 0) << out;
+  return rc == 0 ? "" : "promtool failed: " + out;
+}
+
+TEST(MetricsSnapshot, PassesPromtoolCheckWhenAvailable) {
+  if (system("command -v promtool >/dev/null 2>&1") != 0) GTEST_SKIP() << "promtool not installed";
+  EXPECT_EQ(PromtoolProblems(SampleSnapshot().ToPrometheusText()), "");
 }
 
 TEST(ParseListenAddress, AcceptsHostPortAndRejectsGarbage) {
@@ -124,6 +128,18 @@ TEST_F(HttpEndpointTest, ServesMetricsInTextFormat004) {
   EXPECT_NE(r.find("engram_row_cache_hits_total{table=\"layer1\"} 42"), std::string::npos);
   EXPECT_EQ(renders_.load(), 1);
   EXPECT_EQ(endpoint_->address(), "127.0.0.1");
+  // The endpoint's own counters follow the store's.
+  EXPECT_NE(r.find("# TYPE engram_metrics_http_requests_total counter"), std::string::npos) << r;
+  EXPECT_NE(r.find("engram_metrics_http_requests_total{outcome=\"rejected\"} 0"), std::string::npos) << r;
+  EXPECT_NE(r.find("engram_metrics_http_accept_errors_total 0"), std::string::npos) << r;
+}
+
+TEST_F(HttpEndpointTest, MetricsBodyWithTheEndpointsOwnCountersPassesPromtool) {
+  if (system("command -v promtool >/dev/null 2>&1") != 0) GTEST_SKIP() << "promtool not installed";
+  std::string r = Get(endpoint_->port(), "/metrics");
+  size_t body = r.find("\r\n\r\n");
+  ASSERT_NE(body, std::string::npos) << r;
+  EXPECT_EQ(PromtoolProblems(r.substr(body + 4)), "");
 }
 
 TEST_F(HttpEndpointTest, ServesHealthz) {

@@ -1,5 +1,7 @@
 #include "src/metrics/http_endpoint.h"
 
+#include "src/metrics/metrics_snapshot.h"
+
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -115,6 +117,19 @@ class MetricsHttpEndpoint::Impl {
   bool accept_error_logged_ = false;
   std::thread thread_;
 
+  // The store's metrics followed by the endpoint's own counters (rendered
+  // here rather than by the store, which would race the endpoint's start).
+  std::string RenderWithOwnCounters() {
+    MetricsSnapshot own;
+    own.AddCounter("engram_metrics_http_requests_total", "Requests to the metrics endpoint, by outcome.",
+                   {{"outcome", "served"}}, double(served_.load()));
+    own.AddCounter("engram_metrics_http_requests_total", "", {{"outcome", "rejected"}}, double(rejected_.load()));
+    own.AddCounter("engram_metrics_http_accept_errors_total",
+                   "Failed accepts (descriptor or buffer exhaustion); retried every 100 ms.", {},
+                   double(accept_errors_.load()));
+    return render_() + own.ToPrometheusText();
+  }
+
  private:
   void Accept();
 };
@@ -170,7 +185,7 @@ class Session : public std::enable_shared_from_this<Session> {
         return Reply(http::status::method_not_allowed, "text/plain", "only GET and HEAD\n", keep, version);
       case HttpRoute::kMetrics:
         owner_->served_.fetch_add(1);
-        return Reply(http::status::ok, "text/plain; version=0.0.4; charset=utf-8", owner_->render_(), keep, version,
+        return Reply(http::status::ok, "text/plain; version=0.0.4; charset=utf-8", owner_->RenderWithOwnCounters(), keep, version,
                      routed.head_only);
       case HttpRoute::kHealthz:
         owner_->served_.fetch_add(1);

@@ -61,7 +61,8 @@ class MetricsHttpEndpoint {
 
   uint16_t port() const;
   std::string address() const;
-  // Counters about the endpoint itself (also exported by the store).
+  // Counters about the endpoint itself (also appended to every /metrics body
+  // as engram_metrics_http_requests_total and _accept_errors_total).
   uint64_t requests_served() const;
   uint64_t requests_rejected() const;  // 4xx answers and connections closed for timeout/limits
   // Failed accepts (EMFILE, ENFILE, ENOBUFS...). The endpoint retries every
