@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -173,6 +174,12 @@ class ReferenceCache {
     if (halving_ && now % halving_ == 0) {
       for (auto& [k, v] : counts_) v /= 2;
     }
+    // The cache's clock upkeep: every power of two of ticks up to 1/64 of the
+    // capacity (at most 4096) the ghost history is swept up to date. (Its
+    // stamp clamping needs 2^30 ticks; the model's are 64-bit.)
+    const uint64_t capacity = sets_.size() * c_.ways;
+    const uint64_t upkeep = std::bit_floor(std::clamp<uint64_t>(capacity / 64, 1, 4096));
+    if (ghost_ && now % upkeep == 0) ghost_->Sweep(now, cache::GhostHistory::kSweepAllDue);
     return now;
   }
   uint32_t Max() const { return (1u << c_.counter_bits) - 1; }

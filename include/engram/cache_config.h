@@ -56,7 +56,8 @@ struct RowCacheConfig {
   // it is evicted before any fresh resident of the candidate sets (oldest
   // first) and loses admission to any candidate, whatever the sketch says.
   // Old popularity then cannot hold the cache against a newer working set
-  // that is re-read soon. 0 disables (the reported cache).
+  // that is re-read soon. 0 disables (the reported cache). Ages are kept
+  // exactly up to 2^30 ticks, so a longer period acts as 2^30 ticks.
   double stale_after = 0.0;
 
   // Count-min frequency sketch. Every lookup (hits and misses) increments it.

@@ -5,13 +5,6 @@
 #include "src/cache/set_hasher.h"
 
 namespace engram::cache {
-namespace {
-// Most buckets one Sweep call clears: bounded work on the insert path. The
-// clock can only outrun it when inserts are rarer than one per
-// 1 / kMaxSweepPerCall of a bucket's share of the sweep period, i.e. when
-// almost nothing misses; the history then matters little.
-constexpr uint64_t kMaxSweepPerCall = 4;
-}  // namespace
 
 GhostHistory::GhostHistory(uint64_t bytes, uint32_t epoch_bits, uint64_t granularity, uint64_t seed)
     : buckets_(std::max<uint64_t>(bytes / 64, 1)),
@@ -124,7 +117,7 @@ uint64_t GhostHistory::AgeOf(uint64_t hash, uint64_t now) const {
   return age >= max_age_ ? kNever : uint64_t{age} * granularity_;
 }
 
-void GhostHistory::Sweep(uint64_t now) {
+void GhostHistory::Sweep(uint64_t now, uint64_t max_buckets) {
   const uint64_t period_ticks = uint64_t{(1u << epoch_bits_) - max_age_} * granularity_;
   // Buckets that should have been visited by now: the whole table once per period.
   const uint64_t due = static_cast<uint64_t>((static_cast<unsigned __int128>(now) * buckets_) / period_ticks);
@@ -132,7 +125,7 @@ void GhostHistory::Sweep(uint64_t now) {
   if (done >= due) return;
   // Behind by more than a table: only the last table's worth matters.
   const uint64_t from = std::max(done, due > buckets_ ? due - buckets_ : 0);
-  const uint64_t to = std::min(due, from + kMaxSweepPerCall);
+  const uint64_t to = due - from > max_buckets ? from + max_buckets : due;
   if (!swept_.compare_exchange_strong(done, to, std::memory_order_relaxed)) return;  // another thread sweeps
   const uint64_t now_epoch = now / granularity_;
   for (uint64_t i = from; i < to; ++i) {

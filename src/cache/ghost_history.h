@@ -60,9 +60,13 @@ class GhostHistory {
   // kNever if it is not in the table (never seen, or forgotten).
   uint64_t AgeOf(uint64_t hash, uint64_t now) const;
   // Clears entries that are about to become ambiguous. Visits the buckets
-  // the clock has moved past since the last call (bounded work per call);
-  // callers call it on every record.
-  void Sweep(uint64_t now);
+  // the clock has moved past since the last call, at most max_buckets of
+  // them: callers call it with the small default on every record, and with
+  // kSweepAllDue periodically from the clock (else a cache that only hits
+  // would let epochs wrap).
+  static constexpr uint64_t kSweepPerRecord = 4;
+  static constexpr uint64_t kSweepAllDue = ~uint64_t{0};
+  void Sweep(uint64_t now, uint64_t max_buckets = kSweepPerRecord);
 
   uint64_t memory_bytes() const { return buckets_ * 64; }
   uint64_t granularity() const { return granularity_; }

@@ -25,18 +25,30 @@ uint64_t AutoSketchBytes(const RowCacheConfig& c, uint64_t capacity_rows) {
 }
 
 // How long ago (in ticks) a stamp was written. A stamp from a racing thread
-// may be a little ahead of `now`: that is age 0, not 4 billion.
+// may be a little ahead of `now`: that is age 0, not 4 billion. Stamps are
+// 32-bit; Maintain() clamps every age to kMaxStampAge at least once per
+// kStampRefreshTicks, so a true age never reaches 2^31 and reads as negative.
 uint32_t AgeOf(uint32_t now, uint32_t stamp) {
   int32_t age = static_cast<int32_t>(now - stamp);
   return age < 0 ? 0 : static_cast<uint32_t>(age);
 }
 
-// config.stale_after x capacity, clamped to what 32-bit stamps compare
-// exactly (ages below 2^31); 0 = off.
+// Ages are exact up to kMaxStampAge and saturate there (any older row is
+// "at least this old"); kMaxStampAge + kStampRefreshTicks + the ticks one
+// Maintain call may lag stays far below 2^31.
+constexpr uint32_t kMaxStampAge = 1u << 30;
+constexpr uint64_t kStampRefreshTicks = uint64_t{1} << 29;
+
+uint64_t MaintainTicks(uint64_t capacity_rows) {
+  return std::bit_floor(std::clamp<uint64_t>(capacity_rows / 64, 1, 4096));
+}
+
+// config.stale_after x capacity, clamped to the ages stamps keep exactly
+// (up to kMaxStampAge); 0 = off.
 uint32_t StaleTicks(const RowCacheConfig& c, uint64_t capacity_rows) {
   if (c.stale_after <= 0.0) return 0;
   double t = std::ceil(c.stale_after * static_cast<double>(capacity_rows));
-  return t >= double(1u << 31) ? (1u << 31) - 1 : std::max<uint32_t>(1, static_cast<uint32_t>(t));
+  return t >= double(kMaxStampAge) ? kMaxStampAge - 1 : std::max<uint32_t>(1, static_cast<uint32_t>(t));
 }
 
 // The sketch's halving period in ticks (operations): the absolute one, or
@@ -119,12 +131,46 @@ SetAssociativeRowCache::SetAssociativeRowCache(const RowCacheConfig& config, uin
       stale_ticks_(StaleTicks(config, num_sets * config.ways)),
       relocation_min_empty_(std::max<uint64_t>(1, num_sets * config.ways / 1024)),
       empty_slots_(num_sets * config.ways),
+      maintain_ticks_(MaintainTicks(num_sets * config.ways)),
+      // Every set once per kStampRefreshTicks, which hold
+      // kStampRefreshTicks / maintain_ticks_ calls.
+      refresh_sets_per_call_((num_sets + kStampRefreshTicks / maintain_ticks_ - 1) /
+                             (kStampRefreshTicks / maintain_ticks_)),
       shards_(new StatShard[kStatShards]) {
   if (config.admission == AdmissionRule::kReuseDistance) {
     const uint64_t capacity = num_sets * config.ways;
     ghost_ = std::make_unique<GhostHistory>(footprint.ghost_bytes, config.ghost_epoch_bits,
                                             std::max<uint64_t>(1, capacity / config.ghost_epochs), config.seed);
   }
+}
+
+void SetAssociativeRowCache::Maintain(uint64_t now64) {
+  // The slice is a function of the tick alone, so two Maintain calls running
+  // at once (threads whose ticks crossed consecutive boundaries) clamp
+  // different sets and need no shared cursor.
+  const uint64_t call = now64 / maintain_ticks_;
+  const uint32_t now = static_cast<uint32_t>(now64);
+  for (uint64_t i = 0; i < refresh_sets_per_call_; ++i) {
+    const uint64_t set = (call * refresh_sets_per_call_ + i) % num_sets_;
+    SetView s = View(set);
+    s.Lock();
+    for (uint32_t w = 0; w < layout_.ways; ++w) {
+      if (((s.occupied() >> w) & 1) && AgeOf(now, s.stamps()[w]) > kMaxStampAge) s.stamps()[w] = now - kMaxStampAge;
+    }
+    s.Unlock();
+  }
+  if (ghost_) ghost_->Sweep(now64, GhostHistory::kSweepAllDue);
+}
+
+void SetAssociativeRowCache::AdvanceClockForTesting(uint64_t ticks) {
+  const uint64_t from = clock_.load(std::memory_order_relaxed);
+  const uint64_t end = from + ticks;
+  auto next_multiple = [](uint64_t t, uint64_t period) { return (t + period - 1) / period * period; };
+  for (uint64_t t = next_multiple(from, maintain_ticks_); t < end; t += maintain_ticks_) Maintain(t);
+  if (halving_ticks_ != 0) {
+    for (uint64_t t = next_multiple(from, halving_ticks_); t < end; t += halving_ticks_) sketch_.Halve();
+  }
+  clock_.store(end, std::memory_order_relaxed);
 }
 
 StatShard& SetAssociativeRowCache::Shard() const {

@@ -16,7 +16,11 @@
 // Logical clock: every Lookup, Insert and InsertPinned takes one tick from a
 // global counter; a hit stamps the way with its lookup's tick, an insert with
 // its own. Stamps are 32-bit and compared as ages relative to the current
-// tick, which is exact while residents are younger than 2^31 ticks.
+// tick. A cache may run for far more than 2^32 ticks (minutes at millions of
+// lookups a second), so the clock's upkeep (Maintain) clamps every age to
+// 2^30 at least once per 2^29 ticks: ages are exact below 2^30 and saturate
+// there, and an idle row never wraps round to look young. The same upkeep
+// keeps the ghost history's sweep up with the clock when nothing misses.
 //
 // Concurrency: each set's lock lives in the set (set_layout.h). Operations on
 // two candidate sets lock them in ascending set order; relocation takes any
@@ -98,6 +102,10 @@ class SetAssociativeRowCache final : public RowCache {
   std::vector<uint64_t> ResidentsOf(uint64_t set);
   uint32_t EstimateOf(uint64_t row_id) const { return sketch_.Estimate(hasher_.Hash(row_id)); }
   const FrequencySketch& sketch() const { return sketch_; }
+  // As if `ticks` operations touching no row ran: the clock advances and the
+  // upkeep those ticks would do (halving, Maintain) is done, without ticking
+  // one by one -- so a test can age rows by 2^31 ticks in milliseconds.
+  void AdvanceClockForTesting(uint64_t ticks);
 
  private:
   // The candidate sets of one operation, locked in ascending order.
@@ -130,12 +138,20 @@ class SetAssociativeRowCache final : public RowCache {
   void PrefetchPayload(uint64_t row_id, const CandidateSets& c);
   // One tick of the logical clock per operation; the operation whose tick
   // completes a halving period halves the sketch (exactly one does: ticks
-  // are unique), so lookups share no counter beyond the clock itself.
+  // are unique), so lookups share no counter beyond the clock itself. Every
+  // maintain_ticks_ the ticking operation also does a bounded slice of clock
+  // upkeep (Maintain). Called with no set lock held.
   uint64_t Tick64() {
     const uint64_t t = clock_.fetch_add(1, std::memory_order_relaxed);
     if (halving_ticks_ != 0 && t % halving_ticks_ == 0) sketch_.Halve();
+    if ((t & (maintain_ticks_ - 1)) == 0) Maintain(t);
     return t;
   }
+  // Keeps the 32-bit stamps and the ghost history's epochs from wrapping
+  // however long the cache only hits: clamps the ages of a slice of sets to
+  // kMaxStampAge (every set once per kStampRefreshTicks) and catches the
+  // ghost history's sweep up (which inserts alone would leave behind).
+  void Maintain(uint64_t now);
   StatShard& Shard() const;
 
   LockedSets LockCandidates(uint64_t hash);
@@ -177,6 +193,11 @@ class SetAssociativeRowCache final : public RowCache {
   const uint64_t relocation_min_empty_;
   std::atomic<uint64_t> empty_slots_;
   std::atomic<uint64_t> clock_{1};
+  // Ticks between Maintain calls (a power of two, at most 4096 and at most
+  // 1/64 of the capacity, so the ghost history's sweep -- whose epoch is a
+  // fraction of the capacity -- never lags by more than a sliver of one).
+  const uint64_t maintain_ticks_;
+  const uint64_t refresh_sets_per_call_;  // sets whose stamps one Maintain call clamps
   std::unique_ptr<StatShard[]> shards_;
 };
 
