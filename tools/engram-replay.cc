@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   app.add_option("--row-bytes", a.row_bytes, "bytes per row for --cache-bytes (default 264)");
   app.add_option("--sketch-bytes", a.sketch_bytes, "frequency-sketch size for every RowCache policy");
   app.add_option("--policy", a.policies,
-                 "repeated: legacy, ways8, ways16, two-choice, lru, default, full-lru, belady, or key=value specs "
+                 "repeated: legacy, ways8, ways16, two-choice, lru, default, full-lru, belady, belady-bypass, or key=value specs "
                  "(default: all of these)")
       ->take_all();
   app.add_flag("--json", a.json, "one JSON object per line per (policy, request)");

@@ -54,7 +54,9 @@ Result<PolicyRun> ReplayRowCache(const PolicyJob& job, const GatherTrace& trace,
 
 }  // namespace
 
-bool IsReferencePolicy(std::string_view policy) { return policy == "full-lru" || policy == "belady"; }
+bool IsReferencePolicy(std::string_view policy) {
+  return policy == "full-lru" || policy == "belady" || policy == "belady-bypass";
+}
 
 Status ValidatePolicy(std::string_view policy) {
   if (IsReferencePolicy(policy)) return Status::OK();
@@ -86,6 +88,8 @@ Result<std::vector<PolicyRun>> RunPolicies(std::span<const PolicyJob> jobs, cons
         results[j] = SimulateFullLru(trace, *index, job.capacity_rows);
       } else if (job.policy == "belady") {
         results[j] = SimulateBelady(trace, *index, job.capacity_rows);
+      } else if (job.policy == "belady-bypass") {
+        results[j] = SimulateBeladyBypass(trace, *index, job.capacity_rows);
       } else {
         results[j] = ReplayRowCache(job, trace, options);
       }

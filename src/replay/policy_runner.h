@@ -1,6 +1,6 @@
 // Replays one trace under several cache policies, each on its own cache.
 //
-// A policy is "full-lru" or "belady" (the fully associative bounds in
+// A policy is "full-lru", "belady" or "belady-bypass" (the fully associative bounds in
 // reference_policies.h) or anything RowCacheConfig::FromSpec accepts: a
 // preset (legacy, ways8, ways16, two-choice, lru, default) with optional
 // key=value overrides. RowCache policies run the real src/cache/ RowCache in

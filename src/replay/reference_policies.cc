@@ -7,8 +7,9 @@ namespace engram::replay {
 namespace {
 
 // Drives a policy's Lookup/Insert through the trace's gathers and records
-// per-request counters. Policy: bool Lookup(lookup index), void Insert(lookup
-// index) (may evict; it bumps stats.evictions itself), uint64_t resident().
+// per-request counters. Policy: bool Lookup(lookup index), bool Insert(lookup
+// index) (false = refused; may evict, and bumps stats.evictions itself),
+// uint64_t resident().
 template <typename Policy>
 std::vector<RequestStats> Drive(const GatherTrace& trace, Policy& policy, RowCacheStats& stats) {
   RequestRecorder recorder;
@@ -26,8 +27,11 @@ std::vector<RequestStats> Drive(const GatherTrace& trace, Policy& policy, RowCac
         }
       }
       for (uint64_t i : misses) {
-        policy.Insert(i);
-        ++stats.inserts;
+        if (policy.Insert(i)) {
+          ++stats.inserts;
+        } else {
+          ++stats.refusals[static_cast<int>(RefusalReason::kLostAdmission)];
+        }
       }
     }
     stats.resident_rows = policy.resident();
@@ -49,7 +53,7 @@ class FullLru {
     PushFront(d);
     return true;
   }
-  void Insert(uint64_t i) {
+  bool Insert(uint64_t i) {
     if (size_ == capacity_) {
       const uint32_t victim = tail_;
       Unlink(victim);
@@ -61,6 +65,7 @@ class FullLru {
     resident_[d] = 1;
     PushFront(d);
     ++size_;
+    return true;
   }
   uint64_t resident() const { return size_; }
 
@@ -87,10 +92,14 @@ class FullLru {
   uint64_t size_ = 0;
 };
 
+// MIN. With bypass (MIN for a cache that may refuse a row, as the RowCache
+// policies do): a missed row whose next use is no sooner than every
+// resident's is not admitted at all -- the optimum for that model; without
+// it every miss is admitted and the farthest resident is evicted.
 class Belady {
  public:
-  Belady(const TraceIndex& index, uint64_t capacity, RowCacheStats& stats)
-      : index_(index), capacity_(capacity), stats_(stats), next_use_(index.distinct_rows, 0),
+  Belady(const TraceIndex& index, uint64_t capacity, RowCacheStats& stats, bool bypass)
+      : index_(index), capacity_(capacity), stats_(stats), bypass_(bypass), next_use_(index.distinct_rows, 0),
         resident_(index.distinct_rows, 0) {}
 
   bool Lookup(uint64_t i) {
@@ -99,25 +108,23 @@ class Belady {
     Touch(d, i);
     return true;
   }
-  void Insert(uint64_t i) {
+  bool Insert(uint64_t i) {
     if (size_ == capacity_) {
       // Max-heap with lazy deletion: an entry is current only if it still
       // matches the row's recorded next use.
-      for (;;) {
-        auto [use, d] = heap_.top();
-        heap_.pop();
-        if (resident_[d] && next_use_[d] == use) {
-          resident_[d] = 0;
-          --size_;
-          ++stats_.evictions;
-          break;
-        }
-      }
+      while (!(resident_[heap_.top().second] && next_use_[heap_.top().second] == heap_.top().first)) heap_.pop();
+      auto [use, d] = heap_.top();
+      if (bypass_ && index_.next_use[i] >= use) return false;
+      heap_.pop();
+      resident_[d] = 0;
+      --size_;
+      ++stats_.evictions;
     }
     const uint32_t d = index_.dense[i];
     resident_[d] = 1;
     ++size_;
     Touch(d, i);
+    return true;
   }
   uint64_t resident() const { return size_; }
 
@@ -130,18 +137,19 @@ class Belady {
   const TraceIndex& index_;
   const uint64_t capacity_;
   RowCacheStats& stats_;
+  const bool bypass_;
   std::vector<uint64_t> next_use_;
   std::vector<uint8_t> resident_;
   std::priority_queue<std::pair<uint64_t, uint32_t>> heap_;
   uint64_t size_ = 0;
 };
 
-template <typename Policy>
+template <typename Policy, typename... Args>
 PolicyRun Simulate(const char* name, const char* spec, const GatherTrace& trace, const TraceIndex& index,
-                   uint64_t capacity_rows) {
+                   uint64_t capacity_rows, Args... args) {
   RowCacheStats stats;
   stats.capacity_rows = capacity_rows;
-  Policy policy(index, capacity_rows, stats);
+  Policy policy(index, capacity_rows, stats, args...);
   PolicyRun run;
   run.policy = name;
   run.spec = spec;
@@ -158,7 +166,14 @@ PolicyRun SimulateFullLru(const GatherTrace& trace, const TraceIndex& index, uin
 
 PolicyRun SimulateBelady(const GatherTrace& trace, const TraceIndex& index, uint64_t capacity_rows) {
   return Simulate<Belady>("belady", "offline optimum MIN, fully associative, every miss admitted", trace, index,
-                          capacity_rows);
+                          capacity_rows, /*bypass=*/false);
+}
+
+PolicyRun SimulateBeladyBypass(const GatherTrace& trace, const TraceIndex& index, uint64_t capacity_rows) {
+  return Simulate<Belady>("belady-bypass",
+                          "offline optimum MIN with bypass, fully associative: a miss used no sooner than every "
+                          "resident is not admitted",
+                          trace, index, capacity_rows, /*bypass=*/true);
 }
 
 }  // namespace engram::replay
