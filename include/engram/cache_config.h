@@ -109,7 +109,10 @@ struct RowCacheConfig {
 };
 
 // Why a missed row was not kept. Every miss is followed by exactly one insert
-// attempt, so misses == inserts + sum(refusals) at every quiescent point.
+// attempt, so misses == inserts + sum(refusals) at every quiescent point --
+// for a caller that offers every miss. The store offers every miss whose read
+// succeeded, so for a store's table misses == inserts + sum(refusals) +
+// StoreStats::failed_rows (rows whose read or checksum failed).
 // (An Insert that finds the row already present -- another thread inserted it
 // first, or a concurrent relocation hid it from the Lookup -- counts as an
 // insert, which is what keeps the identity exact under races.)

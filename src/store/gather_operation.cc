@@ -97,8 +97,11 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   st.result.cache_nanoseconds = st.t1 - st.t0;
   if (missed.empty()) return st.Finish();
 
+  const size_t missed_rows = missed.size();
   Status s = st.batch.Build(table, table.file_id, std::move(missed));
   if (!s.ok()) {
+    // No read buffer: none of the misses is read, returned or cached.
+    table.counters.Add(table.counters.failed_rows, missed_rows);
     st.result.status = s;
     return st.Finish();
   }
