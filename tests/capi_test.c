@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "engram/engram.h"
@@ -92,7 +94,20 @@ int main(int argc, char** argv) {
   CHECK(engram_metrics_text(store, text, need + 1) == need);
   CHECK(strstr(text, "engram_row_cache_hits_total{table=\"layer\"} 3") != NULL);
   free(text);
+
+  /* A stride so large that the rows would wrap round the address space is a
+   * bad argument, not a write through a wrapped pointer. */
+  CHECK(engram_gather_rows(store, 0, ids, 2, rows, (size_t)1 << 63, &r) == ENGRAM_INVALID_ARGUMENT);
+
+  /* A gather may be waited on after its store is closed: closing finishes
+   * it (the handle holds no pointer into the closed store). */
+  uint64_t cold[2] = {2000, 3000};
+  unsigned char cold_rows[2 * 264];
+  g = NULL;
+  CHECK(engram_gather_start(store, 0, cold, 2, cold_rows, 264, &g) == ENGRAM_OK);
   engram_store_close(store);
+  engram_status after_close = engram_gather_wait(g, &r);
+  CHECK(after_close == ENGRAM_OK || after_close == ENGRAM_CANCELLED);
 
   const char* missing[] = {"/nonexistent/x.engram"};
   o.table_paths = missing;
@@ -101,6 +116,43 @@ int main(int argc, char** argv) {
   CHECK(store == NULL);
   CHECK(strlen(engram_last_error()) > 0);
   CHECK(strcmp(engram_status_string(ENGRAM_CORRUPTION), "Corruption") == 0);
+  CHECK(strcmp(engram_status_string((engram_status)256), "Unknown") == 0);
+  CHECK(strcmp(engram_status_string((engram_status)-1), "Unknown") == 0);
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  /* Out of memory is a status, not an exception through C: a child process
+   * limits its address space so that the cache's index and slab (mmap) fit
+   * but its 1 GiB sketch (heap) does not. (Sanitizers reserve terabytes of
+   * address space, so this runs in the plain build only.) */
+  pid_t child = fork();
+  if (child == 0) {
+    long pages = 0;
+    FILE* statm = fopen("/proc/self/statm", "r");
+    if (!statm || fscanf(statm, "%ld", &pages) != 1) _exit(3);
+    fclose(statm);
+    rlim_t limit = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)1536 << 20);
+    struct rlimit as = {limit, limit};
+    if (setrlimit(RLIMIT_AS, &as) != 0) _exit(4);
+    o.table_paths = paths;
+    o.cache_bytes = (uint64_t)2 << 30;
+    o.cache_policy = "legacy,sketch_bytes=1073741824";
+    store = NULL;
+    engram_status st = engram_store_open(&o, &store);
+    if (st != ENGRAM_RESOURCE_EXHAUSTED) {
+      fprintf(stderr, "open under an address-space limit: %s (%s)\n", engram_status_string(st), engram_last_error());
+      _exit(1);
+    }
+    /* The cache says what it could not allocate. */
+    if (!strstr(engram_last_error(), "sketch")) {
+      fprintf(stderr, "out-of-memory message: %s\n", engram_last_error());
+      _exit(2);
+    }
+    _exit(0);
+  }
+  int child_status = 0;
+  CHECK(child > 0 && waitpid(child, &child_status, 0) == child);
+  CHECK(WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0);
+#endif
 
   unlink(table);
   unlink(dump);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <new>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -108,8 +109,16 @@ Result<std::unique_ptr<SetAssociativeRowCache>> SetAssociativeRowCache::Make(con
   CacheFootprint footprint = FootprintFor(config, num_sets, row_bytes);
   ENGRAM_ASSIGN_OR_RETURN(AnonymousMemory index, AnonymousMemory::Allocate(footprint.index_bytes, "index"));
   ENGRAM_ASSIGN_OR_RETURN(AnonymousMemory slab, AnonymousMemory::Allocate(footprint.slab_bytes, "row slab"));
-  return std::unique_ptr<SetAssociativeRowCache>(
-      new SetAssociativeRowCache(config, num_sets, row_bytes, footprint, std::move(index), std::move(slab)));
+  // The sketch and the ghost history are heap arrays: a budget the machine
+  // cannot back is a status here, not an exception out of the library.
+  try {
+    return std::unique_ptr<SetAssociativeRowCache>(
+        new SetAssociativeRowCache(config, num_sets, row_bytes, footprint, std::move(index), std::move(slab)));
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted("row cache: cannot allocate the sketch (" +
+                                     std::to_string(footprint.sketch_bytes) + " B) and ghost history (" +
+                                     std::to_string(footprint.ghost_bytes) + " B)");
+  }
 }
 
 SetAssociativeRowCache::SetAssociativeRowCache(const RowCacheConfig& config, uint64_t num_sets, uint32_t row_bytes,

@@ -1,20 +1,27 @@
 // The C API: a thin shell over engram::Store. Status messages go to a
 // thread-local so the C caller can fetch them with engram_last_error().
+// No exception may cross into C: every entry point that can allocate runs
+// inside Guarded(), which turns std::bad_alloc into ENGRAM_RESOURCE_EXHAUSTED
+// and anything else into ENGRAM_INTERNAL.
 #include "engram/engram.h"
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <new>
 #include <string>
 
 #include "engram/store.h"
+#include "src/store/gather_operation.h"
 
 struct engram_store {
   std::unique_ptr<engram::Store> store;
 };
 
+// Holds no pointer to its store: a gather can be waited on after the store
+// is closed (closing finishes every pending gather; see WaitForGather).
 struct engram_gather {
-  engram::Store* store;
   engram::GatherTicket ticket;
 };
 
@@ -22,9 +29,27 @@ namespace {
 
 thread_local std::string g_last_error;
 
-engram_status Report(const engram::Status& s) {
-  g_last_error = s.ok() ? std::string() : s.ToString();
+engram_status Report(const engram::Status& s) noexcept {
+  try {
+    g_last_error = s.ok() ? std::string() : s.ToString();
+  } catch (...) {
+    g_last_error.clear();  // no memory for the message; the code still tells
+  }
   return static_cast<engram_status>(s.code());
+}
+
+// Runs fn (returning engram_status) with no exception escaping.
+template <typename Fn>
+engram_status Guarded(const char* what, Fn&& fn) noexcept {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return Report(engram::Status::ResourceExhausted(std::string(what) + ": out of memory"));
+  } catch (const std::exception& e) {
+    return Report(engram::Status::Internal(std::string(what) + ": " + e.what()));
+  } catch (...) {
+    return Report(engram::Status::Internal(std::string(what) + ": unknown exception"));
+  }
 }
 
 void Fill(const engram::GatherResult& r, engram_gather_result* out) {
@@ -52,10 +77,12 @@ extern "C" {
 const char* engram_last_error(void) { return g_last_error.c_str(); }
 
 const char* engram_status_string(engram_status status) {
+  if (status < ENGRAM_OK || status > ENGRAM_INTERNAL) return "Unknown";
   return engram::StatusCodeName(static_cast<engram::StatusCode>(status));
 }
 
 engram_status engram_store_open(const engram_store_options* options, engram_store** out) {
+  return Guarded("engram_store_open", [&] {
   if (!options || !out) return Report(engram::Status::InvalidArgument("engram_store_open: null argument"));
   *out = nullptr;
   if (options->table_count > 0 && !options->table_paths) {
@@ -75,6 +102,7 @@ engram_status engram_store_open(const engram_store_options* options, engram_stor
   if (!store.ok()) return Report(store.status());
   *out = new engram_store{std::move(store).value()};
   return Report(engram::Status::OK());
+  });
 }
 
 void engram_store_close(engram_store* store) { delete store; }
@@ -100,24 +128,29 @@ engram_status engram_gather_start(engram_store* store, size_t table, const uint6
   if (!store || !out || (count > 0 && !row_ids)) {
     return Report(engram::Status::InvalidArgument("engram_gather_start: null argument"));
   }
-  auto* g = new engram_gather{store->store.get(), {}};
-  g->ticket = store->store->StartGather(table, std::span<const uint64_t>(row_ids, count),
-                                        static_cast<std::byte*>(dst), stride);
-  *out = g;
-  return Report(engram::Status::OK());
+  return Guarded("engram_gather_start", [&] {
+    auto g = std::make_unique<engram_gather>();
+    g->ticket = store->store->StartGather(table, std::span<const uint64_t>(row_ids, count),
+                                          static_cast<std::byte*>(dst), stride);
+    *out = g.release();
+    return Report(engram::Status::OK());
+  });
 }
 
 engram_status engram_gather_wait(engram_gather* gather, engram_gather_result* result) {
   if (!gather) return Report(engram::Status::InvalidArgument("engram_gather_wait: null gather"));
   std::unique_ptr<engram_gather> g(gather);
-  engram::GatherResult r = g->store->Wait(std::move(g->ticket));
-  Fill(r, result);
-  return Report(r.status);
+  return Guarded("engram_gather_wait", [&] {
+    engram::GatherResult r = engram::WaitForGather(std::move(g->ticket));
+    Fill(r, result);
+    return Report(r.status);
+  });
 }
 
 engram_status engram_prefetch(engram_store* store, size_t table, const uint64_t* row_ids, size_t count) {
   if (!store || (count > 0 && !row_ids)) return Report(engram::Status::InvalidArgument("engram_prefetch: null"));
-  return Report(store->store->Prefetch(table, std::span<const uint64_t>(row_ids, count)));
+  return Guarded("engram_prefetch",
+                 [&] { return Report(store->store->Prefetch(table, std::span<const uint64_t>(row_ids, count))); });
 }
 
 void engram_prefetch_wait(engram_store* store) {
@@ -125,7 +158,11 @@ void engram_prefetch_wait(engram_store* store) {
 }
 
 void engram_prefetch_release(engram_store* store, size_t table, const uint64_t* row_ids, size_t count) {
-  if (store && (row_ids || count == 0)) store->store->ReleasePrefetch(table, std::span<const uint64_t>(row_ids, count));
+  if (!store || (!row_ids && count > 0)) return;
+  (void)Guarded("engram_prefetch_release", [&] {
+    store->store->ReleasePrefetch(table, std::span<const uint64_t>(row_ids, count));
+    return ENGRAM_OK;
+  });
 }
 
 engram_status engram_table_stats_get(const engram_store* store, size_t table, engram_table_stats* out) {
@@ -133,6 +170,7 @@ engram_status engram_table_stats_get(const engram_store* store, size_t table, en
   if (table >= store->store->table_count()) {
     return Report(engram::Status::InvalidArgument("engram_table_stats_get: no table " + std::to_string(table)));
   }
+  return Guarded("engram_table_stats_get", [&] {
   engram::TableStats s = store->store->Stats(table);
   *out = engram_table_stats{};
   out->row_count = s.row_count;
@@ -162,17 +200,24 @@ engram_status engram_table_stats_get(const engram_store* store, size_t table, en
   out->io_errors = s.io_errors;
   out->checksum_failures = s.checksum_failures;
   return Report(engram::Status::OK());
+  });
 }
 
 size_t engram_metrics_text(const engram_store* store, char* buffer, size_t capacity) {
   if (!store) return 0;
-  std::string text = store->store->MetricsText();
-  if (buffer && capacity > 0) {
-    size_t n = std::min(capacity - 1, text.size());
-    std::memcpy(buffer, text.data(), n);
-    buffer[n] = '\0';
-  }
-  return text.size();
+  size_t length = 0;
+  // Out of memory: 0, with the reason in engram_last_error().
+  (void)Guarded("engram_metrics_text", [&] {
+    std::string text = store->store->MetricsText();
+    if (buffer && capacity > 0) {
+      size_t n = std::min(capacity - 1, text.size());
+      std::memcpy(buffer, text.data(), n);
+      buffer[n] = '\0';
+    }
+    length = text.size();
+    return ENGRAM_OK;
+  });
+  return length;
 }
 
 }  // extern "C"

@@ -201,6 +201,7 @@ namespace {
 struct PrefetchOperation {
   StoreImpl* store;
   size_t table;
+  uint64_t generation;  // TableState::PrefetchStarted's
   BlockBatch batch;
 };
 
@@ -223,16 +224,39 @@ void FinishPrefetch(const PrefetchOperation& op) {
       }
     }
   }
-  t.PrefetchDone();
+  t.PrefetchDone(op.generation);
 }
 
 }  // namespace
 
-void StartPrefetch(StoreImpl* store, size_t table_index, std::vector<uint64_t> rows) {
+GatherResult WaitForGather(GatherTicket ticket) {
+  if (!ticket.valid()) {
+    GatherResult r;
+    r.status = Status::InvalidArgument("wait on an empty gather ticket");
+    return r;
+  }
+  GatherTicket::State& st = *ticket.state_;
+  std::unique_lock lock(st.mu);
+  st.waiting = true;
+  // If the blocks land while we wait (or have landed and no pool thread has
+  // taken them yet), this thread runs the disk phase: the caller's thread
+  // does its own gather's verify/copy/insert work, in parallel with others.
+  st.cv.wait(lock, [&] { return st.complete || (st.landed && !st.claimed); });
+  if (!st.complete) {
+    st.claimed = true;
+    lock.unlock();
+    st.OnBlocksRead();  // ends in Finish(), which sets complete
+    lock.lock();
+  }
+  return std::move(st.result);
+}
+
+void StartPrefetch(StoreImpl* store, size_t table_index, std::vector<uint64_t> rows, uint64_t generation) {
   TableState& table = store->table_state(table_index);
   auto op = std::make_shared<PrefetchOperation>();
   op->store = store;
   op->table = table_index;
+  op->generation = generation;
   std::vector<std::pair<uint64_t, uint32_t>> refs;
   refs.reserve(rows.size());
   // Rows already resident are read again too: InsertPinned then pins them in
@@ -241,7 +265,7 @@ void StartPrefetch(StoreImpl* store, size_t table_index, std::vector<uint64_t> r
   Status s = op->batch.Build(table, table.file_id, std::move(refs));
   if (!s.ok() || op->batch.blocks.empty()) {
     if (!s.ok()) spdlog::warn("prefetch on table {}: {}", table.name, s.ToString());
-    table.PrefetchDone();
+    table.PrefetchDone(generation);
     return;
   }
   // The engine's completion thread only hands the blocks off.

@@ -81,8 +81,14 @@ struct engram::GatherTicket::State {
 };
 
 namespace engram {
+// Store::Wait: waits for the ticket's gather (running its disk phase on this
+// thread if the blocks have landed and nobody has taken them) and returns its
+// result. Needs only the ticket: a store finishes every pending gather before
+// it is destroyed, so a gather may be waited on after its store is gone.
+GatherResult WaitForGather(GatherTicket ticket);
+
 // Reads the blocks of `rows` that are not already cached and inserts the
 // rows pinned. Completes asynchronously (the inserts run on the store's
-// completion pool); then calls the table's PrefetchDone().
-void StartPrefetch(StoreImpl* store, size_t table, std::vector<uint64_t> rows);
+// completion pool); then calls the table's PrefetchDone(generation).
+void StartPrefetch(StoreImpl* store, size_t table, std::vector<uint64_t> rows, uint64_t generation);
 }  // namespace engram

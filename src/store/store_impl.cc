@@ -11,6 +11,19 @@
 #include "storage/io/io_stats.h"
 
 namespace engram {
+namespace {
+
+// Whether rows [0, count) at dst + i * stride, record bytes each, can be one
+// buffer: no object is larger than PTRDIFF_MAX bytes, and the end must not
+// wrap round the address space. (A huge stride must be refused, not turned
+// into a wild pointer; a buffer merely too small cannot be detected.)
+bool DestinationFits(const std::byte* dst, size_t count, size_t stride, size_t record) {
+  const size_t last = count - 1;
+  if (stride != 0 && last > (size_t(PTRDIFF_MAX) - record) / stride) return false;
+  return last * stride + record <= UINTPTR_MAX - reinterpret_cast<uintptr_t>(dst);
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   ENGRAM_ASSIGN_OR_RETURN(auto impl, StoreImpl::Open(options));
@@ -131,6 +144,10 @@ std::shared_ptr<GatherTicket::State> StoreImpl::Begin(size_t table, std::span<co
                                   std::to_string(tables_[table]->file->record_bytes()) + " B)");
   } else if (dst == nullptr && !row_ids.empty()) {
     bad = Status::InvalidArgument("gather: no destination buffer");
+  } else if (!row_ids.empty() && !DestinationFits(dst, row_ids.size(), stride,
+                                                  tables_[table]->file->record_bytes())) {
+    bad = Status::InvalidArgument("gather: " + std::to_string(row_ids.size()) + " rows at stride " +
+                                  std::to_string(stride) + " overflow the address space");
   } else if (row_ids.size() >= GatherPlan::kNone) {
     bad = Status::InvalidArgument("gather: too many row IDs in one gather");
   } else {
@@ -174,27 +191,7 @@ void StoreImpl::StartGather(size_t table, std::span<const uint64_t> row_ids, std
   Begin(table, row_ids, dst, stride, std::move(done));
 }
 
-GatherResult StoreImpl::Wait(GatherTicket ticket) {
-  if (!ticket.valid()) {
-    GatherResult r;
-    r.status = Status::InvalidArgument("wait on an empty gather ticket");
-    return r;
-  }
-  GatherTicket::State& st = *ticket.state_;
-  std::unique_lock lock(st.mu);
-  st.waiting = true;
-  // If the blocks land while we wait (or have landed and no pool thread has
-  // taken them yet), this thread runs the disk phase: the caller's thread
-  // does its own gather's verify/copy/insert work, in parallel with others.
-  st.cv.wait(lock, [&] { return st.complete || (st.landed && !st.claimed); });
-  if (!st.complete) {
-    st.claimed = true;
-    lock.unlock();
-    st.OnBlocksRead();  // ends in Finish(), which sets complete
-    lock.lock();
-  }
-  return std::move(st.result);
-}
+GatherResult StoreImpl::Wait(GatherTicket ticket) { return WaitForGather(std::move(ticket)); }
 
 Status StoreImpl::Prefetch(size_t table, std::span<const uint64_t> row_ids) {
   if (table >= tables_.size()) return Status::InvalidArgument("prefetch: no table " + std::to_string(table));
@@ -207,8 +204,8 @@ Status StoreImpl::Prefetch(size_t table, std::span<const uint64_t> row_ids) {
   }
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-  tables_[table]->PrefetchStarted();
-  StartPrefetch(this, table, std::move(rows));
+  const uint64_t generation = tables_[table]->PrefetchStarted();
+  StartPrefetch(this, table, std::move(rows), generation);
   return Status::OK();
 }
 

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -54,24 +55,36 @@ struct TableState {
   std::mutex prefetch_mu;
   std::unordered_set<uint64_t> prefetched;
   std::atomic<uint64_t> prefetched_count{0};
-  // Read-ahead batches of this table still in flight (guarded by
-  // prefetch_mu). Per table, so releasing one table's rows never waits for
-  // another table's reads.
-  uint64_t prefetches_in_flight = 0;
+  // Read-ahead batches of this table still in flight, by generation (guarded
+  // by prefetch_mu). Per table, so releasing one table's rows never waits for
+  // another table's reads; by generation, so a wait covers the batches issued
+  // before it and is not prolonged by read-ahead other threads keep issuing.
+  uint64_t prefetch_generation = 0;
+  std::map<uint64_t, uint64_t> prefetches_in_flight;  // generation -> batches
   std::condition_variable prefetch_landed;
 
-  void PrefetchStarted() {
+  // Returns the batch's generation, for PrefetchDone.
+  uint64_t PrefetchStarted() {
     std::lock_guard lock(prefetch_mu);
-    ++prefetches_in_flight;
+    ++prefetches_in_flight[prefetch_generation];
+    return prefetch_generation;
   }
-  void PrefetchDone() {
+  void PrefetchDone(uint64_t generation) {
     std::lock_guard lock(prefetch_mu);
-    if (--prefetches_in_flight == 0) prefetch_landed.notify_all();
+    auto it = prefetches_in_flight.find(generation);
+    if (--it->second == 0) {
+      prefetches_in_flight.erase(it);
+      prefetch_landed.notify_all();
+    }
   }
-  // Waits until every read-ahead of this table issued so far has landed.
+  // Waits until every read-ahead of this table issued before the call has
+  // landed (its rows are pinned or dropped).
   void WaitForPrefetches() {
     std::unique_lock lock(prefetch_mu);
-    prefetch_landed.wait(lock, [&] { return prefetches_in_flight == 0; });
+    const uint64_t mine = prefetch_generation++;  // later batches start a new generation
+    prefetch_landed.wait(lock, [&] {
+      return prefetches_in_flight.empty() || prefetches_in_flight.begin()->first > mine;
+    });
   }
 
   // True (and unpins it) if `row` was a prefetched row not yet consumed.
