@@ -259,16 +259,7 @@ TEST(HttpEndpoint, BindFailureIsAClearError) {
   for (int c : clients) {
     const std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     if (write(c, req.data(), req.size()) != ssize_t(req.size())) die("write failed");
-    std::string out;
-    char buf[512];
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (std::chrono::steady_clock::now() < until) {
-      pollfd p{c, POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      ssize_t n = read(c, buf, sizeof buf);
-      if (n <= 0) break;
-      out.append(buf, size_t(n));
-    }
+    const std::string out = testing::ReadUntilClosed(c);
     if (out.rfind("HTTP/1.1 200", 0) != 0) die("after descriptors were freed a client got: '" + out + "'");
     close(c);
   }

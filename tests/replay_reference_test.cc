@@ -114,41 +114,45 @@ GatherTrace ToTrace(const std::vector<Gather>& gathers, size_t requests) {
   return t;
 }
 
-TEST(ReferencePoliciesTest, FullLruAndBeladyMatchBruteForceOnRandomGathers) {
-  std::mt19937_64 rng(7);
+// Calls check(gathers, trace, index, capacity) on 60 random skewed traces,
+// each at five capacities from one row to the whole universe; stops at the
+// first fatal failure.
+template <typename Check>
+void ForRandomTracesAndCapacities(uint64_t seed, Check check) {
+  std::mt19937_64 rng(seed);
   for (int round = 0; round < 60; ++round) {
     const uint64_t universe = 4 + rng() % 60;
     auto gathers = RandomGathers(rng, 20 + rng() % 80, universe, 1 + rng() % 10);
     const GatherTrace trace = ToTrace(gathers, 1 + rng() % 4);
     const TraceIndex index = TraceIndex::Build(trace);
     for (size_t capacity : {size_t(1), size_t(2), size_t(3), size_t(universe / 4 + 1), size_t(universe)}) {
-      const PolicyRun lru = SimulateFullLru(trace, index, capacity);
-      const PolicyRun opt = SimulateBelady(trace, index, capacity);
-      const uint64_t lru_misses = lru.Total().cache.misses, opt_misses = opt.Total().cache.misses;
-      ASSERT_EQ(lru_misses, BruteForceLruMisses(gathers, capacity)) << "round " << round << " capacity " << capacity;
-      ASSERT_EQ(opt_misses, BruteForceBeladyMisses(gathers, capacity)) << "round " << round << " capacity " << capacity;
-      ASSERT_LE(opt_misses, lru_misses);
-      ASSERT_GE(opt_misses, index.distinct_rows);
+      SCOPED_TRACE("round " + std::to_string(round) + " capacity " + std::to_string(capacity));
+      check(gathers, trace, index, capacity);
+      if (::testing::Test::HasFatalFailure()) return;
     }
   }
 }
 
+TEST(ReferencePoliciesTest, FullLruAndBeladyMatchBruteForceOnRandomGathers) {
+  ForRandomTracesAndCapacities(7, [](const std::vector<Gather>& gathers, const GatherTrace& trace,
+                                     const TraceIndex& index, size_t capacity) {
+    const uint64_t lru_misses = SimulateFullLru(trace, index, capacity).Total().cache.misses;
+    const uint64_t opt_misses = SimulateBelady(trace, index, capacity).Total().cache.misses;
+    ASSERT_EQ(lru_misses, BruteForceLruMisses(gathers, capacity));
+    ASSERT_EQ(opt_misses, BruteForceBeladyMisses(gathers, capacity));
+    ASSERT_LE(opt_misses, lru_misses);
+    ASSERT_GE(opt_misses, index.distinct_rows);
+  });
+}
+
 TEST(ReferencePoliciesTest, BeladyWithBypassMatchesBruteForceAndNeverMissesMoreThanBelady) {
-  std::mt19937_64 rng(19);
-  for (int round = 0; round < 60; ++round) {
-    const uint64_t universe = 4 + rng() % 60;
-    auto gathers = RandomGathers(rng, 20 + rng() % 80, universe, 1 + rng() % 10);
-    const GatherTrace trace = ToTrace(gathers, 1 + rng() % 4);
-    const TraceIndex index = TraceIndex::Build(trace);
-    for (size_t capacity : {size_t(1), size_t(2), size_t(3), size_t(universe / 4 + 1), size_t(universe)}) {
-      const PolicyRun bypass = SimulateBeladyBypass(trace, index, capacity);
-      const RowCacheStats t = bypass.Total().cache;
-      ASSERT_EQ(t.misses, BruteForceBeladyMisses(gathers, capacity, /*bypass=*/true))
-          << "round " << round << " capacity " << capacity;
-      ASSERT_LE(t.misses, SimulateBelady(trace, index, capacity).Total().cache.misses);
-      ASSERT_EQ(t.misses, t.inserts + t.total_refusals());
-    }
-  }
+  ForRandomTracesAndCapacities(19, [](const std::vector<Gather>& gathers, const GatherTrace& trace,
+                                      const TraceIndex& index, size_t capacity) {
+    const RowCacheStats t = SimulateBeladyBypass(trace, index, capacity).Total().cache;
+    ASSERT_EQ(t.misses, BruteForceBeladyMisses(gathers, capacity, /*bypass=*/true));
+    ASSERT_LE(t.misses, SimulateBelady(trace, index, capacity).Total().cache.misses);
+    ASSERT_EQ(t.misses, t.inserts + t.total_refusals());
+  });
   // A row read every other lookup among rows read once: MIN must admit every
   // one-off row (and evict the recurring one); with bypass it keeps the row.
   std::vector<Gather> alternating;

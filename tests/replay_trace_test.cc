@@ -204,6 +204,11 @@ TEST(CliValuesTest, SweepMultiplesAndExplicitRows) {
   EXPECT_FALSE(ParseSweep("0.5", 0).ok());  // a multiple needs a base capacity
   EXPECT_FALSE(ParseSweep("1,,2", 10).ok());
   EXPECT_FALSE(ParseSweep("0.01", 10).ok());  // below one row
+  // Beyond 2^64 rows the conversion to a count would be undefined: refused.
+  s = ParseSweep("1e30", 10);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("too large"), std::string::npos) << s.status().ToString();
+  EXPECT_FALSE(ParseSweep("1e19x", 10).ok());
 }
 
 }  // namespace

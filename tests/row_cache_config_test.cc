@@ -219,6 +219,11 @@ TEST(RowCacheSpec, ErrorsNameTheOffendingItem) {
       {"stale=2000", "stale=2000"},
       {"halving_x=-0.5", "halving_x="},
       {"halving_x=2,halving=100", "exclusive"},
+      {"halving_x=1e-300", "halving_x="},  // would halve the sketch on every operation
+      {"halving_x=0.001", "halving_x="},
+      {"halving_x=1025", "halving_x="},
+      {"halving=1", "halving=1"},
+      {"halving=63", "halving=63"},
       {"update=sometimes", "sometimes"},
       {"sketch_layout=diagonal", "diagonal"},
       {"ghost_x=0", "ghost_x="},

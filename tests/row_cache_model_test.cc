@@ -45,7 +45,7 @@ class ReferenceCache {
   ReferenceCache(const RowCacheConfig& c, uint64_t num_sets)
       : c_(c), hasher_(c.seed, num_sets, c.candidate_sets), sets_(num_sets, std::vector<std::optional<Entry>>(c.ways)) {
     const double capacity = double(num_sets * c.ways);
-    halving_ = c.halving_per_capacity > 0 ? std::max<uint64_t>(1, uint64_t(std::ceil(c.halving_per_capacity * capacity)))
+    halving_ = c.halving_per_capacity > 0 ? std::max<uint64_t>(RowCacheConfig::kMinHalvingTicks, uint64_t(std::ceil(c.halving_per_capacity * capacity)))
                                           : c.halving_period;
     stale_ = c.stale_after > 0 ? std::max<uint64_t>(1, uint64_t(std::ceil(c.stale_after * capacity))) : 0;
     if (c.admission == AdmissionRule::kReuseDistance) {

@@ -409,89 +409,89 @@ class GatedEngine final : public io::IoEngine {
   std::vector<io::IoCallback> held_;
 };
 
-TEST_F(StoreTest, ReleasingOneTablesReadAheadDoesNotWaitForAnotherTables) {
-  std::string other = dir_.File("other.engram");
-  ASSERT_TRUE(testing::WriteGeneratedTable(other, kRows, kRecord, 7).ok());
-  StoreOptions o = Options("pread", 16u << 20);
-  o.tables.push_back({other, "", 0});
-  GatedEngine* gate = nullptr;
-  auto store = OpenStoreWithEngineFactory(o, [&](const io::IoOptions& io) -> Result<std::unique_ptr<io::IoEngine>> {
-    ENGRAM_ASSIGN_OR_RETURN(auto inner, io::CreateIoEngine(io));
-    auto gated = std::make_unique<GatedEngine>(std::move(inner), other);
-    gate = gated.get();
-    return std::unique_ptr<io::IoEngine>(std::move(gated));
-  });
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  ASSERT_NE(gate, nullptr);
+// A store over the fixture's table (0) and a second generated table (1)
+// whose read completions gate_ holds until gate_->Open().
+class GatedStoreTest : public StoreTest {
+ protected:
+  void SetUp() override {
+    StoreTest::SetUp();
+    const std::string other = dir_.File("other.engram");
+    ASSERT_TRUE(testing::WriteGeneratedTable(other, kRows, kRecord, 7).ok());
+    StoreOptions o = Options("pread", 16u << 20);
+    o.tables.push_back({other, "", 0});
+    auto store = OpenStoreWithEngineFactory(o, [&](const io::IoOptions& io) -> Result<std::unique_ptr<io::IoEngine>> {
+      ENGRAM_ASSIGN_OR_RETURN(auto inner, io::CreateIoEngine(io));
+      auto gated = std::make_unique<GatedEngine>(std::move(inner), other);
+      gate_ = gated.get();
+      return std::unique_ptr<io::IoEngine>(std::move(gated));
+    });
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_NE(gate_, nullptr);
+    store_ = std::move(*store);
+  }
 
+  // Polls until at least n completions are held (or ~10 s); returns how many.
+  size_t WaitUntilHeld(size_t n) {
+    for (int i = 0; i < 2000 && gate_->held() < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return gate_->held();
+  }
+
+  std::unique_ptr<Store> store_;
+  GatedEngine* gate_ = nullptr;  // owned by store_
+};
+
+TEST_F(GatedStoreTest, ReleasingOneTablesReadAheadDoesNotWaitForAnotherTables) {
   // Table 1's read-ahead is held in flight; table 0's lands.
   std::vector<uint64_t> held_rows{10, 20, 30}, ahead{100, 200, 300, 400};
-  ASSERT_TRUE((*store)->Prefetch(1, held_rows).ok());
-  ASSERT_TRUE((*store)->Prefetch(0, ahead).ok());
-  for (int i = 0; i < 2000 && gate->held() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ASSERT_EQ(gate->held(), 1u);
+  ASSERT_TRUE(store_->Prefetch(1, held_rows).ok());
+  ASSERT_TRUE(store_->Prefetch(0, ahead).ok());
+  ASSERT_EQ(WaitUntilHeld(1), 1u);
 
   // Releasing table 0's rows returns although table 1's read is still held
   // (it used to wait for every table's read-ahead: here, forever).
-  auto release = std::async(std::launch::async, [&] { (*store)->ReleasePrefetch(0, ahead); });
+  auto release = std::async(std::launch::async, [&] { store_->ReleasePrefetch(0, ahead); });
   ASSERT_EQ(release.wait_for(std::chrono::seconds(10)), std::future_status::ready)
       << "ReleasePrefetch(0) waited for table 1's read-ahead";
   release.get();
-  TableStats s0 = (*store)->Stats(0);
+  TableStats s0 = store_->Stats(0);
   EXPECT_EQ(s0.cache.pinned_rows, 0u);
   EXPECT_EQ(s0.prefetch_wasted_rows, s0.prefetch_rows);
-  EXPECT_EQ((*store)->Stats(1).prefetch_rows, 0u);  // not landed yet
+  EXPECT_EQ(store_->Stats(1).prefetch_rows, 0u);  // not landed yet
 
   // Table 1's release still waits for its own read, so no pin lands after it.
-  auto release1 = std::async(std::launch::async, [&] { (*store)->ReleasePrefetch(1, held_rows); });
+  auto release1 = std::async(std::launch::async, [&] { store_->ReleasePrefetch(1, held_rows); });
   EXPECT_EQ(release1.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
-  gate->Open();
+  gate_->Open();
   release1.get();
-  TableStats s1 = (*store)->Stats(1);
+  TableStats s1 = store_->Stats(1);
   EXPECT_EQ(s1.prefetch_rows, 3u);
   EXPECT_EQ(s1.prefetch_wasted_rows, 3u);
   EXPECT_EQ(s1.cache.pinned_rows, 0u);
 }
 
-TEST_F(StoreTest, ReleasingReadAheadDoesNotWaitForReadAheadIssuedAfterTheCall) {
-  std::string other = dir_.File("other.engram");
-  ASSERT_TRUE(testing::WriteGeneratedTable(other, kRows, kRecord, 7).ok());
-  StoreOptions o = Options("pread", 16u << 20);
-  o.tables.push_back({other, "", 0});
-  GatedEngine* gate = nullptr;
-  auto store = OpenStoreWithEngineFactory(o, [&](const io::IoOptions& io) -> Result<std::unique_ptr<io::IoEngine>> {
-    ENGRAM_ASSIGN_OR_RETURN(auto inner, io::CreateIoEngine(io));
-    auto gated = std::make_unique<GatedEngine>(std::move(inner), other);
-    gate = gated.get();
-    return std::unique_ptr<io::IoEngine>(std::move(gated));
-  });
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  auto wait_held = [&](size_t n) {
-    for (int i = 0; i < 2000 && gate->held() < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    return gate->held();
-  };
+TEST_F(GatedStoreTest, ReleasingReadAheadDoesNotWaitForReadAheadIssuedAfterTheCall) {
   std::vector<uint64_t> first{10, 20, 30}, later{40, 50};
-  ASSERT_TRUE((*store)->Prefetch(1, first).ok());
-  ASSERT_EQ(wait_held(1), 1u);
+  ASSERT_TRUE(store_->Prefetch(1, first).ok());
+  ASSERT_EQ(WaitUntilHeld(1), 1u);
   // The release waits for the read-ahead issued before it...
-  auto release = std::async(std::launch::async, [&] { (*store)->ReleasePrefetch(1, first); });
+  auto release = std::async(std::launch::async, [&] { store_->ReleasePrefetch(1, first); });
   ASSERT_EQ(release.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
   // ...not for one issued while it waits (another thread's, say): a steady
   // stream of read-ahead used to keep it waiting for as long as it lasted.
-  ASSERT_TRUE((*store)->Prefetch(1, later).ok());
-  ASSERT_EQ(wait_held(2), 2u);
-  gate->RunOldestHeld();
+  ASSERT_TRUE(store_->Prefetch(1, later).ok());
+  ASSERT_EQ(WaitUntilHeld(2), 2u);
+  gate_->RunOldestHeld();
   const bool returned = release.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
-  gate->Open();  // lets the later read land whatever happened above
+  gate_->Open();  // lets the later read land whatever happened above
   ASSERT_TRUE(returned) << "ReleasePrefetch waited for read-ahead issued after it";
   release.get();
-  (*store)->WaitForPrefetches();
-  TableStats s = (*store)->Stats(1);
+  store_->WaitForPrefetches();
+  TableStats s = store_->Stats(1);
   EXPECT_EQ(s.prefetch_rows, 5u);
   EXPECT_EQ(s.prefetch_wasted_rows, 3u);
   EXPECT_EQ(s.cache.pinned_rows, 2u);  // the later rows, still pinned for a gather
-  (*store)->ReleasePrefetch(1, later);
-  EXPECT_EQ((*store)->Stats(1).cache.pinned_rows, 0u);
+  store_->ReleasePrefetch(1, later);
+  EXPECT_EQ(store_->Stats(1).cache.pinned_rows, 0u);
 }
 
 // Passes everything through; remembers the threads the inner engine runs

@@ -75,11 +75,16 @@ struct RowCacheConfig {
   // clock: lookups and inserts); 0 = never.
   // The reported trace saw no halving, so "legacy" uses 0 (never); presets
   // meant to run for a long time age their counters (see Preset()).
+  // Each halving walks the whole sketch, so a nonzero period is at least
+  // kMinHalvingTicks operations.
   uint64_t halving_period = 0;
+  static constexpr uint64_t kMinHalvingTicks = 64;
   // Alternatively (issue 6) a halving period tied to the cache size: halve
-  // every ceil(halving_per_capacity * capacity_rows) operations. 0 = off;
-  // exclusive with halving_period.
+  // every max(kMinHalvingTicks, ceil(halving_per_capacity * capacity_rows))
+  // operations. 0 = off, else in [kMinHalvingPerCapacity, 1024]; exclusive
+  // with halving_period.
   double halving_per_capacity = 0.0;
+  static constexpr double kMinHalvingPerCapacity = 0.01;
 
   // Ghost history for AdmissionRule::kReuseDistance: when recently seen
   // rows that are not cached were last accessed (src/cache/ghost_history.h).

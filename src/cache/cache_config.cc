@@ -288,9 +288,16 @@ Status RowCacheConfig::Validate() const {
   if (!(stale_after >= 0.0 && stale_after <= 1024.0)) {  // also rejects NaN
     return bad("stale=" + std::to_string(stale_after) + " must be 0 (off) or a multiple of the capacity in (0, 1024]");
   }
-  if (!(halving_per_capacity >= 0.0 && halving_per_capacity <= 1024.0)) {  // also rejects NaN
+  // Each halving walks the whole sketch, so a period of a handful of
+  // operations turns every lookup into a sketch-sized scan: bound it below.
+  if (!(halving_per_capacity == 0.0 ||
+        (halving_per_capacity >= kMinHalvingPerCapacity && halving_per_capacity <= 1024.0))) {  // rejects NaN
     return bad("halving_x=" + std::to_string(halving_per_capacity) +
-               " must be 0 (off) or a multiple of the capacity in (0, 1024]");
+               " must be 0 (off) or a multiple of the capacity in [0.01, 1024]");
+  }
+  if (halving_period != 0 && halving_period < kMinHalvingTicks) {
+    return bad("halving=" + std::to_string(halving_period) + " must be 0 (never) or at least " +
+               std::to_string(kMinHalvingTicks) + " operations (each halving walks the whole sketch)");
   }
   if (halving_per_capacity > 0.0 && halving_period != 0) {
     return bad("halving=" + std::to_string(halving_period) + " and halving_x=" + std::to_string(halving_per_capacity) +

@@ -53,10 +53,12 @@ uint32_t StaleTicks(const RowCacheConfig& c, uint64_t capacity_rows) {
 }
 
 // The sketch's halving period in ticks (operations): the absolute one, or
-// the one tied to the capacity (at least 1); 0 = never.
+// the one tied to the capacity (at least kMinHalvingTicks, so a tiny cache
+// does not halve its sketch on every operation); 0 = never.
 uint64_t HalvingPeriod(const RowCacheConfig& c, uint64_t capacity_rows) {
   if (c.halving_per_capacity <= 0.0) return c.halving_period;
-  return std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(c.halving_per_capacity * double(capacity_rows))));
+  return std::max<uint64_t>(RowCacheConfig::kMinHalvingTicks,
+                            static_cast<uint64_t>(std::ceil(c.halving_per_capacity * double(capacity_rows))));
 }
 
 // Ghost history: ghost_per_row bytes per slot, in whole 64-byte buckets.

@@ -62,6 +62,9 @@ Result<std::vector<uint64_t>> ParseSweep(std::string_view text, uint64_t base_ca
     }
     if (rows < 1) return Status::InvalidArgument("--sweep: '" + std::string(text.substr(pos, comma - pos)) +
                                                  "' gives a capacity below one row");
+    // Converting a double at or beyond 2^64 to uint64_t is undefined.
+    if (!(rows < 1.8e19)) return Status::InvalidArgument("--sweep: '" + std::string(text.substr(pos, comma - pos)) +
+                                                       "' gives a capacity too large to count in rows");
     out.push_back(static_cast<uint64_t>(rows));
     pos = comma + 1;
   }

@@ -28,11 +28,8 @@ inline int Connect(uint16_t port) {
   return fd;
 }
 
-// Sends raw bytes, reads until the server closes (or 5 s pass).
-inline std::string Exchange(uint16_t port, const std::string& request) {
-  int fd = Connect(port);
-  if (fd < 0) return "";
-  if (!request.empty()) (void)!write(fd, request.data(), request.size());
+// Reads a connected socket until the server closes it (or 5 s pass).
+inline std::string ReadUntilClosed(int fd) {
   std::string out;
   char buf[4096];
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -43,6 +40,15 @@ inline std::string Exchange(uint16_t port, const std::string& request) {
     if (n <= 0) break;
     out.append(buf, size_t(n));
   }
+  return out;
+}
+
+// Sends raw bytes, reads until the server closes (or 5 s pass).
+inline std::string Exchange(uint16_t port, const std::string& request) {
+  int fd = Connect(port);
+  if (fd < 0) return "";
+  if (!request.empty()) (void)!write(fd, request.data(), request.size());
+  std::string out = ReadUntilClosed(fd);
   close(fd);
   return out;
 }
