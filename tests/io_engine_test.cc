@@ -489,6 +489,16 @@ TEST(PreadEngine, RegisterBufferIsUnsupported) {
   EXPECT_EQ(engine->RegisterBuffer(arena->span()).code(), StatusCode::kUnsupported);
 }
 
+// Rounding a size near SIZE_MAX up to the alignment wraps round to a small
+// number; the buffer must not then claim the huge size it does not own.
+TEST(AlignedBuffer, SizeWhoseRoundingOverflowsIsRefused) {
+  for (size_t size : {SIZE_MAX, SIZE_MAX - kBlockSize + 2}) {
+    auto buffer = AlignedBuffer::Allocate(size);
+    ASSERT_FALSE(buffer.ok()) << "got a buffer of " << buffer->size() << " bytes";
+    EXPECT_EQ(buffer.status().code(), StatusCode::kResourceExhausted) << buffer.status().ToString();
+  }
+}
+
 TEST(IoStatsHistogram, BucketsArePowersOfTwoNanoseconds) {
   EXPECT_EQ(IoStats::BucketFor(0), 0);
   EXPECT_EQ(IoStats::BucketFor(1), 0);
