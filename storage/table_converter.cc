@@ -145,9 +145,14 @@ Result<uint32_t> ConvertRecordBytes(const ConvertSpec& spec) {
                                      ShapeToString(s.shape) + " have different row counts");
     }
   }
-  uint64_t rb = spec.weight[0].tensor.row_bytes() + (spec.scale.empty() ? 0 : spec.scale[0].tensor.row_bytes());
+  // Each part is bounded first: zero-row tensors may have rows of nearly
+  // 2^64 bytes, whose sum would wrap round to a plausible record size.
+  const uint64_t wrow = spec.weight[0].tensor.row_bytes();
+  const uint64_t srow = spec.scale.empty() ? 0 : spec.scale[0].tensor.row_bytes();
+  const uint64_t rb = wrow > kMaxRecordBytes || srow > kMaxRecordBytes ? UINT64_MAX : wrow + srow;
   if (rb == 0 || rb > kMaxRecordBytes) {
-    return Status::InvalidArgument("a record would be " + std::to_string(rb) + " bytes (weight " +
+    const std::string size = rb == UINT64_MAX ? std::to_string(wrow) + " + " + std::to_string(srow) : std::to_string(rb);
+    return Status::InvalidArgument("a record would be " + size + " bytes (weight " +
                                    ShapeToString(spec.weight[0].tensor.shape) + " " + spec.weight[0].tensor.dtype +
                                    "); records must be 1.." + std::to_string(kMaxRecordBytes) + " bytes");
   }

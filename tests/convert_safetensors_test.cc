@@ -198,6 +198,25 @@ TEST(ConvertSafetensors, RecordsLargerThanABlockAreRejected) {
   EXPECT_NE(h.status().message().find("4096"), std::string::npos) << h.status().ToString();
 }
 
+
+// Zero-row tensors carry no data, so their row sizes are bounded only by
+// 64 bits: a weight row of 2^64 - 8 bytes plus a scale row of 272 bytes must
+// not wrap round to a plausible 264-byte record (the converter then sized its
+// buffers from the huge row and threw std::length_error).
+TEST(ConvertSafetensors, RowSizesWhoseSumWrapsRoundAreRejected) {
+  TempDir dir;
+  WriteFile(dir.File("a.safetensors"),
+            Safetensors("{" + TensorJson("w", "U8", "[0,18446744073709551608]", 0, 0) + "," +
+                            TensorJson("s", "U8", "[0,272]", 0, 0) + "}",
+                        ""));
+  auto spec = SafetensorsConvertSpec({dir.File("a.safetensors")}, "w", "s");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(ConvertRecordBytes(*spec).status().code(), StatusCode::kInvalidArgument);
+  Result<TableHeader> h = Status::OK();
+  EXPECT_NO_THROW(h = ConvertToTable(*spec, dir.File("t.engram"), FastOptions()));
+  EXPECT_EQ(h.status().code(), StatusCode::kInvalidArgument) << h.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(dir.File("t.engram")));
+}
 // ---- header parser: each malformed header gives a clear error, no crash ----
 
 Status ParseBytes(const std::string& file) {

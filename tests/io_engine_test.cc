@@ -258,6 +258,35 @@ TEST_P(IoEngineTest, ShutdownWithReadsInFlightFinishesEveryReadAsDoneOrCancelled
   engine_->Shutdown();  // idempotent
 }
 
+// Shutdown may be called from any (non-engine) thread, and every call, not
+// just the first, returns only after every pending callback has run: a
+// caller relies on that to free the batch's buffers.
+TEST_P(IoEngineTest, ConcurrentShutdownsBothWaitForARunningCallback) {
+  auto arena = AlignedBuffer::Allocate(kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  BlockRead read = MakeRead(file_id_, 0, kBlockSize, arena->data());
+  std::promise<void> entered, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> callback_finished{false};
+  engine_->SubmitBatch({&read, 1}, [&] {
+    entered.set_value();
+    released.wait();
+    callback_finished = true;
+  });
+  entered.get_future().wait();  // the callback now blocks an engine thread
+  auto first = std::async(std::launch::async, [&] { engine_->Shutdown(); });
+  auto second = std::async(std::launch::async, [&] { engine_->Shutdown(); });
+  // Neither may return while the callback is still running.
+  const bool first_early = first.wait_for(std::chrono::milliseconds(300)) == std::future_status::ready;
+  const bool second_early = second.wait_for(std::chrono::milliseconds(300)) == std::future_status::ready;
+  release.set_value();
+  first.wait();
+  second.wait();
+  EXPECT_FALSE(first_early) << "a Shutdown returned while a completion callback was still running";
+  EXPECT_FALSE(second_early) << "a Shutdown returned while a completion callback was still running";
+  EXPECT_TRUE(callback_finished);
+}
+
 TEST_P(IoEngineTest, StatsCountReadsBytesErrorsAndLatency) {
   auto arena = AlignedBuffer::Allocate(10 * kBlockSize);
   ASSERT_TRUE(arena.ok());
@@ -458,6 +487,16 @@ TEST(PreadEngine, RegisterBufferIsUnsupported) {
   auto arena = AlignedBuffer::Allocate(kBlockSize);
   ASSERT_TRUE(arena.ok());
   EXPECT_EQ(engine->RegisterBuffer(arena->span()).code(), StatusCode::kUnsupported);
+}
+
+// Rounding a size near SIZE_MAX up to the alignment wraps round to a small
+// number; the buffer must not then claim the huge size it does not own.
+TEST(AlignedBuffer, SizeWhoseRoundingOverflowsIsRefused) {
+  for (size_t size : {SIZE_MAX, SIZE_MAX - kBlockSize + 2}) {
+    auto buffer = AlignedBuffer::Allocate(size);
+    ASSERT_FALSE(buffer.ok()) << "got a buffer of " << buffer->size() << " bytes";
+    EXPECT_EQ(buffer.status().code(), StatusCode::kResourceExhausted) << buffer.status().ToString();
+  }
 }
 
 TEST(IoStatsHistogram, BucketsArePowersOfTwoNanoseconds) {

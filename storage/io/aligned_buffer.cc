@@ -1,5 +1,6 @@
 #include "storage/io/aligned_buffer.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -13,7 +14,11 @@ Result<AlignedBuffer> AlignedBuffer::Allocate(size_t size, size_t alignment) {
                                    " is not a power of two >= " + std::to_string(sizeof(void*)));
   }
   if (size == 0) return AlignedBuffer();
-  // Round the allocation up so the tail of the last block is also ours.
+  // Round the allocation up so the tail of the last block is also ours
+  // (refused if the rounding would wrap round to a small size).
+  if (size > SIZE_MAX - (alignment - 1)) {
+    return Status::ResourceExhausted("aligned buffer: cannot allocate " + std::to_string(size) + " bytes");
+  }
   const size_t rounded = AlignUp(size, alignment);
   void* p = nullptr;
   if (int rc = posix_memalign(&p, alignment, rounded); rc != 0) {

@@ -167,15 +167,19 @@ void WorkerPoolEngine::WorkerLoop() {
 }
 
 void WorkerPoolEngine::Shutdown() {
+  // Serialized: a second, concurrent call must also wait for the joins (every
+  // pending callback has run when Shutdown returns), not return at once.
+  std::lock_guard shutdown_lock(shutdown_mu_);
   {
     std::lock_guard lock(mu_);
-    if (stopping_) return;
     stopping_ = true;
     cancel_.store(true, std::memory_order_release);
   }
   work_cv_.notify_all();
   // Workers drain the queued tickets (cancelling unstarted reads) before exiting.
-  for (std::thread& t : workers_) t.join();
+  for (std::thread& t : workers_) {
+    if (t.joinable()) t.join();
+  }
 }
 
 }  // namespace engram::io

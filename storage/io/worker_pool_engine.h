@@ -65,6 +65,7 @@ class WorkerPoolEngine : public IoEngine {
   bool stopping_ = false;                        // guarded by mu_
   std::atomic<bool> cancel_{false};              // set with stopping_; read lock-free by Work
   std::vector<std::thread> workers_;
+  std::mutex shutdown_mu_;  // serializes Shutdown (joins)
 };
 
 }  // namespace engram::io
