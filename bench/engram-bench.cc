@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engram/store.h"
+#include "src/common/cli_checks.h"
 #include "src/common/logging.h"
 #include "src/workload/report_workload.h"
 #include "storage/io/read_benchmark.h"
@@ -190,7 +191,7 @@ CLI::App* RegisterReadCommand(CLI::App& app, ReadArgs& a) {
       ->delimiter(',');
   cmd->add_option("--mode", a.mode, "auto (io_uring async, others sync), sync or async");
   cmd->add_option("--cache", a.cache, "cold (O_DIRECT, cache dropped), warm (buffered, prewarmed) or both");
-  cmd->add_option("--seconds", a.seconds, "Duration of each point");
+  cmd->add_option("--seconds", a.seconds, "Duration of each point")->check(engram::FiniteRange(0.001, 86400.0));
   cmd->add_option("--seed", a.seed, "Random offset seed");
   cmd->add_flag("--json", a.json, "Print JSON instead of a table");
   cmd->add_option("--row-bytes", a.row_bytes,
@@ -329,18 +330,20 @@ CLI::App* RegisterGatherCommand(CLI::App& app, GatherArgs& a) {
       ->capture_default_str();
   cmd->add_option("--policy", a.policies, "Cache policies (specs), each run through a fresh store")
       ->capture_default_str();
+  // At least one byte (a smaller value would round to 0 = "not given"), at
+  // most 1 PiB (the byte count must fit 64 bits).
   auto* budget = cmd->add_option("--budget-mib", a.budget_mib, "Cache bytes per table, in MiB")
-                     ->check(CLI::PositiveNumber);
+                     ->check(engram::FiniteRange(1.0 / 1048576.0, double(uint64_t(1) << 30)));
   auto* capacity = cmd->add_option("--capacity-rows", a.capacity_rows,
                                    "Budget = the bytes at which the legacy cache has this many slots per table")
                        ->excludes(budget);
   cmd->add_option("--pressure", a.pressure, "Default budget: distinct rows / legacy slots (the report: 0.78)")
-      ->capture_default_str()->check(CLI::Range(0.01, 16.0))->excludes(budget)->excludes(capacity);
+      ->capture_default_str()->check(engram::FiniteRange(0.01, 16.0))->excludes(budget)->excludes(capacity);
   cmd->add_option("--io-backend", a.backend, "auto, io_uring, pread or mmap")->capture_default_str();
   cmd->add_flag("--warm", a.warm, "Keep the tables in page cache (default: dropped before each policy)");
   cmd->add_option("--metrics-listen", a.listen, "Serve /metrics at HOST:PORT while running");
   cmd->add_option("--linger", a.linger, "Keep serving /metrics this many seconds after the run")
-      ->check(CLI::Range(0.0, 86400.0));
+      ->check(engram::FiniteRange(0.0, 86400.0));
   cmd->add_flag("--json", a.json, "One JSON object per (policy, request) instead of the table");
   return cmd;
 }

@@ -75,6 +75,13 @@ expect_fail --policy ways=0
 expect_fail --request "$tmp/missing.u32"
 expect_fail --tables 0
 expect_fail --budget-mib -1
+# NaN passes CLI::Range; a budget that rounds to 0 bytes was silently replaced
+# by the default one; one beyond 64 bits was an undefined conversion.
+expect_fail --budget-mib nan
+expect_fail --budget-mib 1e-9
+expect_fail --budget-mib 1e300
+expect_fail --pressure nan
+expect_fail --linger nan --metrics-listen 127.0.0.1:0
 expect_fail --metrics-listen nonsense
 expect_fail --log-level loud
 echo "bench gather OK"
