@@ -39,6 +39,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "src/common/cli_checks.h"
 #include "src/store/store_impl.h"
 #include "storage/io/fault_injection_engine.h"
 #include "storage/row_generator.h"
@@ -323,7 +324,11 @@ int main(int argc, char** argv) {
   Config config;
   bool json = false, verbose = false;
   std::string work_dir;
-  app.add_option("--seconds", config.seconds, "how long the threads run")->capture_default_str();
+  // At most a week: the deadline is steady_clock nanoseconds (a NaN or an
+  // out-of-range count would be an undefined conversion).
+  app.add_option("--seconds", config.seconds, "how long the threads run")
+      ->capture_default_str()
+      ->check(engram::FiniteRange(0.0, 7 * 86400.0));
   app.add_option("--threads", config.threads, "gathering threads")->capture_default_str()->check(CLI::Range(1u, 256u));
   app.add_flag("--faults", config.faults, "inject EIO, short reads, EAGAIN, delays/reorders and bit flips");
   app.add_option("--seed", config.seed, "seed of the workload, the faults and the generated table")
