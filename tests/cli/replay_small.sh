@@ -67,4 +67,10 @@ if "$hash" --layout "$layout" --token-map "$src/tests/fixtures/engram-hash/token
   fail "token outside the map accepted"
 fi
 grep -q "outside the token map" "$tmp/err" || fail "token-map error message"
+# A report that cannot be written (full disk, closed pipe) is a failure, as in
+# engram-gen and engram-inspect, not exit 0.
+if "$replay" --rows "$tmp/rows.txt" --capacity-rows 5000 --policy lru > /dev/full 2> "$tmp/err"; then
+  fail "a report written to a full disk exited 0"
+fi
+grep -q "write to stdout failed" "$tmp/err" || fail "full-disk message: $(cat "$tmp/err")"
 echo OK
