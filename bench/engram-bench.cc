@@ -50,6 +50,15 @@ struct ReadArgs {
   uint32_t row_bytes = 0;  // 0: the table's record size, or 264 for a plain file
 };
 
+// 0 once everything printed has reached stdout, else 1 with a message: a full
+// disk or a closed pipe must not look like success.
+int Flushed(const char* command) {
+  std::cout.flush();
+  if (std::cout.good() && std::fflush(stdout) == 0 && !std::ferror(stdout)) return 0;
+  std::fprintf(stderr, "engram-bench %s: write to stdout failed\n", command);
+  return 1;
+}
+
 // Writes `mib` MiB of non-repeating bytes to `path` (if it does not exist).
 bool CreateFileIfMissing(const std::string& path, uint64_t mib) {
   struct stat st {};
@@ -178,7 +187,7 @@ int RunRead(const ReadArgs& a) {
   } else {
     std::cout << table.str();
   }
-  return 0;
+  return Flushed("read");
 }
 
 CLI::App* RegisterReadCommand(CLI::App& app, ReadArgs& a) {
@@ -304,7 +313,7 @@ int RunGather(const GatherArgs& a) {
   } else {
     std::printf("%s", FormatReportTable(*runs).c_str());
   }
-  std::fflush(stdout);
+  if (Flushed("gather") != 0) return 1;
   if (metrics && a.linger > 0) {
     std::fprintf(stderr, "serving %s for %.0f more seconds\n", metrics->url().c_str(), a.linger);
     std::this_thread::sleep_for(std::chrono::duration<double>(a.linger));

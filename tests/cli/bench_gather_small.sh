@@ -84,4 +84,10 @@ expect_fail --pressure nan
 expect_fail --linger nan --metrics-listen 127.0.0.1:0
 expect_fail --metrics-listen nonsense
 expect_fail --log-level loud
+# A report that cannot be written is a failure, not exit 0.
+if "$bench" gather --work-dir "$tmp/work" --rows-per-table 100000 --request "$tmp/a.u32" --budget-mib 16 \
+  --warm > /dev/full 2> "$tmp/bad.txt"; then
+  fail "a report written to a full disk exited 0"
+fi
+grep -q "write to stdout failed" "$tmp/bad.txt" || fail "full-disk message: $(cat "$tmp/bad.txt")"
 echo "bench gather OK"

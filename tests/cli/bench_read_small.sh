@@ -34,4 +34,9 @@ expect_fail --seconds nan
 expect_fail --seconds -1
 expect_fail --seconds 0
 expect_fail --seconds inf
+# A report that cannot be written is a failure, not exit 0.
+if "$bench" "${read_args[@]}" --seconds 0.1 > /dev/full 2> "$tmp/bad.txt"; then
+  fail "a report written to a full disk exited 0"
+fi
+grep -q "write to stdout failed" "$tmp/bad.txt" || fail "full-disk message: $(cat "$tmp/bad.txt")"
 echo "bench read OK"
