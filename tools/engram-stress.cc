@@ -546,6 +546,8 @@ int main(int argc, char** argv) {
   }
   store.reset();
   std::printf("%s\n", report.dump(json ? -1 : 2).c_str());
+  // A report that never arrived must not look like a passed run.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) return Fail("write to stdout failed");
   if (!json) {
     std::fprintf(stderr, "engram-stress: %s: %llu gathers, %llu rows verified, %llu wrong, %llu faults injected\n",
                  all_ok ? "OK" : "FAILED", static_cast<unsigned long long>(Get(obs.gathers)),

@@ -26,6 +26,13 @@ for bad in nan 1e300 -1; do
   [[ $rc -ne 0 && $rc -ne 124 && $rc -lt 128 ]] || fail "--seconds $bad: exit $rc"
   grep -q -- "--seconds" "$work/bad.txt" || fail "--seconds $bad: no message naming it: $(cat "$work/bad.txt")"
 done
+# A report that cannot be written (full disk, closed pipe) is a failure.
+set +e
+"$stress" --seconds 0 --rows 1000 --work-dir "$work" >/dev/full 2>"$work/bad.txt"
+rc=$?
+set -e
+[[ $rc -ne 0 && $rc -lt 128 ]] || fail "report to a full disk: exit $rc"
+grep -q "write to stdout failed" "$work/bad.txt" || fail "full-disk message: $(cat "$work/bad.txt")"
 set +e
 # Small table: the run is about the gather paths, not disk bandwidth (and must
 # stay quick under ASan/TSan Debug builds).
