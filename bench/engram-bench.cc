@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -326,8 +327,10 @@ CLI::App* RegisterGatherCommand(CLI::App& app, GatherArgs& a) {
   CLI::App* cmd = app.add_subcommand(
       "gather", "The row-cache report's five requests through a real store on generated V4.1-shaped tables");
   cmd->add_option("--fixtures", a.fixtures, "Folder with engram-hash/ and traces/")->capture_default_str();
-  cmd->add_option("--traces", a.traces, "Folder with req1.u32..req5.u32 (default: fixtures/traces/deepspeed)");
-  cmd->add_option("--request", a.requests, "FILE[@SPLIT] token file (uint32 LE), repeatable; replaces the five requests");
+  auto* traces = cmd->add_option("--traces", a.traces,
+                                 "Folder with req1.u32..req5.u32 (default: fixtures/traces/deepspeed)");
+  cmd->add_option("--request", a.requests, "FILE[@SPLIT] token file (uint32 LE), repeatable; replaces the five requests")
+      ->excludes(traces);
   cmd->add_option("--layout", a.layout, "Hash layout JSON (default: fixtures/engram-hash/layout-v41.json)");
   auto* map = cmd->add_option("--token-map", a.token_map, "Token map (default: fixtures/engram-hash/token-map.u32)");
   cmd->add_flag("--identity", a.identity, "Hash raw token IDs instead of the token map")->excludes(map);
@@ -345,14 +348,16 @@ CLI::App* RegisterGatherCommand(CLI::App& app, GatherArgs& a) {
                      ->check(engram::FiniteRange(1.0 / 1048576.0, double(uint64_t(1) << 30)));
   auto* capacity = cmd->add_option("--capacity-rows", a.capacity_rows,
                                    "Budget = the bytes at which the legacy cache has this many slots per table")
+                       ->check(CLI::Range(uint64_t(1), std::numeric_limits<uint64_t>::max()))
                        ->excludes(budget);
   cmd->add_option("--pressure", a.pressure, "Default budget: distinct rows / legacy slots (the report: 0.78)")
       ->capture_default_str()->check(engram::FiniteRange(0.01, 16.0))->excludes(budget)->excludes(capacity);
   cmd->add_option("--io-backend", a.backend, "auto, io_uring, pread or mmap")->capture_default_str();
   cmd->add_flag("--warm", a.warm, "Keep the tables in page cache (default: dropped before each policy)");
-  cmd->add_option("--metrics-listen", a.listen, "Serve /metrics at HOST:PORT while running");
+  auto* listen = cmd->add_option("--metrics-listen", a.listen, "Serve /metrics at HOST:PORT while running");
   cmd->add_option("--linger", a.linger, "Keep serving /metrics this many seconds after the run")
-      ->check(engram::FiniteRange(0.0, 86400.0));
+      ->check(engram::FiniteRange(0.0, 86400.0))
+      ->needs(listen);
   cmd->add_flag("--json", a.json, "One JSON object per (policy, request) instead of the table");
   return cmd;
 }

@@ -83,6 +83,12 @@ expect_fail --budget-mib 1e300
 expect_fail --pressure nan
 expect_fail --linger nan --metrics-listen 127.0.0.1:0
 expect_fail --metrics-listen nonsense
+# Options that would be accepted and ignored: --traces with --request (the
+# requests replace the five report requests), --linger without an endpoint to
+# keep serving, --capacity-rows 0 (0 meant "not given": the default budget).
+expect_fail --traces "$traces"
+expect_fail --linger 5
+expect_fail --capacity-rows 0
 expect_fail --log-level loud
 # A report that cannot be written is a failure, not exit 0.
 if "$bench" gather --work-dir "$tmp/work" --rows-per-table 100000 --request "$tmp/a.u32" --budget-mib 16 \
