@@ -375,7 +375,11 @@ int main(int argc, char** argv) {
     auto file = engram::TableFile::Open(table_path);
     if (!file.ok()) return Fail(file.status().ToString());
     auto meta = nlohmann::json::parse((*file)->metadata_text(), nullptr, false);
-    if (meta.is_discarded() || !meta.contains("generator") || !meta["generator"].contains("seed")) {
+    // Any writer may have made this file: read the seed only once it is known
+    // to be an unsigned integer (get<> throws json type_error otherwise).
+    if (meta.is_discarded() || !meta.is_object() || !meta.contains("generator") ||
+        !meta["generator"].is_object() || !meta["generator"].contains("seed") ||
+        !meta["generator"]["seed"].is_number_unsigned()) {
       return Fail(table_path + " has no generator seed in its metadata (only engram-gen tables can be checked)");
     }
     data_seed = meta["generator"]["seed"].get<uint64_t>();
