@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -23,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engram/store.h"
+#include "src/common/cli_checks.h"
 #include "src/common/logging.h"
 #include "src/workload/report_workload.h"
 #include "storage/io/read_benchmark.h"
@@ -48,6 +50,15 @@ struct ReadArgs {
   uint64_t seed = 1;
   uint32_t row_bytes = 0;  // 0: the table's record size, or 264 for a plain file
 };
+
+// 0 once everything printed has reached stdout, else 1 with a message: a full
+// disk or a closed pipe must not look like success.
+int Flushed(const char* command) {
+  std::cout.flush();
+  if (std::cout.good() && std::fflush(stdout) == 0 && !std::ferror(stdout)) return 0;
+  std::fprintf(stderr, "engram-bench %s: write to stdout failed\n", command);
+  return 1;
+}
 
 // Writes `mib` MiB of non-repeating bytes to `path` (if it does not exist).
 bool CreateFileIfMissing(const std::string& path, uint64_t mib) {
@@ -177,7 +188,7 @@ int RunRead(const ReadArgs& a) {
   } else {
     std::cout << table.str();
   }
-  return 0;
+  return Flushed("read");
 }
 
 CLI::App* RegisterReadCommand(CLI::App& app, ReadArgs& a) {
@@ -190,7 +201,7 @@ CLI::App* RegisterReadCommand(CLI::App& app, ReadArgs& a) {
       ->delimiter(',');
   cmd->add_option("--mode", a.mode, "auto (io_uring async, others sync), sync or async");
   cmd->add_option("--cache", a.cache, "cold (O_DIRECT, cache dropped), warm (buffered, prewarmed) or both");
-  cmd->add_option("--seconds", a.seconds, "Duration of each point");
+  cmd->add_option("--seconds", a.seconds, "Duration of each point")->check(engram::FiniteRange(0.001, 86400.0));
   cmd->add_option("--seed", a.seed, "Random offset seed");
   cmd->add_flag("--json", a.json, "Print JSON instead of a table");
   cmd->add_option("--row-bytes", a.row_bytes,
@@ -303,7 +314,7 @@ int RunGather(const GatherArgs& a) {
   } else {
     std::printf("%s", FormatReportTable(*runs).c_str());
   }
-  std::fflush(stdout);
+  if (Flushed("gather") != 0) return 1;
   if (metrics && a.linger > 0) {
     std::fprintf(stderr, "serving %s for %.0f more seconds\n", metrics->url().c_str(), a.linger);
     std::this_thread::sleep_for(std::chrono::duration<double>(a.linger));
@@ -316,8 +327,10 @@ CLI::App* RegisterGatherCommand(CLI::App& app, GatherArgs& a) {
   CLI::App* cmd = app.add_subcommand(
       "gather", "The row-cache report's five requests through a real store on generated V4.1-shaped tables");
   cmd->add_option("--fixtures", a.fixtures, "Folder with engram-hash/ and traces/")->capture_default_str();
-  cmd->add_option("--traces", a.traces, "Folder with req1.u32..req5.u32 (default: fixtures/traces/deepspeed)");
-  cmd->add_option("--request", a.requests, "FILE[@SPLIT] token file (uint32 LE), repeatable; replaces the five requests");
+  auto* traces = cmd->add_option("--traces", a.traces,
+                                 "Folder with req1.u32..req5.u32 (default: fixtures/traces/deepspeed)");
+  cmd->add_option("--request", a.requests, "FILE[@SPLIT] token file (uint32 LE), repeatable; replaces the five requests")
+      ->excludes(traces);
   cmd->add_option("--layout", a.layout, "Hash layout JSON (default: fixtures/engram-hash/layout-v41.json)");
   auto* map = cmd->add_option("--token-map", a.token_map, "Token map (default: fixtures/engram-hash/token-map.u32)");
   cmd->add_flag("--identity", a.identity, "Hash raw token IDs instead of the token map")->excludes(map);
@@ -329,18 +342,22 @@ CLI::App* RegisterGatherCommand(CLI::App& app, GatherArgs& a) {
       ->capture_default_str();
   cmd->add_option("--policy", a.policies, "Cache policies (specs), each run through a fresh store")
       ->capture_default_str();
+  // At least one byte (a smaller value would round to 0 = "not given"), at
+  // most 1 PiB (the byte count must fit 64 bits).
   auto* budget = cmd->add_option("--budget-mib", a.budget_mib, "Cache bytes per table, in MiB")
-                     ->check(CLI::PositiveNumber);
+                     ->check(engram::FiniteRange(1.0 / 1048576.0, double(uint64_t(1) << 30)));
   auto* capacity = cmd->add_option("--capacity-rows", a.capacity_rows,
                                    "Budget = the bytes at which the legacy cache has this many slots per table")
+                       ->check(CLI::Range(uint64_t(1), std::numeric_limits<uint64_t>::max()))
                        ->excludes(budget);
   cmd->add_option("--pressure", a.pressure, "Default budget: distinct rows / legacy slots (the report: 0.78)")
-      ->capture_default_str()->check(CLI::Range(0.01, 16.0))->excludes(budget)->excludes(capacity);
+      ->capture_default_str()->check(engram::FiniteRange(0.01, 16.0))->excludes(budget)->excludes(capacity);
   cmd->add_option("--io-backend", a.backend, "auto, io_uring, pread or mmap")->capture_default_str();
   cmd->add_flag("--warm", a.warm, "Keep the tables in page cache (default: dropped before each policy)");
-  cmd->add_option("--metrics-listen", a.listen, "Serve /metrics at HOST:PORT while running");
+  auto* listen = cmd->add_option("--metrics-listen", a.listen, "Serve /metrics at HOST:PORT while running");
   cmd->add_option("--linger", a.linger, "Keep serving /metrics this many seconds after the run")
-      ->check(CLI::Range(0.0, 86400.0));
+      ->check(engram::FiniteRange(0.0, 86400.0))
+      ->needs(listen);
   cmd->add_flag("--json", a.json, "One JSON object per (policy, request) instead of the table");
   return cmd;
 }

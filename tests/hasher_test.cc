@@ -15,6 +15,7 @@
 #include "src/engram/floor_mod.h"
 #include "src/engram/layout_json.h"
 #include "src/engram/prime.h"
+#include "src/engram/scaled_layout.h"
 
 namespace engram {
 namespace {
@@ -269,6 +270,26 @@ TEST(LayoutTest, MultiplierStringsMustBeDecimalInt64) {
   EXPECT_TRUE(ParseLayer(l).ok());
   l["pad_id"] = -1;
   ExpectLayoutError(l, "pad_id");
+}
+
+// A target whose per-head share is above the largest 64-bit prime must not
+// wrap the prime search around to 2 (a 2-row "scaled" table).
+TEST(ScaleLayoutTest, TargetBeyondTheLargestPrimeIsAnErrorNotAWrappedTinyLayout) {
+  EngramHashLayout one;
+  one.orders = {1};
+  one.heads = 1;
+  one.multipliers = {1};
+  one.primes = {{3}};
+  one.offsets = {{0}};
+  one.total_rows = 3;
+  ASSERT_TRUE(one.Validate().ok());
+  for (uint64_t target : {~uint64_t{0}, ~uint64_t{0} - 57, uint64_t(1) << 63}) {
+    auto scaled = ScaleLayout(one, target);
+    EXPECT_FALSE(scaled.ok()) << target << " -> " << scaled->total_rows << " rows";
+    if (!scaled.ok()) {
+      EXPECT_EQ(scaled.status().code(), StatusCode::kInvalidArgument);
+    }
+  }
 }
 
 TEST(TokenMapTest, ReadsV41MapAndRejectsBadSizes) {

@@ -4,6 +4,7 @@
 #include "src/workload/report_workload.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include "engram/cache_config.h"
 #include "src/cache/row_cache.h"
 #include "tests/testing/http_client.h"
+#include "storage/table_writer.h"
 #include "tests/testing/temp_table.h"
 
 namespace engram {
@@ -84,6 +86,36 @@ TEST(PrepareReportWorkload, GeneratesOneTablePerLayerAndReusesThem) {
   log.clear();
   ASSERT_TRUE(PrepareReportWorkload(o, [&](const std::string& l) { log.push_back(l); }).ok());
   EXPECT_NE(log[0].find("generated"), std::string::npos) << log[0];
+}
+
+// A table at the workload's path whose metadata has "generator" of another
+// shape (not an object, or a seed that is not a number) was written by
+// something else: it is regenerated, never a nlohmann::json type_error.
+TEST(PrepareReportWorkload, RegeneratesATableWhoseGeneratorMetadataHasAnotherShape) {
+  TempDir dir;
+  ReportWorkloadOptions o = SmallWorkload(dir);
+  auto w = PrepareReportWorkload(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const std::string path = w->table_paths[0];
+  const uint64_t rows = w->layouts[0].total_rows;
+  for (nlohmann::json generator : {nlohmann::json("hand-made"), nlohmann::json::array({1, 2}),
+                                   nlohmann::json{{"seed", "1000"}}, nlohmann::json{{"seed", nullptr}}}) {
+    TableWriterOptions wo;
+    wo.record_bytes = o.record_bytes;
+    wo.metadata = {{"generator", generator}, {"hash_layout", nlohmann::json::parse(w->layouts[0].ToJson())}};
+    wo.sync = false;
+    auto writer = TableWriter::Create(path, wo);
+    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+    std::vector<std::byte> record(o.record_bytes);
+    for (uint64_t r = 0; r < rows; ++r) ASSERT_TRUE((*writer)->Append(record).ok());
+    ASSERT_TRUE((*writer)->Finish().ok());
+
+    std::vector<std::string> log;
+    auto again = PrepareReportWorkload(o, [&](const std::string& l) { log.push_back(l); });
+    ASSERT_TRUE(again.ok()) << generator.dump() << ": " << again.status().ToString();
+    ASSERT_FALSE(log.empty());
+    EXPECT_NE(log[0].find("generated"), std::string::npos) << generator.dump() << ": " << log[0];
+  }
 }
 
 TEST(PrepareReportWorkload, RejectsBadInputsWithClearErrors) {

@@ -20,6 +20,7 @@
 #include <CLI/CLI.hpp>
 
 #include "engram/store.h"
+#include "src/common/cli_checks.h"
 #include "src/common/logging.h"
 #include "src/workload/report_workload.h"
 
@@ -53,10 +54,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(uint64_t(100000), uint64_t(1) << 34));
   app.add_option("--policy", policies, "cache policies to compare (specs)")->capture_default_str();
   app.add_option("--pressure", pressure, "distinct rows / cache slots of the legacy cache (report: 0.78)")
-      ->capture_default_str()->check(CLI::Range(0.05, 4.0));
+      ->capture_default_str()->check(FiniteRange(0.05, 4.0));
   app.add_option("--metrics-listen", listen, "serve /metrics here while running ('' = off)")->capture_default_str();
   app.add_option("--linger", linger, "keep serving /metrics this many seconds after the run")
-      ->capture_default_str()->check(CLI::Range(0.0, 86400.0));
+      ->capture_default_str()->check(FiniteRange(0.0, 86400.0));
   app.add_option("--io-backend", backend, "auto, io_uring, pread or mmap")->capture_default_str();
   AddLogLevelOption(app, log_level);
   app.add_flag("--identity", identity, "hash raw token IDs (as the report's emulation) instead of the token map");

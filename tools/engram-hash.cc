@@ -1,9 +1,13 @@
 // engram-hash: token IDs -> Engram row IDs for one layer.
 //   engram-hash --layout FILE [--layer I] [--token-map FILE] TOKENS.u32 OUT
 // OUT holds little-endian uint64 row IDs, [position][order][head].
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -23,9 +27,32 @@ engram::Status Run(const std::string& layout_path, uint32_t layer, const std::st
   }
   ENGRAM_ASSIGN_OR_RETURN(engram::NgramHasher hasher, engram::NgramHasher::Create(std::move(layout), map));
   ENGRAM_ASSIGN_OR_RETURN(std::vector<uint32_t> tokens, engram::replay::ReadTokenFile(tokens_path));
-  auto rows = hasher.Hash(tokens);
-  if (!rows.ok()) return rows.status().WithContext(tokens_path);
-  return engram::replay::WriteU64File(out_path, *rows);
+  // The row IDs take 48 times the tokens' bytes: hash and write them a chunk
+  // at a time (the tokens before a chunk are its history), so memory does not
+  // grow with the output. A failure removes the partial output.
+  constexpr size_t kChunkTokens = size_t(1) << 16;
+  std::vector<uint64_t> rows(std::min(tokens.size(), kChunkTokens) * hasher.rows_per_token());
+  std::unique_ptr<FILE, int (*)(FILE*)> out(std::fopen(out_path.c_str(), "wb"), &std::fclose);
+  if (!out) return engram::Status::FromErrno("output " + out_path, errno);
+  auto failed = [&](engram::Status s) {
+    out.reset();
+    std::remove(out_path.c_str());
+    return s;
+  };
+  const std::span<const uint32_t> all(tokens);
+  for (size_t begin = 0; begin < all.size(); begin += kChunkTokens) {
+    const std::span<const uint32_t> chunk = all.subspan(begin, std::min(kChunkTokens, all.size() - begin));
+    const size_t n = chunk.size() * hasher.rows_per_token();
+    engram::Status st = hasher.Hash(all.first(begin), chunk, std::span<uint64_t>(rows).first(n));
+    if (!st.ok()) return failed(st.WithContext(tokens_path + " (chunk at token " + std::to_string(begin) + ")"));
+    if (std::fwrite(rows.data(), 8, n, out.get()) != n) return failed(engram::Status::FromErrno("write " + out_path, errno));
+  }
+  if (std::fclose(out.release()) != 0) {
+    const int e = errno;
+    std::remove(out_path.c_str());
+    return engram::Status::FromErrno("close " + out_path, e);
+  }
+  return engram::Status::OK();
 }
 
 }  // namespace

@@ -45,6 +45,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "engram-replay: %s\n", out.status().ToString().c_str());
     return 1;
   }
-  std::fwrite(out->data(), 1, out->size(), stdout);
+  // A full disk or a closed pipe must not look like success.
+  if (std::fwrite(out->data(), 1, out->size(), stdout) != out->size() || std::fflush(stdout) != 0 ||
+      std::ferror(stdout)) {
+    std::fprintf(stderr, "engram-replay: write to stdout failed\n");
+    return 1;
+  }
   return 0;
 }

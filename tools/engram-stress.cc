@@ -39,6 +39,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "src/common/cli_checks.h"
 #include "src/store/store_impl.h"
 #include "storage/io/fault_injection_engine.h"
 #include "storage/row_generator.h"
@@ -323,7 +324,11 @@ int main(int argc, char** argv) {
   Config config;
   bool json = false, verbose = false;
   std::string work_dir;
-  app.add_option("--seconds", config.seconds, "how long the threads run")->capture_default_str();
+  // At most a week: the deadline is steady_clock nanoseconds (a NaN or an
+  // out-of-range count would be an undefined conversion).
+  app.add_option("--seconds", config.seconds, "how long the threads run")
+      ->capture_default_str()
+      ->check(engram::FiniteRange(0.0, 7 * 86400.0));
   app.add_option("--threads", config.threads, "gathering threads")->capture_default_str()->check(CLI::Range(1u, 256u));
   app.add_flag("--faults", config.faults, "inject EIO, short reads, EAGAIN, delays/reorders and bit flips");
   app.add_option("--seed", config.seed, "seed of the workload, the faults and the generated table")
@@ -370,7 +375,11 @@ int main(int argc, char** argv) {
     auto file = engram::TableFile::Open(table_path);
     if (!file.ok()) return Fail(file.status().ToString());
     auto meta = nlohmann::json::parse((*file)->metadata_text(), nullptr, false);
-    if (meta.is_discarded() || !meta.contains("generator") || !meta["generator"].contains("seed")) {
+    // Any writer may have made this file: read the seed only once it is known
+    // to be an unsigned integer (get<> throws json type_error otherwise).
+    if (meta.is_discarded() || !meta.is_object() || !meta.contains("generator") ||
+        !meta["generator"].is_object() || !meta["generator"].contains("seed") ||
+        !meta["generator"]["seed"].is_number_unsigned()) {
       return Fail(table_path + " has no generator seed in its metadata (only engram-gen tables can be checked)");
     }
     data_seed = meta["generator"]["seed"].get<uint64_t>();
@@ -541,6 +550,8 @@ int main(int argc, char** argv) {
   }
   store.reset();
   std::printf("%s\n", report.dump(json ? -1 : 2).c_str());
+  // A report that never arrived must not look like a passed run.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) return Fail("write to stdout failed");
   if (!json) {
     std::fprintf(stderr, "engram-stress: %s: %llu gathers, %llu rows verified, %llu wrong, %llu faults injected\n",
                  all_ok ? "OK" : "FAILED", static_cast<unsigned long long>(Get(obs.gathers)),

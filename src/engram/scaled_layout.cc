@@ -11,12 +11,18 @@ Result<EngramHashLayout> ScaleLayout(const EngramHashLayout& layout, uint64_t ta
     return Status::InvalidArgument("scale layout: " + std::to_string(target_rows) + " rows is too small for " +
                                    std::to_string(columns) + " heads");
   }
+  constexpr uint64_t kPrimeLimit = uint64_t(1) << 63;
   EngramHashLayout out = layout;
   uint64_t candidate = target_rows / columns;
   uint64_t offset = 0;
   for (size_t o = 0; o < out.primes.size(); ++o) {
     for (size_t h = 0; h < out.primes[o].size(); ++h) {
-      while (!IsPrime(candidate)) ++candidate;
+      // Hash moduli are primes below 2^63 (Validate); searching past that
+      // would wrap the candidate around to 2 for a target near 2^64.
+      while (candidate < kPrimeLimit && !IsPrime(candidate)) ++candidate;
+      if (candidate >= kPrimeLimit) {
+        return Status::InvalidArgument("scale layout: " + std::to_string(target_rows) + " rows needs primes above 2^63");
+      }
       out.primes[o][h] = candidate;
       out.offsets[o][h] = offset;
       offset += candidate;

@@ -25,9 +25,13 @@ Status EnsureTable(const std::string& path, const EngramHashLayout& layout, uint
   auto existing = TableFile::Open(path);
   if (existing.ok() && (*existing)->row_count() == layout.total_rows &&
       (*existing)->record_bytes() == record_bytes) {
+    // The metadata of a file at this path may come from anything: compare
+    // without typed access (value()/get() throw type_error on another shape).
     const auto& m = (*existing)->metadata();
-    if (m.contains("generator") && m["generator"].value("seed", uint64_t(0)) == seed &&
-        m.contains("hash_layout") && m["hash_layout"] == layout_json) {
+    const auto generator = m.find("generator");
+    const auto hash_layout = m.find("hash_layout");
+    if (generator != m.end() && generator->is_object() && generator->contains("seed") &&
+        (*generator)["seed"] == seed && hash_layout != m.end() && *hash_layout == layout_json) {
       if (log) {
         char line[512];
         std::snprintf(line, sizeof line, "%s: reusing (%.2f GB)", path.c_str(),

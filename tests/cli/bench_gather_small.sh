@@ -75,6 +75,25 @@ expect_fail --policy ways=0
 expect_fail --request "$tmp/missing.u32"
 expect_fail --tables 0
 expect_fail --budget-mib -1
+# NaN passes CLI::Range; a budget that rounds to 0 bytes was silently replaced
+# by the default one; one beyond 64 bits was an undefined conversion.
+expect_fail --budget-mib nan
+expect_fail --budget-mib 1e-9
+expect_fail --budget-mib 1e300
+expect_fail --pressure nan
+expect_fail --linger nan --metrics-listen 127.0.0.1:0
 expect_fail --metrics-listen nonsense
+# Options that would be accepted and ignored: --traces with --request (the
+# requests replace the five report requests), --linger without an endpoint to
+# keep serving, --capacity-rows 0 (0 meant "not given": the default budget).
+expect_fail --traces "$traces"
+expect_fail --linger 5
+expect_fail --capacity-rows 0
 expect_fail --log-level loud
+# A report that cannot be written is a failure, not exit 0.
+if "$bench" gather --work-dir "$tmp/work" --rows-per-table 100000 --request "$tmp/a.u32" --budget-mib 16 \
+  --warm > /dev/full 2> "$tmp/bad.txt"; then
+  fail "a report written to a full disk exited 0"
+fi
+grep -q "write to stdout failed" "$tmp/bad.txt" || fail "full-disk message: $(cat "$tmp/bad.txt")"
 echo "bench gather OK"

@@ -53,6 +53,26 @@ grep -q "hit rate % per request" "$tmp/table.txt" || fail "table header missing"
 "$hash" --layout "$layout" "$tmp/a.u32" "$tmp/a.rows"
 [ "$(stat -c %s "$tmp/a.rows")" -eq $((2000 * 24 * 8)) ] || fail "engram-hash output size"
 
+# engram-hash writes 192 bytes per token: it streams them, so a token file
+# whose row IDs do not fit in memory is hashed, not an uncaught bad_alloc.
+# 3M tokens (576 MB of row IDs) under a 400 MB address-space limit; skipped
+# where the limit stops even --help (sanitizer runtimes reserve far more).
+if (ulimit -v 400000 && "$hash" --help > /dev/null 2>&1); then
+  head -c 12000000 /dev/urandom > "$tmp/big.u32"
+  (ulimit -v 400000 && "$hash" --layout "$layout" "$tmp/big.u32" "$tmp/big.rows") 2> "$tmp/err" ||
+    fail "engram-hash of 3M tokens under a 400 MB limit: $(cat "$tmp/err")"
+  [ "$(stat -c %s "$tmp/big.rows")" -eq $((3000000 * 192)) ] || fail "engram-hash streamed output size"
+  # Rows depend on a token and its 3 predecessors: hashing a slice on its own
+  # gives the same rows after its first 3 tokens, wherever the slice starts.
+  for start in 65533 131069 2999000; do
+    dd if="$tmp/big.u32" of="$tmp/slice.u32" bs=4 skip=$start count=1000 status=none
+    "$hash" --layout "$layout" "$tmp/slice.u32" "$tmp/slice.rows"
+    cmp -n $((997 * 192)) "$tmp/big.rows" "$tmp/slice.rows" $(((start + 3) * 192)) $((3 * 192)) ||
+      fail "engram-hash rows of tokens $start.. differ"
+  done
+  rm -f "$tmp/big.u32" "$tmp/big.rows"
+fi
+
 # Clean failures: non-zero exit and a message naming the problem.
 if "$replay" --layout "$layout" --request "$tmp/missing.u32" --capacity-rows 10 2> "$tmp/err"; then
   fail "missing request file accepted"
@@ -67,4 +87,10 @@ if "$hash" --layout "$layout" --token-map "$src/tests/fixtures/engram-hash/token
   fail "token outside the map accepted"
 fi
 grep -q "outside the token map" "$tmp/err" || fail "token-map error message"
+# A report that cannot be written (full disk, closed pipe) is a failure, as in
+# engram-gen and engram-inspect, not exit 0.
+if "$replay" --rows "$tmp/rows.txt" --capacity-rows 5000 --policy lru > /dev/full 2> "$tmp/err"; then
+  fail "a report written to a full disk exited 0"
+fi
+grep -q "write to stdout failed" "$tmp/err" || fail "full-disk message: $(cat "$tmp/err")"
 echo OK

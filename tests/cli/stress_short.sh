@@ -16,6 +16,23 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 "$stress" --help >/dev/null || fail "engram-stress --help"
+# A duration that is not a finite, non-negative number of seconds is refused
+# (NaN, 1e300 and -1 used to run for no time at all and report OK).
+for bad in nan 1e300 -1; do
+  set +e
+  timeout 60 "$stress" --seconds "$bad" --rows 1000 --work-dir "$work" >/dev/null 2>"$work/bad.txt"
+  rc=$?
+  set -e
+  [[ $rc -ne 0 && $rc -ne 124 && $rc -lt 128 ]] || fail "--seconds $bad: exit $rc"
+  grep -q -- "--seconds" "$work/bad.txt" || fail "--seconds $bad: no message naming it: $(cat "$work/bad.txt")"
+done
+# A report that cannot be written (full disk, closed pipe) is a failure.
+set +e
+"$stress" --seconds 0 --rows 1000 --work-dir "$work" >/dev/full 2>"$work/bad.txt"
+rc=$?
+set -e
+[[ $rc -ne 0 && $rc -lt 128 ]] || fail "report to a full disk: exit $rc"
+grep -q "write to stdout failed" "$work/bad.txt" || fail "full-disk message: $(cat "$work/bad.txt")"
 set +e
 # Small table: the run is about the gather paths, not disk bandwidth (and must
 # stay quick under ASan/TSan Debug builds).
