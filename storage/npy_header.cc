@@ -128,8 +128,10 @@ Status ParseDescr(const std::string& descr, TensorInfo* t) {
     case 'i': name = size == 1 ? "I8" : size == 2 ? "I16" : size == 4 ? "I32" : size == 8 ? "I64" : ""; break;
     case 'f': name = size == 2 ? "F16" : size == 4 ? "F32" : size == 8 ? "F64" : ""; break;
     case 'c': name = size == 8 ? "C64" : size == 16 ? "C128" : ""; break;
-    case 'V': name = "V" + std::to_string(size); break;  // raw bytes (e.g. ml_dtypes fp8/bf16 saved as void)
-    case 'S': name = "S" + std::to_string(size); break;
+    // Appended rather than "V" + to_string(): GCC 12 warns (-Wrestrict, a
+    // false positive) on the operator+ form in every build.
+    case 'V': name.append("V").append(std::to_string(size)); break;  // raw bytes (e.g. ml_dtypes fp8/bf16 saved as void)
+    case 'S': name.append("S").append(std::to_string(size)); break;
     default: break;
   }
   if (name.empty()) {
