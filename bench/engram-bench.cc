@@ -26,6 +26,7 @@
 #include "engram/store.h"
 #include "src/common/cli_checks.h"
 #include "src/common/logging.h"
+#include "src/common/stdout_written.h"
 #include "src/workload/report_workload.h"
 #include "storage/io/read_benchmark.h"
 #include "storage/table_file.h"
@@ -54,8 +55,7 @@ struct ReadArgs {
 // 0 once everything printed has reached stdout, else 1 with a message: a full
 // disk or a closed pipe must not look like success.
 int Flushed(const char* command) {
-  std::cout.flush();
-  if (std::cout.good() && std::fflush(stdout) == 0 && !std::ferror(stdout)) return 0;
+  if (engram::StdoutWritten()) return 0;
   std::fprintf(stderr, "engram-bench %s: write to stdout failed\n", command);
   return 1;
 }

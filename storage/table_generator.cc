@@ -10,6 +10,15 @@
 
 namespace engram {
 
+std::optional<uint64_t> GeneratorSeed(const nlohmann::json& metadata) {
+  if (!metadata.is_object()) return std::nullopt;
+  const auto generator = metadata.find("generator");
+  if (generator == metadata.end() || !generator->is_object()) return std::nullopt;
+  const auto seed = generator->find("seed");
+  if (seed == generator->end() || !seed->is_number_unsigned()) return std::nullopt;
+  return seed->get<uint64_t>();
+}
+
 Status GenerateTable(const std::string& path, const GenerateTableOptions& options,
                      const std::function<void(uint64_t, uint64_t)>& progress) {
   if (options.rows == 0) return Status::InvalidArgument("generate table: zero rows");

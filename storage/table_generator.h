@@ -28,4 +28,9 @@ struct GenerateTableOptions {
 Status GenerateTable(const std::string& path, const GenerateTableOptions& options,
                      const std::function<void(uint64_t, uint64_t)>& progress = {});
 
+// The seed GenerateTable recorded in a table's metadata, or nullopt when the
+// metadata (which any writer may have made) has no unsigned seed there.
+// Reads without typed access, so another shape never throws.
+std::optional<uint64_t> GeneratorSeed(const nlohmann::json& metadata);
+
 }  // namespace engram

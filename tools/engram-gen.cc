@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "src/common/logging.h"
+#include "src/common/stdout_written.h"
 #include "storage/hash_layout.h"
 #include "storage/progress_meter.h"
 #include "storage/row_generator.h"
@@ -67,7 +68,7 @@ int main(int argc, char** argv) {
       engram::GenerateRow(seed, r, row);
       if (std::fwrite(row.data(), 1, row.size(), stdout) != row.size()) return Fail(engram::Status::IOError("stdout"));
     }
-    if (std::fflush(stdout) != 0 || std::ferror(stdout)) return Fail(engram::Status::IOError("write to stdout failed"));
+    if (!engram::StdoutWritten()) return Fail(engram::Status::IOError("write to stdout failed"));
     return 0;
   }
   if (out.empty()) return Fail(engram::Status::InvalidArgument("missing OUT (the table file to write)"));

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "src/common/logging.h"
+#include "src/common/stdout_written.h"
 #include "storage/progress_meter.h"
 #include "storage/table_file.h"
 
@@ -26,7 +27,7 @@ int Fail(const engram::Status& s) {
 // 0 once everything printed has reached stdout, else a failure (a full disk
 // or a closed pipe must not look like success).
 int Flushed() {
-  return std::fflush(stdout) == 0 && !std::ferror(stdout) ? 0 : Fail(engram::Status::IOError("write to stdout failed"));
+  return engram::StdoutWritten() ? 0 : Fail(engram::Status::IOError("write to stdout failed"));
 }
 
 std::string Hex64(uint64_t v) {

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "src/common/logging.h"
+#include "src/common/stdout_written.h"
 #include "src/replay/replay_command.h"
 
 int main(int argc, char** argv) {
@@ -46,8 +47,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   // A full disk or a closed pipe must not look like success.
-  if (std::fwrite(out->data(), 1, out->size(), stdout) != out->size() || std::fflush(stdout) != 0 ||
-      std::ferror(stdout)) {
+  if (std::fwrite(out->data(), 1, out->size(), stdout) != out->size() || !engram::StdoutWritten()) {
     std::fprintf(stderr, "engram-replay: write to stdout failed\n");
     return 1;
   }

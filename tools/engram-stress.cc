@@ -40,6 +40,7 @@
 #include <spdlog/spdlog.h>
 
 #include "src/common/cli_checks.h"
+#include "src/common/stdout_written.h"
 #include "src/store/store_impl.h"
 #include "storage/io/fault_injection_engine.h"
 #include "storage/row_generator.h"
@@ -375,14 +376,11 @@ int main(int argc, char** argv) {
     auto file = engram::TableFile::Open(table_path);
     if (!file.ok()) return Fail(file.status().ToString());
     auto meta = nlohmann::json::parse((*file)->metadata_text(), nullptr, false);
-    // Any writer may have made this file: read the seed only once it is known
-    // to be an unsigned integer (get<> throws json type_error otherwise).
-    if (meta.is_discarded() || !meta.is_object() || !meta.contains("generator") ||
-        !meta["generator"].is_object() || !meta["generator"].contains("seed") ||
-        !meta["generator"]["seed"].is_number_unsigned()) {
+    const std::optional<uint64_t> seed = meta.is_discarded() ? std::nullopt : engram::GeneratorSeed(meta);
+    if (!seed) {
       return Fail(table_path + " has no generator seed in its metadata (only engram-gen tables can be checked)");
     }
-    data_seed = meta["generator"]["seed"].get<uint64_t>();
+    data_seed = *seed;
   }
   struct Cleanup {
     std::string dir;
@@ -551,7 +549,7 @@ int main(int argc, char** argv) {
   store.reset();
   std::printf("%s\n", report.dump(json ? -1 : 2).c_str());
   // A report that never arrived must not look like a passed run.
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) return Fail("write to stdout failed");
+  if (!engram::StdoutWritten()) return Fail("write to stdout failed");
   if (!json) {
     std::fprintf(stderr, "engram-stress: %s: %llu gathers, %llu rows verified, %llu wrong, %llu faults injected\n",
                  all_ok ? "OK" : "FAILED", static_cast<unsigned long long>(Get(obs.gathers)),

@@ -28,10 +28,8 @@ Status EnsureTable(const std::string& path, const EngramHashLayout& layout, uint
     // The metadata of a file at this path may come from anything: compare
     // without typed access (value()/get() throw type_error on another shape).
     const auto& m = (*existing)->metadata();
-    const auto generator = m.find("generator");
     const auto hash_layout = m.find("hash_layout");
-    if (generator != m.end() && generator->is_object() && generator->contains("seed") &&
-        (*generator)["seed"] == seed && hash_layout != m.end() && *hash_layout == layout_json) {
+    if (GeneratorSeed(m) == seed && hash_layout != m.end() && *hash_layout == layout_json) {
       if (log) {
         char line[512];
         std::snprintf(line, sizeof line, "%s: reusing (%.2f GB)", path.c_str(),
