@@ -9,6 +9,8 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -16,6 +18,7 @@
 #include <future>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "src/store/store_impl.h"
@@ -198,15 +201,16 @@ TEST_F(StoreTest, RowPastTheEndFailsTheGatherWithOutOfRange) {
   EXPECT_EQ((*store)->Gather(5, ids, dst.data(), kRecord).status.code(), StatusCode::kInvalidArgument);
 }
 
-TEST_F(StoreTest, CorruptBlockFailsGatherCachesNothingFromItAndOthersStillWork) {
-  // Flip one byte of a record in block 10 on disk.
-  auto table = TableFile::Open(path_);
-  ASSERT_TRUE(table.ok());
-  const uint64_t bad_row = (*table)->rows_per_block() * 10 + 3;
+// Flips one byte of the record of row 3 of block `block` on disk; returns that row.
+uint64_t CorruptRowOfBlock(const std::string& path, uint64_t block) {
+  auto table = TableFile::Open(path);
+  EXPECT_TRUE(table.ok());
+  if (!table.ok()) return 0;
+  const uint64_t bad_row = (*table)->rows_per_block() * block + 3;
   const uint64_t off = (*table)->geometry().RowFileOffset(bad_row) + 5;
   table->reset();
   {
-    std::fstream f(path_, std::ios::in | std::ios::out | std::ios::binary);
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
     f.seekg(off);
     char c;
     f.read(&c, 1);
@@ -214,7 +218,62 @@ TEST_F(StoreTest, CorruptBlockFailsGatherCachesNothingFromItAndOthersStillWork) 
     f.seekp(off);
     f.write(&c, 1);
   }
-  fileutil::DropFromPageCache(path_);
+  fileutil::DropFromPageCache(path);
+  return bad_row;
+}
+
+TEST_F(StoreTest, CorruptBlockFailsOnlyItsRowsAndTellsWhichPositions) {
+  const uint64_t bad_row = CorruptRowOfBlock(path_, 10);
+  for (const char* backend : {"pread", "io_uring", "mmap"}) {
+    SCOPED_TRACE(backend);
+    auto store = Store::Open(Options(backend));
+    if (!store.ok() && std::string(backend) == "io_uring") GTEST_SKIP() << store.status().ToString();
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    (*store)->Gather(0, std::vector<uint64_t>{5}, std::vector<std::byte>(kRecord).data(), kRecord);  // 5 is a hit
+    // bad_row - 1 shares the corrupt block; bad_row is asked for twice.
+    std::vector<uint64_t> ids{5, bad_row, 700, bad_row - 1, 12000, bad_row};
+    std::vector<std::byte> dst(ids.size() * kRecord);
+    GatherResult r = (*store)->Gather(0, ids, dst.data(), kRecord);
+    EXPECT_EQ(r.status.code(), StatusCode::kCorruption) << r.status.ToString();
+    EXPECT_EQ(r.failed_positions, (std::vector<size_t>{1, 3, 5}));
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const bool bad = ids[i] == bad_row || ids[i] == bad_row - 1;
+      EXPECT_EQ(r.RowWritten(i), !bad) << "position " << i;
+      if (bad) continue;
+      auto want = testing::ExpectedRow(kSeed, ids[i], kRecord);
+      EXPECT_EQ(std::memcmp(dst.data() + i * kRecord, want.data(), kRecord), 0) << "position " << i;
+    }
+    // A bad argument writes nothing: no position is valid.
+    GatherResult bad_arg = (*store)->Gather(0, ids, dst.data(), kRecord - 1);
+    EXPECT_FALSE(bad_arg.RowWritten(0));
+    EXPECT_TRUE(bad_arg.failed_positions.empty());
+  }
+}
+
+TEST_F(StoreTest, RepeatedBlockFailuresAreCountedEveryTimeButLoggedWithARateLimit) {
+  const uint64_t bad_row = CorruptRowOfBlock(path_, 10);
+  auto store = Store::Open(Options("pread"));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  std::ostringstream log;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  std::vector<uint64_t> ids{bad_row};
+  std::vector<std::byte> dst(kRecord);
+  for (int i = 0; i < 2000; ++i) {
+    EXPECT_EQ((*store)->Gather(0, ids, dst.data(), kRecord).status.code(), StatusCode::kCorruption);
+  }
+  spdlog::set_default_logger(previous);
+  const std::string text = log.str();
+  EXPECT_EQ((*store)->Stats(0).checksum_failures, 2000u);
+  const size_t lines = std::count(text.begin(), text.end(), '\n');
+  EXPECT_GE(lines, 1u);
+  EXPECT_LE(lines, 6u) << text.substr(0, 2000);
+  EXPECT_NE(text.find("block 10"), std::string::npos) << text.substr(0, 2000);
+}
+
+TEST_F(StoreTest, CorruptBlockFailsGatherCachesNothingFromItAndOthersStillWork) {
+  const uint64_t bad_row = CorruptRowOfBlock(path_, 10);
   for (const char* backend : {"pread", "io_uring", "mmap"}) {
     SCOPED_TRACE(backend);
     auto store = Store::Open(Options(backend));
@@ -492,6 +551,86 @@ TEST_F(GatedStoreTest, ReleasingReadAheadDoesNotWaitForReadAheadIssuedAfterTheCa
   EXPECT_EQ(s.cache.pinned_rows, 2u);  // the later rows, still pinned for a gather
   store_->ReleasePrefetch(1, later);
   EXPECT_EQ(store_->Stats(1).cache.pinned_rows, 0u);
+}
+
+TEST_F(GatedStoreTest, ReadAheadLandingAfterItsGatherLeavesNoPinAndCountsAsWasted) {
+  // The README's pattern with no wait in between: the gather reads the rows
+  // itself while the read-ahead is still in flight, then the read-ahead lands.
+  std::vector<uint64_t> rows{11, 22, 33, 4000, 4001, 9000};
+  ASSERT_TRUE(store_->Prefetch(1, rows).ok());
+  ASSERT_EQ(WaitUntilHeld(1), 1u);
+  std::vector<std::byte> dst(rows.size() * kRecord);
+  GatherTicket gather = store_->StartGather(1, rows, dst.data(), kRecord);
+  ASSERT_EQ(WaitUntilHeld(2), 2u);
+  gate_->Open();  // the read-ahead lands first, then the gather's own reads
+  GatherResult r = store_->Wait(std::move(gather));
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  store_->WaitForPrefetches();
+  TableStats s = store_->Stats(1);
+  EXPECT_EQ(s.cache.pinned_rows, 0u) << "a read-ahead its gather no longer needs pinned rows for good";
+  EXPECT_EQ(s.prefetch_rows, rows.size());
+  EXPECT_EQ(s.prefetch_wasted_rows, rows.size());
+  EXPECT_EQ(s.prefetch_used_rows, 0u);
+}
+
+TEST_F(GatedStoreTest, ReadAheadIssuedAfterAGatherStartedStillPinsForTheNextGather) {
+  std::vector<uint64_t> rows{11, 22, 33};
+  std::vector<std::byte> dst(rows.size() * kRecord);
+  GatherTicket gather = store_->StartGather(1, rows, dst.data(), kRecord);
+  ASSERT_EQ(WaitUntilHeld(1), 1u);
+  ASSERT_TRUE(store_->Prefetch(1, rows).ok());  // meant for a later gather
+  ASSERT_EQ(WaitUntilHeld(2), 2u);
+  gate_->Open();
+  ASSERT_TRUE(store_->Wait(std::move(gather)).status.ok());
+  store_->WaitForPrefetches();
+  EXPECT_EQ(store_->Stats(1).cache.pinned_rows, rows.size());
+  GatherResult again = store_->Gather(1, rows, dst.data(), kRecord);
+  ASSERT_TRUE(again.status.ok());
+  EXPECT_EQ(again.prefetched_used, rows.size());
+  TableStats s = store_->Stats(1);
+  EXPECT_EQ(s.cache.pinned_rows, 0u);
+  EXPECT_EQ(s.prefetch_rows, s.prefetch_used_rows + s.prefetch_wasted_rows);
+}
+
+TEST_F(StoreTest, ReadAheadRacingItsGatherFromAnotherThreadLeavesNoPins) {
+  // 4 MiB cache (~15k slots); 2,000 rounds of 64 rows used to pin nearly all
+  // of it and starve a hot set gathered afterwards.
+  for (const char* backend : {"pread", "io_uring", "mmap"}) {
+    SCOPED_TRACE(backend);
+    auto store = Store::Open(Options(backend));
+    if (!store.ok() && std::string(backend) == "io_uring") GTEST_SKIP() << store.status().ToString();
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    std::vector<std::vector<uint64_t>> rounds;
+    for (int i = 0; i < 2000; ++i) rounds.push_back(RandomRows(64, 1000 + i));
+    std::atomic<int> issued{0};
+    std::thread ahead([&] {
+      for (int i = 0; i < 2000; ++i) {
+        ASSERT_TRUE((*store)->Prefetch(0, rounds[i]).ok());
+        issued.store(i + 1, std::memory_order_release);
+      }
+    });
+    std::vector<std::byte> dst(64 * kRecord);
+    for (int i = 0; i < 2000; ++i) {
+      while (issued.load(std::memory_order_acquire) <= i) std::this_thread::yield();
+      GatherResult r = (*store)->Gather(0, rounds[i], dst.data(), kRecord);  // no wait for the read-ahead
+      ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    }
+    ahead.join();
+    (*store)->WaitForPrefetches();
+    TableStats s = (*store)->Stats(0);
+    EXPECT_EQ(s.cache.pinned_rows, 0u);
+    EXPECT_EQ(s.prefetch_rows, s.prefetch_used_rows + s.prefetch_wasted_rows);
+    // A hot set that fits hits again once it has been read.
+    auto hot = RandomRows(500, 99);
+    std::vector<std::byte> hot_dst(hot.size() * kRecord);
+    uint64_t hits = 0, distinct = 0;
+    for (int i = 0; i < 20; ++i) {
+      GatherResult r = (*store)->Gather(0, hot, hot_dst.data(), kRecord);
+      ASSERT_TRUE(r.status.ok());
+      if (i > 0) hits += r.hits, distinct += r.distinct_rows;
+    }
+    EXPECT_GT(double(hits) / double(distinct), 0.9);
+  }
 }
 
 // Passes everything through; remembers the threads the inner engine runs

@@ -9,7 +9,9 @@
 // never stop) over an I/O engine wrapped in io::FaultInjectionEngine, and runs
 // T threads of random gathers (varied sizes, duplicates, strides, overlapping
 // tickets, some with bad row IDs that must fail) and read-aheads
-// (Prefetch / ReleasePrefetch / gathers that consume them). Every row of every
+// (Prefetch / ReleasePrefetch / gathers that consume them, and read-aheads
+// whose rows another thread gathers at once, without waiting for them to
+// land: no pin may be left behind). Every row of every
 // successful gather is compared with the generator; the bytes between rows
 // (stride padding) must be untouched. At the end a sweep gathers sample rows
 // until they succeed, and the store's counters are checked against the
@@ -19,6 +21,11 @@
 //   cache misses == cache inserts + refusals + store failed_rows (rows of a
 //                   failed block are never offered to the cache)
 //   store gathers / failed_gathers == what the threads saw
+//   no row is left pinned, and read-ahead rows == used + wasted
+// With --truncate a second store (same backend, no injected faults) serves
+// a victim table and a witness table while a thread truncates the victim
+// under it: its gathers must fail with a clear status (never a signal or a
+// wrong row) while the witness table keeps serving exact rows.
 // It prints one JSON object and exits 1 if a row was wrong or a check failed.
 #include <stdlib.h>
 #include <unistd.h>
@@ -27,6 +34,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -68,6 +76,7 @@ struct Config {
   std::string policy = "default";
   bool fail_registration = false;
   bool fail_ring_setup = false;
+  bool truncate = false;
 };
 
 // Everything the worker threads observe; summed into the report.
@@ -81,8 +90,14 @@ struct Observed {
   std::atomic<uint64_t> hits{0}, misses{0};
   std::atomic<uint64_t> prefetches{0}, prefetch_rows{0}, prefetch_errors{0}, releases{0};
   std::atomic<uint64_t> sweep_rows{0}, sweep_retries{0}, sweep_unservable{0};
+  std::atomic<uint64_t> racing_readaheads{0}, racing_gathers{0};
   std::string first_problem;  // guarded by mu
   std::mutex mu;
+
+  // Rows one thread read ahead and another gathers next, with no wait for
+  // the read-ahead to land (guarded by race_mu).
+  std::mutex race_mu;
+  std::deque<std::vector<uint64_t>> racing;
 
   void Problem(const std::string& what) {
     std::lock_guard lock(mu);
@@ -108,6 +123,8 @@ class Worker {
   void Run(Clock::time_point deadline) {
     while (Clock::now() < deadline) Step();
     DoRelease();
+    while (DoRacingGather()) {
+    }
   }
 
   // Gathers `rows` in gathers of up to 16 rows, retrying each until it
@@ -178,6 +195,11 @@ class Worker {
     if (p < 11) return DoRelease();
     if (p < 15) return DoBadGather();
     if (p < 23) return DoOverlapped();
+    if (p < 28) return DoRacingReadAhead();
+    if (p < 33) {
+      DoRacingGather();
+      return;
+    }
     GatherAndVerify(RandomIds(RandomGatherSize()), RandomStride(), true);
   }
 
@@ -205,6 +227,39 @@ class Worker {
     store_.ReleasePrefetch(0, pending_prefetch_);
     Inc(obs_.releases);
     pending_prefetch_.clear();
+  }
+
+  // Read-ahead of rows that some thread (usually another) gathers next
+  // without waiting for it: the gather may run before, during or after the
+  // read-ahead lands, and none of these orders may leave a pin behind.
+  void DoRacingReadAhead() {
+    std::vector<uint64_t> ids;
+    const size_t n = 1 + Uniform(64);
+    for (size_t i = 0; i < n; ++i) ids.push_back(RandomRow());
+    Status s = store_.Prefetch(0, ids);
+    Inc(obs_.prefetches);
+    Inc(obs_.racing_readaheads);
+    if (!s.ok()) {
+      Inc(obs_.prefetch_errors);
+      obs_.Problem("Prefetch of valid rows failed: " + s.ToString());
+      return;
+    }
+    std::lock_guard lock(obs_.race_mu);
+    obs_.racing.push_back(std::move(ids));
+  }
+
+  // Gathers the oldest racing read-ahead's rows; false if there was none.
+  bool DoRacingGather() {
+    std::vector<uint64_t> ids;
+    {
+      std::lock_guard lock(obs_.race_mu);
+      if (obs_.racing.empty()) return false;
+      ids = std::move(obs_.racing.front());
+      obs_.racing.pop_front();
+    }
+    Inc(obs_.racing_gathers);
+    GatherAndVerify(ids, record_, true);
+    return true;
   }
 
   // A gather with a row ID past the end (or absurd): must fail, as a whole,
@@ -316,6 +371,96 @@ int Fail(const std::string& message) {
   return 2;
 }
 
+// The truncation mode: a store over a victim and a witness table; the victim
+// file is cut to half its size while the store has it open.
+struct TruncationRun {
+  uint64_t gathers_before = 0, victim_ok = 0, victim_failed = 0, witness_ok = 0;
+  uint64_t wrong_rows = 0, unexpected_failures = 0;
+  std::string first_problem;
+  std::string first_failure;
+
+  void Problem(const std::string& what) {
+    if (first_problem.empty()) first_problem = what;
+  }
+
+  nlohmann::json ToJson() const {
+    nlohmann::json j = {{"gathers_before_truncation", gathers_before},
+                        {"victim_ok_gathers", victim_ok},
+                        {"victim_failed_gathers", victim_failed},
+                        {"witness_ok_gathers", witness_ok},
+                        {"wrong_rows", wrong_rows},
+                        {"unexpected_failures", unexpected_failures}};
+    if (!first_failure.empty()) j["first_failure"] = first_failure;
+    if (!first_problem.empty()) j["first_problem"] = first_problem;
+    return j;
+  }
+};
+
+// Gathers `ids` from `table`; returns the status, counting wrong rows.
+Status GatherChecked(engram::Store& store, size_t table, const std::vector<uint64_t>& ids, uint64_t data_seed,
+                     TruncationRun& run) {
+  const uint32_t record = store.record_bytes(table);
+  std::vector<std::byte> dst(ids.size() * record), expected(record);
+  GatherResult r = store.Gather(table, ids, dst.data(), record);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!r.RowWritten(i)) continue;
+    engram::GenerateRow(data_seed, ids[i], expected);
+    if (std::memcmp(dst.data() + i * record, expected.data(), record) != 0) {
+      ++run.wrong_rows;
+      run.Problem("WRONG ROW " + std::to_string(ids[i]) + " of table " + std::to_string(table));
+    }
+  }
+  return r.status;
+}
+
+void RunTruncation(const std::string& victim, const std::string& witness, uint64_t data_seed,
+                   const std::string& backend, Clock::time_point deadline, TruncationRun& run) {
+  engram::StoreOptions options;
+  options.tables = {{victim, "victim", 0}, {witness, "witness", 0}};
+  options.cache_bytes = 1ull << 20;
+  options.io_backend = backend;
+  auto opened = engram::Store::Open(options);
+  if (!opened.ok()) return run.Problem("truncation store: " + opened.status().ToString());
+  engram::Store& store = **opened;
+  std::mt19937_64 rng(data_seed ^ 0x7A11ull);
+  auto random_ids = [&](size_t table) {
+    std::vector<uint64_t> ids(16);
+    for (auto& id : ids) id = rng() % store.row_count(table);
+    return ids;
+  };
+  const auto start = Clock::now();
+  const auto cut_at = start + (deadline - start) / 3;
+  while (Clock::now() < cut_at) {
+    for (size_t table : {0, 1}) {
+      Status s = GatherChecked(store, table, random_ids(table), data_seed, run);
+      if (!s.ok()) run.Problem("gather before truncation failed: " + s.ToString());
+      ++run.gathers_before;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::resize_file(victim, std::filesystem::file_size(victim) / 2, ec);
+  if (ec) return run.Problem("truncate " + victim + ": " + ec.message());
+  do {
+    Status s = GatherChecked(store, 0, random_ids(0), data_seed, run);
+    if (s.ok()) {
+      ++run.victim_ok;  // rows cached before the cut, or in the half that is left
+    } else if (s.code() == StatusCode::kIOError || s.code() == StatusCode::kCorruption) {
+      ++run.victim_failed;
+      if (run.first_failure.empty()) run.first_failure = s.ToString();
+    } else {
+      ++run.unexpected_failures;
+      run.Problem("truncated table failed with " + s.ToString());
+    }
+    Status w = GatherChecked(store, 1, random_ids(1), data_seed, run);
+    if (w.ok()) {
+      ++run.witness_ok;
+    } else {
+      ++run.unexpected_failures;
+      run.Problem("witness table failed after the victim was truncated: " + w.ToString());
+    }
+  } while (Clock::now() < deadline);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -350,6 +495,9 @@ int main(int argc, char** argv) {
                "io_uring: make buffer/file registration fail with ENOMEM");
   app.add_flag("--fail-ring-setup", config.fail_ring_setup,
                "make io_uring setup fail (--backend auto must fall back to pread)");
+  app.add_flag("--truncate", config.truncate,
+               "also truncate a second store's table while it serves gathers: they must fail cleanly and "
+               "another table of that store must keep serving");
   app.add_option("--work-dir", work_dir, "directory for the generated table (default: a new temp dir)");
   app.add_flag("--verbose", verbose, "keep the store's log output");
   CLI11_PARSE(app, argc, argv);
@@ -360,11 +508,13 @@ int main(int argc, char** argv) {
   std::string table_path = config.table;
   std::string temp_dir;
   uint64_t data_seed = config.seed;
-  if (table_path.empty()) {
+  if (table_path.empty() || config.truncate) {
     std::string base = work_dir.empty() ? std::filesystem::temp_directory_path().string() : work_dir;
     std::string templ = base + "/engram-stress-XXXXXX";
     if (::mkdtemp(templ.data()) == nullptr) return Fail("mkdtemp in " + base + ": " + std::strerror(errno));
     temp_dir = templ;
+  }
+  if (table_path.empty()) {
     table_path = temp_dir + "/stress.engram";
     engram::GenerateTableOptions gen;
     gen.rows = config.rows;
@@ -381,6 +531,18 @@ int main(int argc, char** argv) {
       return Fail(table_path + " has no generator seed in its metadata (only engram-gen tables can be checked)");
     }
     data_seed = *seed;
+  }
+  std::string victim_path, witness_path;
+  if (config.truncate) {
+    engram::GenerateTableOptions gen;
+    gen.rows = 20000;  // ~1300 blocks: most of the victim's rows are not cached when it is cut
+    gen.record_bytes = 264;
+    gen.seed = data_seed;
+    gen.sync = false;
+    victim_path = temp_dir + "/victim.engram";
+    witness_path = temp_dir + "/witness.engram";
+    if (Status s = engram::GenerateTable(victim_path, gen); !s.ok()) return Fail(s.ToString());
+    if (Status s = engram::GenerateTable(witness_path, gen); !s.ok()) return Fail(s.ToString());
   }
   struct Cleanup {
     std::string dir;
@@ -439,9 +601,15 @@ int main(int argc, char** argv) {
   }
   const auto t0 = Clock::now();
   const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config.seconds));
+  TruncationRun truncation;
   {
     std::vector<std::thread> threads;
     for (auto& w : workers) threads.emplace_back([&w, deadline] { w->Run(deadline); });
+    if (config.truncate) {
+      threads.emplace_back([&] {
+        RunTruncation(victim_path, witness_path, data_seed, config.backend, deadline, truncation);
+      });
+    }
     for (auto& t : threads) t.join();
   }
   store->WaitForPrefetches();
@@ -499,6 +667,13 @@ int main(int argc, char** argv) {
         Get(obs.failed_io) <= injected(FaultKind::kEio) && Get(obs.failed_checksum) <= injected(FaultKind::kBitFlip));
   check("every_sampled_row_still_served", Get(obs.sweep_unservable) == 0);
   check("rows_were_verified", Get(obs.rows_verified) > 0);
+  check("no_read_ahead_pin_left", st.cache.pinned_rows == 0);
+  check("read_ahead_rows_used_or_wasted", st.prefetch_rows == st.prefetch_used_rows + st.prefetch_wasted_rows);
+  if (config.truncate) {
+    check("truncated_table_failed_cleanly", truncation.victim_failed > 0 && truncation.unexpected_failures == 0 &&
+                                                truncation.wrong_rows == 0 && truncation.first_problem.empty());
+    check("other_table_kept_serving", truncation.witness_ok > 0);
+  }
 
   nlohmann::json report = {
       {"tool", "engram-stress"},
@@ -529,6 +704,8 @@ int main(int argc, char** argv) {
       {"prefetches", Get(obs.prefetches)},
       {"prefetch_rows", Get(obs.prefetch_rows)},
       {"releases", Get(obs.releases)},
+      {"racing_read_aheads", Get(obs.racing_readaheads)},
+      {"racing_gathers", Get(obs.racing_gathers)},
       {"sweep", {{"rows_served", Get(obs.sweep_rows)}, {"retries", Get(obs.sweep_retries)},
                  {"unservable_rows", Get(obs.sweep_unservable)}}},
       {"faults_injected", faults_injected},
@@ -542,6 +719,7 @@ int main(int argc, char** argv) {
       {"checks", checks},
       {"ok", all_ok},
   };
+  if (config.truncate) report["truncation"] = truncation.ToJson();
   {
     std::lock_guard lock(obs.mu);
     if (!obs.first_problem.empty()) report["first_problem"] = obs.first_problem;

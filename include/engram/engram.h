@@ -74,6 +74,15 @@ engram_status engram_gather_rows(engram_store* store, size_t table, const uint64
 engram_status engram_gather_start(engram_store* store, size_t table, const uint64_t* row_ids, size_t count,
                                   void* dst, size_t stride, engram_gather** out);
 engram_status engram_gather_wait(engram_gather* gather, engram_gather_result* result);
+/* The same, and per row: row_written[i] (count bytes; NULL to skip) is 1 when
+ * dst's row i holds its row, 0 when it does not. A gather that fails on a
+ * read or a corrupt block still writes (and caches) its other rows: only the
+ * rows marked 0 need a re-read or zeroing. After a bad argument every row is 0. */
+engram_status engram_gather_rows_checked(engram_store* store, size_t table, const uint64_t* row_ids, size_t count,
+                                         void* dst, size_t stride, engram_gather_result* result,
+                                         unsigned char* row_written);
+engram_status engram_gather_wait_checked(engram_gather* gather, engram_gather_result* result,
+                                         unsigned char* row_written);
 
 engram_status engram_prefetch(engram_store* store, size_t table, const uint64_t* row_ids, size_t count);
 void engram_prefetch_wait(engram_store* store);

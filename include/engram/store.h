@@ -28,6 +28,9 @@
 #include <string>
 #include <vector>
 
+#include <algorithm>
+#include <vector>
+
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -40,7 +43,9 @@
 namespace engram {
 
 struct GatherResult {
-  Status status;                // OK, or why the gather failed (no row of dst is valid then)
+  // OK: every row of dst is written. Otherwise why the gather failed; which
+  // rows of dst are still valid is then told by RowWritten().
+  Status status;
   uint64_t rows = 0;            // row IDs requested
   uint64_t distinct_rows = 0;   // after deduplication
   uint64_t hits = 0;            // distinct rows served from the cache
@@ -58,6 +63,19 @@ struct GatherResult {
   uint64_t wait_nanoseconds = 0;
   uint64_t cache_nanoseconds = 0;
   uint64_t disk_nanoseconds = 0;
+  // After a gather that failed on a read or a corrupt block: the positions
+  // (indexes into row_ids, ascending) whose rows were not written. Every
+  // other row is written, verified, and can be used; only these need a
+  // re-read (or zeroing). Empty when the gather succeeded, and when it failed
+  // before reading anything (a bad argument: then no row is written).
+  std::vector<size_t> failed_positions;
+
+  // Whether dst's row at `position` holds its row.
+  bool RowWritten(size_t position) const {
+    if (status.ok()) return true;
+    if (failed_positions.empty() || position >= rows) return false;
+    return !std::binary_search(failed_positions.begin(), failed_positions.end(), position);
+  }
 };
 
 struct TableStats {
@@ -74,9 +92,13 @@ struct TableStats {
   uint64_t readiness_wait_nanoseconds = 0;
   uint64_t readiness_wait_cache_nanoseconds = 0;
   uint64_t readiness_wait_disk_nanoseconds = 0;
-  uint64_t prefetch_rows = 0;         // rows inserted pinned by Prefetch
-  uint64_t prefetch_used_rows = 0;    // of those, consumed by a gather
-  uint64_t prefetch_wasted_rows = 0;  // of those, released unused
+  // Read-ahead: rows it delivered (pinned, or dropped on landing because a
+  // gather had asked for them meanwhile), of those consumed by a gather
+  // while pinned, and wasted (released unused, or landed too late).
+  // prefetch_rows == used + wasted + rows still pinned for a gather.
+  uint64_t prefetch_rows = 0;
+  uint64_t prefetch_used_rows = 0;
+  uint64_t prefetch_wasted_rows = 0;
   uint64_t io_reads = 0;
   uint64_t io_bytes = 0;
   uint64_t io_errors = 0;
@@ -166,9 +188,13 @@ class Store {
         token);
   }
 
-  // Read-ahead: reads the rows that are not cached and inserts them pinned.
-  // Returns once the reads are issued; the rows become hits when they land.
-  // Pins are released when a gather consumes the row or by ReleasePrefetch.
+  // Read-ahead: reads the rows (cached ones too, which are then pinned in
+  // place) and inserts them pinned. Returns once the reads are issued; the
+  // rows become hits when they land. Pins are released when a gather
+  // consumes the row or by ReleasePrefetch. A row that a gather asks for
+  // before its read-ahead lands is served by that gather (a hit, or its own
+  // read) and is not pinned when the read-ahead lands: Prefetch then Gather
+  // with no wait in between leaves no pin behind.
   virtual Status Prefetch(size_t table, std::span<const uint64_t> row_ids) = 0;
   // Waits until every prefetch issued so far has landed (or failed).
   virtual void WaitForPrefetches() = 0;

@@ -23,6 +23,7 @@ struct engram_store {
 // is closed (closing finishes every pending gather; see WaitForGather).
 struct engram_gather {
   engram::GatherTicket ticket;
+  size_t count = 0;  // row IDs asked for, the length of a row_written array
 };
 
 namespace {
@@ -117,10 +118,19 @@ uint64_t engram_row_count(const engram_store* store, size_t table) {
 
 engram_status engram_gather_rows(engram_store* store, size_t table, const uint64_t* row_ids, size_t count,
                                  void* dst, size_t stride, engram_gather_result* result) {
+  return engram_gather_rows_checked(store, table, row_ids, count, dst, stride, result, nullptr);
+}
+
+engram_status engram_gather_rows_checked(engram_store* store, size_t table, const uint64_t* row_ids, size_t count,
+                                         void* dst, size_t stride, engram_gather_result* result,
+                                         unsigned char* row_written) {
   engram_gather* g = nullptr;
   engram_status s = engram_gather_start(store, table, row_ids, count, dst, stride, &g);
-  if (s != ENGRAM_OK) return s;
-  return engram_gather_wait(g, result);
+  if (s != ENGRAM_OK) {
+    if (row_written && count > 0) std::memset(row_written, 0, count);
+    return s;
+  }
+  return engram_gather_wait_checked(g, result, row_written);
 }
 
 engram_status engram_gather_start(engram_store* store, size_t table, const uint64_t* row_ids, size_t count,
@@ -132,17 +142,26 @@ engram_status engram_gather_start(engram_store* store, size_t table, const uint6
     auto g = std::make_unique<engram_gather>();
     g->ticket = store->store->StartGather(table, std::span<const uint64_t>(row_ids, count),
                                           static_cast<std::byte*>(dst), stride);
+    g->count = count;
     *out = g.release();
     return Report(engram::Status::OK());
   });
 }
 
 engram_status engram_gather_wait(engram_gather* gather, engram_gather_result* result) {
+  return engram_gather_wait_checked(gather, result, nullptr);
+}
+
+engram_status engram_gather_wait_checked(engram_gather* gather, engram_gather_result* result,
+                                         unsigned char* row_written) {
   if (!gather) return Report(engram::Status::InvalidArgument("engram_gather_wait: null gather"));
   std::unique_ptr<engram_gather> g(gather);
   return Guarded("engram_gather_wait", [&] {
     engram::GatherResult r = engram::WaitForGather(std::move(g->ticket));
     Fill(r, result);
+    if (row_written) {
+      for (size_t i = 0; i < g->count; ++i) row_written[i] = r.RowWritten(i) ? 1 : 0;
+    }
     return Report(r.status);
   });
 }

@@ -43,15 +43,23 @@ Status BlockBatch::Build(const TableState& table, io::FileId file,
 Status BlockBatch::Check(size_t b, TableState& table) const {
   TableCounters& c = table.counters;
   c.Add(c.io_reads, 1);
+  Status s;
   if (!reads[b].status.ok()) {
     c.Add(c.io_errors, 1);
-    return reads[b].status.WithContext("table " + table.name + " block " + std::to_string(blocks[b]));
+    s = reads[b].status.WithContext("table " + table.name + " block " + std::to_string(blocks[b]));
+  } else {
+    c.Add(c.io_bytes, io::kBlockSize);
+    s = table.file->VerifyBlock(blocks[b], Block(b));
+    if (!s.ok()) c.Add(c.checksum_failures, 1);
   }
-  c.Add(c.io_bytes, io::kBlockSize);
-  Status s = table.file->VerifyBlock(blocks[b], Block(b));
   if (!s.ok()) {
-    c.Add(c.checksum_failures, 1);
-    spdlog::error("table {}: {}", table.name, s.ToString());
+    LogRateLimiter::Decision d = table.block_error_log.Admit();
+    if (d.log && d.suppressed > 0) {
+      spdlog::error("table {}: {} ({} more block failures not logged since the last line; see the counters)",
+                    table.name, s.ToString(), d.suppressed);
+    } else if (d.log) {
+      spdlog::error("table {}: {}", table.name, s.ToString());
+    }
   }
   return s;
 }
@@ -77,18 +85,25 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   // kKeep: the pin of a read-ahead row is dropped by ConsumePrefetched below,
   // under the lock that pairs it with the store's list (see TableState).
   table.cache->LookupBatch(st.plan.distinct, outs, PinAction::kKeep, hit);
+  // Every row asked for is served by this gather, hit or miss: a read-ahead
+  // of it still in flight must not pin it when it lands.
+  std::vector<uint8_t> consumed(distinct);
+  table.ConsumePrefetched(st.plan.distinct, consumed);
   std::vector<std::pair<uint64_t, uint32_t>> missed;
   for (size_t d = 0; d < distinct; ++d) {
     const uint64_t row = st.plan.distinct[d];
     std::byte* out = outs[d];
     if (hit[d]) {
       ++st.result.hits;
-      if (table.ConsumePrefetched(row)) {
+      if (consumed[d]) {
         ++st.result.prefetched_used;
         table.counters.Add(table.counters.prefetch_used_rows, 1);
       }
       st.plan.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(st.dst + size_t(p) * st.stride, out, record); });
     } else {
+      // Pinned by a read-ahead that landed between the lookup and the
+      // consume: unpinned above, and of no use to this gather.
+      if (consumed[d]) table.counters.Add(table.counters.prefetch_wasted_rows, 1);
       missed.emplace_back(row, static_cast<uint32_t>(d));
     }
   }
@@ -103,6 +118,8 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
     // No read buffer: none of the misses is read, returned or cached.
     table.counters.Add(table.counters.failed_rows, missed_rows);
     st.result.status = s;
+    for (uint32_t ref : st.batch.row_ref) st.AddFailedRow(ref);
+    std::sort(st.result.failed_positions.begin(), st.result.failed_positions.end());
     return st.Finish();
   }
   st.result.blocks_read = st.batch.blocks.size();
@@ -147,6 +164,7 @@ void GatherTicket::State::OnBlocksRead() {
       // Nothing from this block is returned or cached.
       table.counters.Add(table.counters.failed_rows, end - begin);
       if (result.status.ok()) result.status = s;
+      for (uint32_t i = begin; i < end; ++i) AddFailedRow(batch.row_ref[i]);
       continue;
     }
     result.bytes_read += io::kBlockSize;
@@ -156,6 +174,7 @@ void GatherTicket::State::OnBlocksRead() {
     }
   }
   std::sort(verified.begin(), verified.end());
+  std::sort(result.failed_positions.begin(), result.failed_positions.end());
   for (const auto& [d, bytes] : verified) {
     std::byte* out = dst + size_t(plan.first_pos[d]) * stride;
     std::memcpy(out, bytes, record);
@@ -170,6 +189,11 @@ void GatherTicket::State::OnBlocksRead() {
   result.disk_nanoseconds = io::MonotonicNanos() - t1;
   batch.buffer = io::AlignedBuffer();  // release the block memory now, not when the ticket dies
   Finish();
+}
+
+void GatherTicket::State::AddFailedRow(uint32_t d) {
+  result.failed_positions.push_back(plan.first_pos[d]);
+  plan.ForEachDuplicate(d, [&](uint32_t p) { result.failed_positions.push_back(p); });
 }
 
 void GatherTicket::State::Finish() {
@@ -201,7 +225,7 @@ namespace {
 struct PrefetchOperation {
   StoreImpl* store;
   size_t table;
-  uint64_t generation;  // TableState::PrefetchStarted's
+  TableState::ReadAheadTicket ticket;
   BlockBatch batch;
 };
 
@@ -211,20 +235,15 @@ void FinishPrefetch(const PrefetchOperation& op) {
   const uint32_t record = t.file->record_bytes();
   const TableGeometry& g = t.file->geometry();
   for (size_t b = 0; b < op.batch.blocks.size(); ++b) {
-    if (!op.batch.Check(b, t).ok()) continue;  // counted; a later gather reads it again
+    const bool ok = op.batch.Check(b, t).ok();  // a failure is counted; a later gather reads it again
     std::span<const std::byte> block = op.batch.Block(b);
     for (uint32_t i = op.batch.first_row[b]; i < op.batch.first_row[b + 1]; ++i) {
       const uint64_t row = op.batch.rows[i];
-      std::lock_guard lock(t.prefetch_mu);  // the pin and the list change together (see TableState)
-      InsertOutcome o = t.cache->InsertPinned(row, block.subspan(g.RowOffsetInBlock(row), record));
-      if (o == InsertOutcome::kRefusedAllPinned || o == InsertOutcome::kRefusedLostAdmission) continue;
-      if (t.prefetched.insert(row).second) {
-        t.prefetched_count.fetch_add(1, std::memory_order_relaxed);
-        t.counters.Add(t.counters.prefetch_rows, 1);
-      }
+      t.LandReadAheadRow(op.ticket.seq, row, ok, ok ? block.subspan(g.RowOffsetInBlock(row), record)
+                                                    : std::span<const std::byte>());
     }
   }
-  t.PrefetchDone(op.generation);
+  t.PrefetchDone(op.ticket.generation);
 }
 
 }  // namespace
@@ -251,21 +270,24 @@ GatherResult WaitForGather(GatherTicket ticket) {
   return std::move(st.result);
 }
 
-void StartPrefetch(StoreImpl* store, size_t table_index, std::vector<uint64_t> rows, uint64_t generation) {
+void StartPrefetch(StoreImpl* store, size_t table_index, std::vector<uint64_t> rows) {
   TableState& table = store->table_state(table_index);
   auto op = std::make_shared<PrefetchOperation>();
   op->store = store;
   op->table = table_index;
-  op->generation = generation;
+  op->ticket = table.PrefetchStarted(rows);
   std::vector<std::pair<uint64_t, uint32_t>> refs;
   refs.reserve(rows.size());
   // Rows already resident are read again too: InsertPinned then pins them in
   // place. Simple and always correct; read-ahead targets rows not yet seen.
   for (uint64_t r : rows) refs.emplace_back(r, 0);
   Status s = op->batch.Build(table, table.file_id, std::move(refs));
+  if (!s.ok()) {
+    spdlog::warn("read-ahead on table {}: {}", table.name, s.ToString());
+    for (uint64_t r : rows) table.LandReadAheadRow(op->ticket.seq, r, false, {});
+  }
   if (!s.ok() || op->batch.blocks.empty()) {
-    if (!s.ok()) spdlog::warn("prefetch on table {}: {}", table.name, s.ToString());
-    table.PrefetchDone(generation);
+    table.PrefetchDone(op->ticket.generation);
     return;
   }
   // The engine's completion thread only hands the blocks off.

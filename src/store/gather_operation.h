@@ -11,7 +11,9 @@
 //       completion thread, which only hands the landed blocks off)
 //   wait = t2 - t0 >= cache + disk.
 // Nothing is copied out of, or inserted from, a block that failed its read or
-// its checksum; the gather then fails with that block's status.
+// its checksum; the gather then fails with that block's status, and lists the
+// positions of that block's rows in failed_positions (its other rows are
+// written and cached as usual).
 #pragma once
 
 #include <condition_variable>
@@ -76,6 +78,8 @@ struct engram::GatherTicket::State {
   static void OnLanded(const std::shared_ptr<State>& self);
   // The disk phase: verify, copy out, fill the cache, Finish().
   void OnBlocksRead();
+  // Records distinct row d (every position holding it) as not written.
+  void AddFailedRow(uint32_t d);
   // Publishes the result: counters, then the callback or the waiter.
   void Finish();
 };
@@ -87,8 +91,9 @@ namespace engram {
 // it is destroyed, so a gather may be waited on after its store is gone.
 GatherResult WaitForGather(GatherTicket ticket);
 
-// Reads the blocks of `rows` that are not already cached and inserts the
-// rows pinned. Completes asynchronously (the inserts run on the store's
-// completion pool); then calls the table's PrefetchDone(generation).
-void StartPrefetch(StoreImpl* store, size_t table, std::vector<uint64_t> rows, uint64_t generation);
+// Reads the blocks of `rows` (distinct, in range; resident ones too) and
+// inserts the rows pinned, except those a gather served while the reads were
+// in flight. Completes asynchronously (the inserts run on the store's
+// completion pool); then calls the table's PrefetchDone.
+void StartPrefetch(StoreImpl* store, size_t table, std::vector<uint64_t> rows);
 }  // namespace engram

@@ -204,8 +204,7 @@ Status StoreImpl::Prefetch(size_t table, std::span<const uint64_t> row_ids) {
   }
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-  const uint64_t generation = tables_[table]->PrefetchStarted();
-  StartPrefetch(this, table, std::move(rows), generation);
+  StartPrefetch(this, table, std::move(rows));
   return Status::OK();
 }
 

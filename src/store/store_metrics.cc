@@ -57,11 +57,11 @@ MetricsSnapshot BuildStoreMetrics(const std::vector<TableStats>& tables, const i
     m.AddCounter("engram_readiness_wait_disk_seconds_total",
                  "Part of the readiness wait spent on disk work (reads, verification, inserts of misses).", l,
                  double(t.readiness_wait_disk_nanoseconds) * kNs);
-    m.AddCounter("engram_readahead_rows_prefetched_total", "Rows pinned in the cache by read-ahead.", l,
+    m.AddCounter("engram_readahead_rows_prefetched_total", "Rows delivered by read-ahead (pinned, or dropped because a gather already served them).", l,
                  double(t.prefetch_rows));
     m.AddCounter("engram_readahead_rows_used_total", "Read-ahead rows consumed by a gather.", l,
                  double(t.prefetch_used_rows));
-    m.AddCounter("engram_readahead_rows_wasted_total", "Read-ahead rows released without being used.", l,
+    m.AddCounter("engram_readahead_rows_wasted_total", "Read-ahead rows not used: released, or landed after a gather had served them.", l,
                  double(t.prefetch_wasted_rows));
     m.AddCounter("engram_io_reads_total", "Block reads issued for this table.", l, double(t.io_reads));
     m.AddCounter("engram_io_read_bytes_total", "Bytes read for this table.", l, double(t.io_bytes));

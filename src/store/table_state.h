@@ -9,9 +9,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <span>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "src/cache/row_cache.h"
+#include "src/common/log_rate_limiter.h"
 #include "storage/io/io_engine.h"
 #include "storage/table_file.h"
 
@@ -43,6 +46,9 @@ struct TableState {
   uint64_t cache_budget_bytes = 0;
   std::unique_ptr<RowCache> cache;
   TableCounters counters;
+  // Failed block reads and checksums are counted every time but logged with
+  // a rate limit (a corrupt table can fail every gather).
+  LogRateLimiter block_error_log;
 
   // Rows inserted pinned by Prefetch and not yet consumed or released. The
   // count lets gathers skip the lock when no read-ahead is outstanding.
@@ -55,6 +61,23 @@ struct TableState {
   std::mutex prefetch_mu;
   std::unordered_set<uint64_t> prefetched;
   std::atomic<uint64_t> prefetched_count{0};
+
+  // Rows of read-ahead batches still in flight (guarded by prefetch_mu).
+  // A gather that asks for such a row before its read lands has been served
+  // (from the cache or by its own read): the read-ahead must not pin the row
+  // when it lands, since no later gather is owed it and the pin would never
+  // be released. Each batch carries the sequence number of its issue; a
+  // gather records the newest sequence issued so far as `served_through`, so
+  // a landing batch issued before the gather drops the row while one issued
+  // after it still pins it for the gather it was meant for.
+  struct InFlightRow {
+    uint32_t batches = 0;         // batches in flight that read this row
+    uint64_t served_through = 0;  // batches with seq <= this were served already
+  };
+  std::unordered_map<uint64_t, InFlightRow> in_flight_rows;
+  std::atomic<uint64_t> in_flight_row_count{0};  // in_flight_rows.size(), for the lock-free skip
+  uint64_t readahead_seq = 0;                    // last batch sequence issued
+
   // Read-ahead batches of this table still in flight, by generation (guarded
   // by prefetch_mu). Per table, so releasing one table's rows never waits for
   // another table's reads; by generation, so a wait covers the batches issued
@@ -63,11 +86,18 @@ struct TableState {
   std::map<uint64_t, uint64_t> prefetches_in_flight;  // generation -> batches
   std::condition_variable prefetch_landed;
 
-  // Returns the batch's generation, for PrefetchDone.
-  uint64_t PrefetchStarted() {
+  struct ReadAheadTicket {
+    uint64_t generation;  // for PrefetchDone
+    uint64_t seq;         // for LandReadAheadRow
+  };
+  // Registers a batch of distinct rows about to be read ahead.
+  ReadAheadTicket PrefetchStarted(std::span<const uint64_t> rows) {
     std::lock_guard lock(prefetch_mu);
     ++prefetches_in_flight[prefetch_generation];
-    return prefetch_generation;
+    const uint64_t seq = ++readahead_seq;
+    for (uint64_t row : rows) ++in_flight_rows[row].batches;
+    in_flight_row_count.store(in_flight_rows.size(), std::memory_order_relaxed);
+    return {prefetch_generation, seq};
   }
   void PrefetchDone(uint64_t generation) {
     std::lock_guard lock(prefetch_mu);
@@ -87,14 +117,50 @@ struct TableState {
     });
   }
 
-  // True (and unpins it) if `row` was a prefetched row not yet consumed.
-  bool ConsumePrefetched(uint64_t row) {
-    if (prefetched_count.load(std::memory_order_relaxed) == 0) return false;
+  // A row of batch `seq` has landed (verified, or `read_ok` false when its
+  // block failed). Pins it unless a gather already served it after the
+  // batch was issued; those rows count as read-ahead delivered but wasted.
+  void LandReadAheadRow(uint64_t seq, uint64_t row, bool read_ok, std::span<const std::byte> bytes) {
+    std::lock_guard lock(prefetch_mu);  // the pin and the list change together (see above)
+    auto it = in_flight_rows.find(row);
+    const bool served = it != in_flight_rows.end() && it->second.served_through >= seq;
+    if (it != in_flight_rows.end() && --it->second.batches == 0) {
+      in_flight_rows.erase(it);
+      in_flight_row_count.store(in_flight_rows.size(), std::memory_order_relaxed);
+    }
+    if (!read_ok) return;  // counted by the block check; a later gather reads it again
+    if (served) {
+      counters.Add(counters.prefetch_rows, 1);
+      counters.Add(counters.prefetch_wasted_rows, 1);
+      return;
+    }
+    InsertOutcome o = cache->InsertPinned(row, bytes);
+    if (o == InsertOutcome::kRefusedAllPinned || o == InsertOutcome::kRefusedLostAdmission) return;
+    if (prefetched.insert(row).second) {
+      prefetched_count.fetch_add(1, std::memory_order_relaxed);
+      counters.Add(counters.prefetch_rows, 1);
+    }
+  }
+
+  // A gather asks for `rows` (distinct): unpins those a read-ahead pinned
+  // (consumed[i] = 1 for each) and marks those still in flight as served.
+  // One lock for the whole gather, and none when no read-ahead is pending.
+  void ConsumePrefetched(std::span<const uint64_t> rows, std::span<uint8_t> consumed) {
+    if (prefetched_count.load(std::memory_order_relaxed) == 0 &&
+        in_flight_row_count.load(std::memory_order_relaxed) == 0) {
+      return;
+    }
     std::lock_guard lock(prefetch_mu);
-    if (prefetched.erase(row) == 0) return false;
-    prefetched_count.fetch_sub(1, std::memory_order_relaxed);
-    cache->Unpin(row);
-    return true;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (!in_flight_rows.empty()) {
+        auto it = in_flight_rows.find(rows[i]);
+        if (it != in_flight_rows.end()) it->second.served_through = readahead_seq;
+      }
+      if (prefetched.erase(rows[i]) == 0) continue;
+      prefetched_count.fetch_sub(1, std::memory_order_relaxed);
+      cache->Unpin(rows[i]);
+      consumed[i] = 1;
+    }
   }
 };
 
