@@ -8,15 +8,20 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "src/common/logging.h"
 #include "src/metrics/http_endpoint.h"
 #include "src/metrics/metrics_snapshot.h"
 #include "tests/testing/http_client.h"
@@ -100,6 +105,101 @@ TEST(ParseListenAddress, AcceptsHostPortAndRejectsGarbage) {
   EXPECT_FALSE(ParseListenAddress("localhost").ok());
   EXPECT_FALSE(ParseListenAddress("127.0.0.1:99999").ok());
   EXPECT_FALSE(ParseListenAddress("not-an-ip:80").ok());
+}
+
+TEST(ParseListenAddress, LocalhostIsLoopbackWithoutAResolver) {
+  auto a = ParseListenAddress("localhost:9100");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->address, "127.0.0.1");
+  EXPECT_EQ(a->port, 9100);
+  auto b = ParseListenAddress("LocalHost:0");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->address, "127.0.0.1");
+  EXPECT_FALSE(ParseListenAddress("localhost.example:80").ok());
+}
+
+TEST(HttpEndpoint, LocalhostListenAddressServesOnLoopback) {
+  auto o = ParseListenAddress("localhost:0");
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  auto e = MetricsHttpEndpoint::Start(*o, [] { return std::string("x 1\n"); });
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ((*e)->address(), "127.0.0.1");
+  EXPECT_EQ(testing::Get((*e)->port(), "/metrics").rfind("HTTP/1.1 200", 0), 0u);
+}
+
+// Routes spdlog's default logger into a string for the test's lifetime.
+class CapturedLog {
+ public:
+  CapturedLog()
+      : previous_(spdlog::default_logger()),
+        logger_(std::make_shared<spdlog::logger>("captured", std::make_shared<spdlog::sinks::ostream_sink_mt>(out_))) {
+    logger_->set_level(spdlog::level::info);
+    spdlog::set_default_logger(logger_);
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous_); }
+  std::string text() {
+    logger_->flush();
+    return out_.str();
+  }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::logger> previous_;
+  std::shared_ptr<spdlog::logger> logger_;
+};
+
+std::unique_ptr<MetricsHttpEndpoint> StartOn(const std::string& listen) {
+  auto o = ParseListenAddress(listen);
+  if (!o.ok()) return nullptr;
+  auto e = MetricsHttpEndpoint::Start(*o, [] { return std::string("x 1\n"); });
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
+TEST(HttpEndpoint, ListeningOnEveryInterfaceIsAWarningInTheLog) {
+  CapturedLog log;
+  auto any = StartOn("0.0.0.0:0");
+  ASSERT_NE(any, nullptr);
+  const std::string text = log.text();
+  EXPECT_NE(text.find("[warning] metrics endpoint: 0.0.0.0 is not a loopback address"), std::string::npos) << text;
+  EXPECT_NE(text.find("port " + std::to_string(any->port())), std::string::npos) << text;
+}
+
+TEST(HttpEndpoint, ListeningOnEveryIpv6InterfaceIsAWarningInTheLog) {
+  CapturedLog log;
+  auto any = StartOn("[::]:0");
+  if (any == nullptr) GTEST_SKIP() << "no IPv6 on this machine";
+  EXPECT_NE(log.text().find("[warning] metrics endpoint: :: is not a loopback address"), std::string::npos)
+      << log.text();
+}
+
+TEST(HttpEndpoint, LoopbackListenAddressesAreNotWarnedAbout) {
+  CapturedLog log;
+  auto v4 = StartOn("127.0.0.1:0");
+  ASSERT_NE(v4, nullptr);
+  auto name = StartOn("localhost:0");
+  ASSERT_NE(name, nullptr);
+  auto v6 = StartOn("[::1]:0");  // absent without IPv6: nothing to check then
+  auto mapped = StartOn("[::ffff:127.0.0.1]:0");
+  EXPECT_EQ(log.text().find("[warning]"), std::string::npos) << log.text();
+}
+
+// The tools' logging setup sends the library's warning to stderr, not to
+// stdout where a tool's report or JSON goes.
+TEST(HttpEndpoint, ToolLoggingPutsTheNonLoopbackWarningOnStderr) {
+  const auto previous = spdlog::default_logger();
+  const auto previous_level = spdlog::get_level();
+  ASSERT_TRUE(ConfigureLogging("", "warn").ok());
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  auto any = StartOn("0.0.0.0:0");
+  spdlog::default_logger()->flush();
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  spdlog::set_default_logger(previous);
+  spdlog::set_level(previous_level);
+  ASSERT_NE(any, nullptr);
+  EXPECT_NE(err.find("0.0.0.0 is not a loopback address"), std::string::npos) << "stderr: " << err;
+  EXPECT_EQ(out.find("loopback"), std::string::npos) << "stdout: " << out;
 }
 
 using testing::Connect;

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <boost/algorithm/string/predicate.hpp>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -30,6 +31,10 @@ Result<HttpEndpointOptions> ParseListenAddress(std::string_view spec) {
   std::string_view port = spec.substr(colon + 1);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   if (!host.empty()) o.address = std::string(host);
+  // "localhost" is loopback by definition (RFC 6761); mapping it here keeps
+  // a resolver (and /etc/hosts) out of the decision of where /metrics is
+  // served.
+  if (boost::algorithm::iequals(host, "localhost")) o.address = "127.0.0.1";
   unsigned value = 0;
   auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
   if (port.empty() || ec != std::errc() || p != port.data() + port.size() || value > 65535) {
@@ -67,6 +72,14 @@ namespace {
 
 class Session;
 
+// Loopback, including an IPv4 address mapped into IPv6 (::ffff:127.0.0.1).
+bool IsLoopback(const asio::ip::address& a) {
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) {
+    return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).is_loopback();
+  }
+  return a.is_loopback();
+}
+
 }  // namespace
 
 class MetricsHttpEndpoint::Impl {
@@ -94,6 +107,11 @@ class MetricsHttpEndpoint::Impl {
                              std::to_string(options_.port) + ": " + ec.message());
     }
     port_ = acceptor_.local_endpoint().port();
+    if (!IsLoopback(addr)) {
+      spdlog::warn("metrics endpoint: {} is not a loopback address: /metrics on port {} is reachable from other "
+                   "hosts (listen on 127.0.0.1 or localhost to keep it local)",
+                   options_.address, port_);
+    }
     return Status::OK();
   }
 

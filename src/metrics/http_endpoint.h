@@ -16,7 +16,10 @@
 // connections it pushes out were idle. Memory stays bounded: at most
 // max_connections sessions, each with at most max_header_bytes of header and
 // a 4 KiB body.
-
+//
+// A listen address that is not loopback is served, with a warning in the log
+// (spdlog): the library never writes to stderr itself; the tools' logging
+// (src/common/logging.h) sends log lines to stderr.
 #pragma once
 
 #include <chrono>
@@ -45,7 +48,9 @@ struct HttpEndpointOptions {
   size_t max_header_bytes = 8192;
 };
 
-// Parses "HOST:PORT", "[V6]:PORT" or ":PORT" (loopback) into options.
+// Parses "HOST:PORT", "[V6]:PORT", "localhost:PORT" (127.0.0.1, without
+// asking a resolver) or ":PORT" (loopback) into options. HOST is an IP
+// address otherwise: a metrics endpoint should not depend on DNS.
 Result<HttpEndpointOptions> ParseListenAddress(std::string_view spec);
 
 // How the endpoint answers a parsed request: a pure function of its method
