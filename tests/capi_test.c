@@ -1,10 +1,14 @@
 /* The C API from C: open a generated table, gather, compare with the bytes
  * engram-inspect dumps, read stats and metrics, and check error reporting.
  * argv[1] is the build directory (where engram-gen and engram-inspect are). */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +23,33 @@ static int failures = 0;
       ++failures;                                                     \
     }                                                                 \
   } while (0)
+
+/* GET path from 127.0.0.1:port over a fresh connection; the answer (at most
+ * capacity - 1 bytes, NUL-terminated) until the server closes, or 5 s pass. */
+static void http_get(uint16_t port, const char* path, char* answer, size_t capacity) {
+  answer[0] = '\0';
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return;
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  char request[256];
+  int n = snprintf(request, sizeof request, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
+  if (connect(fd, (struct sockaddr*)&sa, sizeof sa) == 0 && write(fd, request, (size_t)n) == n) {
+    size_t used = 0;
+    for (int rounds = 0; rounds < 50 && used + 1 < capacity; ++rounds) {
+      struct pollfd p = {fd, POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      ssize_t got = read(fd, answer + used, capacity - 1 - used);
+      if (got <= 0) break;
+      used += (size_t)got;
+    }
+    answer[used] = '\0';
+  }
+  close(fd);
+}
 
 int main(int argc, char** argv) {
   if (argc < 2) {
@@ -94,6 +125,28 @@ int main(int argc, char** argv) {
   CHECK(engram_metrics_text(store, text, need + 1) == need);
   CHECK(strstr(text, "engram_row_cache_hits_total{table=\"layer\"} 3") != NULL);
   free(text);
+
+  /* The metrics port: 0 without an endpoint; with "127.0.0.1:0", the port
+   * the system chose, serving this store's /metrics. */
+  CHECK(engram_metrics_port(store) == 0);
+  CHECK(engram_metrics_port(NULL) == 0);
+  {
+    engram_store_options served = o;
+    served.metrics_listen = "127.0.0.1:0";
+    engram_store* with_endpoint = NULL;
+    CHECK(engram_store_open(&served, &with_endpoint) == ENGRAM_OK);
+    if (with_endpoint) {
+      uint16_t port = engram_metrics_port(with_endpoint);
+      CHECK(port != 0);
+      CHECK(engram_gather_rows(with_endpoint, 0, ids, 4, rows, 264, &r) == ENGRAM_OK);
+      CHECK(engram_gather_rows(with_endpoint, 0, ids, 4, rows, 264, &r) == ENGRAM_OK);
+      static char answer[1 << 18];
+      http_get(port, "/metrics", answer, sizeof answer);
+      CHECK(strncmp(answer, "HTTP/1.1 200", 12) == 0);
+      CHECK(strstr(answer, "engram_row_cache_hits_total{table=\"layer\"} 3") != NULL);
+      engram_store_close(with_endpoint);
+    }
+  }
 
   /* A stride so large that the rows would wrap round the address space is a
    * bad argument, not a write through a wrapped pointer. */

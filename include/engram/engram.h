@@ -93,6 +93,10 @@ engram_status engram_table_stats_get(const engram_store* store, size_t table, en
  * bytes (NUL-terminated when it fits); call with capacity 0 to size it. */
 size_t engram_metrics_text(const engram_store* store, char* buffer, size_t capacity);
 
+/* The port the metrics endpoint listens on (the one chosen when
+ * metrics_listen asked for port 0); 0 when the store serves no endpoint. */
+uint16_t engram_metrics_port(const engram_store* store);
+
 #ifdef __cplusplus
 }
 #endif

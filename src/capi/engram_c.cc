@@ -239,4 +239,6 @@ size_t engram_metrics_text(const engram_store* store, char* buffer, size_t capac
   return length;
 }
 
+uint16_t engram_metrics_port(const engram_store* store) { return store ? store->store->metrics_port() : 0; }
+
 }  // extern "C"

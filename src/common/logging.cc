@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include <spdlog/cfg/env.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 namespace engram {
@@ -19,9 +20,22 @@ Result<spdlog::level::level_enum> ParseLevel(std::string_view name) {
                                  "' (trace, debug, info, warn, error, critical, off)");
 }
 
+// spdlog's own default logger writes to stdout, where a tool's report or
+// JSON goes; log lines (the library's warnings among them: a metrics
+// endpoint on a non-loopback address, an io_uring fallback) belong on
+// stderr. Replaced once; the level is set after, on the new logger.
+void LogToStderr() {
+  static constexpr const char* kName = "engram-tool";
+  if (spdlog::default_logger()->name() == kName) return;
+  auto logger = std::make_shared<spdlog::logger>(kName, std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  logger->set_level(spdlog::default_logger()->level());
+  spdlog::set_default_logger(std::move(logger));
+}
+
 }  // namespace
 
 Status ConfigureLogging(std::string_view level, std::string_view tool_default) {
+  LogToStderr();
   if (!level.empty()) {
     ENGRAM_ASSIGN_OR_RETURN(spdlog::level::level_enum l, ParseLevel(level));
     spdlog::set_level(l);

@@ -3,8 +3,11 @@
 //
 // Precedence: an explicit --log-level beats the SPDLOG_LEVEL environment
 // variable (spdlog's own syntax, e.g. "debug" or "warn"), which beats the
-// tool's default. The library never sets the level itself: an embedding
-// runtime owns its logger configuration.
+// tool's default. The library never sets the level itself, nor where log
+// lines go: an embedding runtime owns its logger configuration. A tool's log
+// lines go to stderr (ConfigureLogging installs a stderr default logger), so
+// stdout carries only the tool's output, and library warnings such as a
+// metrics endpoint listening beyond loopback reach the operator's terminal.
 #pragma once
 
 #include <string>

@@ -5,10 +5,12 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <boost/algorithm/string/predicate.hpp>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <charconv>
+#include <list>
 #include <optional>
 #include <thread>
 
@@ -29,6 +31,10 @@ Result<HttpEndpointOptions> ParseListenAddress(std::string_view spec) {
   std::string_view port = spec.substr(colon + 1);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   if (!host.empty()) o.address = std::string(host);
+  // "localhost" is loopback by definition (RFC 6761); mapping it here keeps
+  // a resolver (and /etc/hosts) out of the decision of where /metrics is
+  // served.
+  if (boost::algorithm::iequals(host, "localhost")) o.address = "127.0.0.1";
   unsigned value = 0;
   auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
   if (port.empty() || ec != std::errc() || p != port.data() + port.size() || value > 65535) {
@@ -62,6 +68,20 @@ RoutedRequest RouteHttpRequest(std::string_view method, std::string_view target)
   return r;
 }
 
+namespace {
+
+class Session;
+
+// Loopback, including an IPv4 address mapped into IPv6 (::ffff:127.0.0.1).
+bool IsLoopback(const asio::ip::address& a) {
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) {
+    return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).is_loopback();
+  }
+  return a.is_loopback();
+}
+
+}  // namespace
+
 class MetricsHttpEndpoint::Impl {
  public:
   Impl(HttpEndpointOptions options, Renderer render)
@@ -87,6 +107,11 @@ class MetricsHttpEndpoint::Impl {
                              std::to_string(options_.port) + ": " + ec.message());
     }
     port_ = acceptor_.local_endpoint().port();
+    if (!IsLoopback(addr)) {
+      spdlog::warn("metrics endpoint: {} is not a loopback address: /metrics on port {} is reachable from other "
+                   "hosts (listen on 127.0.0.1 or localhost to keep it local)",
+                   options_.address, port_);
+    }
     return Status::OK();
   }
 
@@ -102,12 +127,17 @@ class MetricsHttpEndpoint::Impl {
 
   HttpEndpointOptions options_;
   Renderer render_;
-  // Counters are declared before io_ so they outlive the sessions that the
-  // io_context destroys on shutdown.
-  std::atomic<size_t> open_connections_{0};
+  // Counters and the session registry are declared before io_ so they
+  // outlive the sessions that the io_context destroys on shutdown.
   std::atomic<uint64_t> served_{0};
   std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> evicted_{0};
   std::atomic<uint64_t> accept_errors_{0};
+  // Touched only on the endpoint's thread (the one that runs io_): open
+  // sessions, and those waiting for a complete request, longest-waiting
+  // first (the eviction candidates at the cap).
+  size_t open_connections_ = 0;
+  std::list<Session*> waiting_;
   uint16_t port_ = 0;
   asio::io_context io_;
   tcp::acceptor acceptor_;
@@ -124,6 +154,9 @@ class MetricsHttpEndpoint::Impl {
     own.AddCounter("engram_metrics_http_requests_total", "Requests to the metrics endpoint, by outcome.",
                    {{"outcome", "served"}}, double(served_.load()));
     own.AddCounter("engram_metrics_http_requests_total", "", {{"outcome", "rejected"}}, double(rejected_.load()));
+    own.AddCounter("engram_metrics_http_connections_evicted_total",
+                   "Connections closed before a complete request to admit a new one at the connection cap.", {},
+                   double(evicted_.load()));
     own.AddCounter("engram_metrics_http_accept_errors_total",
                    "Failed accepts (descriptor or buffer exhaustion); retried every 100 ms.", {},
                    double(accept_errors_.load()));
@@ -137,26 +170,49 @@ class MetricsHttpEndpoint::Impl {
 namespace {
 
 // One client connection: read a request (with a deadline), answer, repeat
-// while the client keeps the connection alive.
+// while the client keeps the connection alive. Lives on the endpoint's
+// thread only; counted in the owner's open_connections_ from construction
+// until Close().
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, MetricsHttpEndpoint::Impl* owner)
-      : stream_(std::move(socket)), owner_(owner) {}
-  ~Session() { owner_->open_connections_.fetch_sub(1); }
+      : stream_(std::move(socket)), owner_(owner) {
+    ++owner_->open_connections_;
+  }
+  ~Session() { Close(); }
 
   void Start() { Read(); }
+
+  // Closes the connection now, before its request was complete, to make
+  // room for a new one. The pending read completes with an error and drops
+  // the last reference.
+  void Evict() {
+    owner_->evicted_.fetch_add(1);
+    owner_->rejected_.fetch_add(1);
+    Close();
+  }
 
  private:
   void Read() {
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(owner_->options_.max_header_bytes));
     parser_->body_limit(4096);
-    stream_.expires_after(owner_->options_.io_timeout);
+    stream_.expires_after(owner_->options_.header_timeout);
+    waiting_position_ = owner_->waiting_.insert(owner_->waiting_.end(), this);
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
+  void StopWaiting() {
+    if (waiting_position_) {
+      owner_->waiting_.erase(*waiting_position_);
+      waiting_position_.reset();
+    }
+  }
+
   void OnRead(beast::error_code ec) {
+    StopWaiting();
+    if (closed_) return;  // evicted while the read's completion was queued
     if (ec == http::error::end_of_stream || ec == asio::error::eof) return Close();
     if (ec == beast::error::timeout) {
       owner_->rejected_.fetch_add(1);
@@ -226,12 +282,18 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Close() {
+    StopWaiting();
+    if (closed_) return;
+    closed_ = true;
+    --owner_->open_connections_;
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.socket().close(ec);
   }
 
   beast::tcp_stream stream_;
+  bool closed_ = false;
+  std::optional<std::list<Session*>::iterator> waiting_position_;  // set while in owner_->waiting_
   beast::flat_buffer buffer_{16384};
   std::optional<http::request_parser<http::string_body>> parser_;
   MetricsHttpEndpoint::Impl* owner_;
@@ -243,9 +305,15 @@ void MetricsHttpEndpoint::Impl::Accept() {
   acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
     if (!ec) {
-      if (open_connections_.fetch_add(1) >= options_.max_connections) {
-        // Over the limit: refuse politely by closing; the client may retry.
-        open_connections_.fetch_sub(1);
+      // At the cap, the connection that has waited longest for its request
+      // makes room: refusing the newcomer instead would let a client that
+      // holds max_connections idle sockets lock every scraper out.
+      if (open_connections_ >= options_.max_connections && !waiting_.empty()) {
+        waiting_.front()->Evict();
+      }
+      if (open_connections_ >= options_.max_connections) {
+        // Every connection is being answered (each write has io_timeout):
+        // refuse by closing; the client may retry.
         rejected_.fetch_add(1);
         boost::system::error_code ignored;
         socket.close(ignored);
@@ -287,6 +355,7 @@ uint16_t MetricsHttpEndpoint::port() const { return impl_->port_; }
 std::string MetricsHttpEndpoint::address() const { return impl_->options_.address; }
 uint64_t MetricsHttpEndpoint::requests_served() const { return impl_->served_.load(); }
 uint64_t MetricsHttpEndpoint::requests_rejected() const { return impl_->rejected_.load(); }
+uint64_t MetricsHttpEndpoint::connections_evicted() const { return impl_->evicted_.load(); }
 uint64_t MetricsHttpEndpoint::accept_errors() const { return impl_->accept_errors_.load(); }
 
 }  // namespace engram

@@ -6,6 +6,20 @@
 // anything but its own connection. Every read and write has a deadline, the
 // request header size is capped, and the number of open connections is
 // bounded; whatever goes wrong is answered with 4xx or a closed socket.
+//
+// The connection cap must not become a way to lock scrapers out: a client
+// holding idle (or one-byte-per-second) connections would otherwise fill it
+// for good. So a connection has header_timeout to deliver a complete request,
+// and a new connection that arrives at the cap evicts the connection that has
+// waited longest for its request (one being answered is never evicted). A
+// scraper sends its request as soon as it connects, so it is served; the
+// connections it pushes out were idle. Memory stays bounded: at most
+// max_connections sessions, each with at most max_header_bytes of header and
+// a 4 KiB body.
+//
+// A listen address that is not loopback is served, with a warning in the log
+// (spdlog): the library never writes to stderr itself; the tools' logging
+// (src/common/logging.h) sends log lines to stderr.
 #pragma once
 
 #include <chrono>
@@ -22,12 +36,21 @@ namespace engram {
 struct HttpEndpointOptions {
   std::string address = "127.0.0.1";  // loopback by default: metrics are not for the world
   uint16_t port = 9464;               // 0 = any free port (see port())
-  std::chrono::milliseconds io_timeout{5000};  // per read or write of one request
-  size_t max_connections = 64;
+  // From the moment a connection opens (or its previous answer is written,
+  // on keep-alive) to its complete request header: a scraper needs a few
+  // milliseconds, an idle or trickling client is closed.
+  std::chrono::milliseconds header_timeout{1000};
+  std::chrono::milliseconds io_timeout{5000};  // per write of one answer
+  // Open connections at most (each holds a descriptor of the embedding
+  // process, so this stays far below the usual 1024). At the cap a new
+  // connection evicts the one that has waited longest for its request.
+  size_t max_connections = 256;
   size_t max_header_bytes = 8192;
 };
 
-// Parses "HOST:PORT", "[V6]:PORT" or ":PORT" (loopback) into options.
+// Parses "HOST:PORT", "[V6]:PORT", "localhost:PORT" (127.0.0.1, without
+// asking a resolver) or ":PORT" (loopback) into options. HOST is an IP
+// address otherwise: a metrics endpoint should not depend on DNS.
 Result<HttpEndpointOptions> ParseListenAddress(std::string_view spec);
 
 // How the endpoint answers a parsed request: a pure function of its method
@@ -65,6 +88,9 @@ class MetricsHttpEndpoint {
   // as engram_metrics_http_requests_total and _accept_errors_total).
   uint64_t requests_served() const;
   uint64_t requests_rejected() const;  // 4xx answers and connections closed for timeout/limits
+  // Connections closed before their request was complete to make room for a
+  // new one at max_connections (also counted in requests_rejected).
+  uint64_t connections_evicted() const;
   // Failed accepts (EMFILE, ENFILE, ENOBUFS...). The endpoint retries every
   // 100 ms while they last, so this grows by ~10 per second, not by a spin.
   uint64_t accept_errors() const;
