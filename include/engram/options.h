@@ -41,6 +41,11 @@ struct StoreOptions {
   // callback-form gathers, tickets nobody waits on yet, and read-ahead, so
   // the I/O engine's completion thread only hands results off.
   uint32_t completion_threads = 2;
+  // Memory for missed blocks in flight, allocated once and registered with
+  // io_uring (fixed-buffer reads); reused by every gather, so a miss costs no
+  // allocation. Gathers that need more at once take the rest from the heap.
+  // 32 MiB holds 8,192 blocks in flight; 0 = always the heap.
+  size_t read_buffer_bytes = 32u << 20;
 
   // If set, every gather (table index and row IDs) is appended to this file
   // for engram-replay --store-trace (format in src/store/trace_writer.h).

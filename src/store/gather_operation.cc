@@ -12,7 +12,7 @@
 
 namespace engram {
 
-Status BlockBatch::Build(const TableState& table, io::FileId file,
+Status BlockBatch::Build(const TableState& table, io::FileId file, ReadBufferPool& pool,
                          std::vector<std::pair<uint64_t, uint32_t>> rows_and_refs) {
   std::sort(rows_and_refs.begin(), rows_and_refs.end());
   rows.clear();
@@ -31,11 +31,11 @@ Status BlockBatch::Build(const TableState& table, io::FileId file,
   }
   first_row.push_back(static_cast<uint32_t>(rows.size()));
   if (blocks.empty()) return Status::OK();
-  ENGRAM_ASSIGN_OR_RETURN(buffer, io::AlignedBuffer::Allocate(blocks.size() * io::kBlockSize));
+  ENGRAM_ASSIGN_OR_RETURN(buffers, pool.Acquire(blocks.size()));
   reads.resize(blocks.size());
   for (size_t b = 0; b < blocks.size(); ++b) {
     reads[b] = io::BlockRead{file, g.BlockOffset(blocks[b]), static_cast<uint32_t>(io::kBlockSize),
-                             buffer.data() + b * io::kBlockSize, Status()};
+                             buffers.Block(b), Status()};
   }
   return Status::OK();
 }
@@ -113,7 +113,7 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   if (missed.empty()) return st.Finish();
 
   const size_t missed_rows = missed.size();
-  Status s = st.batch.Build(table, table.file_id, std::move(missed));
+  Status s = st.batch.Build(table, table.file_id, st.store->read_buffers(), std::move(missed));
   if (!s.ok()) {
     // No read buffer: none of the misses is read, returned or cached.
     table.counters.Add(table.counters.failed_rows, missed_rows);
@@ -187,7 +187,7 @@ void GatherTicket::State::OnBlocksRead() {
     }
   }
   result.disk_nanoseconds = io::MonotonicNanos() - t1;
-  batch.buffer = io::AlignedBuffer();  // release the block memory now, not when the ticket dies
+  batch.buffers.Release();  // back to the pool now, not when the ticket dies
   Finish();
 }
 
@@ -281,7 +281,7 @@ void StartPrefetch(StoreImpl* store, size_t table_index, std::vector<uint64_t> r
   // Rows already resident are read again too: InsertPinned then pins them in
   // place. Simple and always correct; read-ahead targets rows not yet seen.
   for (uint64_t r : rows) refs.emplace_back(r, 0);
-  Status s = op->batch.Build(table, table.file_id, std::move(refs));
+  Status s = op->batch.Build(table, table.file_id, store->read_buffers(), std::move(refs));
   if (!s.ok()) {
     spdlog::warn("read-ahead on table {}: {}", table.name, s.ToString());
     for (uint64_t r : rows) table.LandReadAheadRow(op->ticket.seq, r, false, {});

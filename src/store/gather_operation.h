@@ -23,6 +23,7 @@
 
 #include "engram/store.h"
 #include "src/store/gather_plan.h"
+#include "src/store/read_buffer_pool.h"
 #include "storage/io/aligned_buffer.h"
 #include "storage/io/io_engine.h"
 
@@ -37,12 +38,13 @@ struct BlockBatch {
   std::vector<uint32_t> first_row;        // first_row[b]: index into rows of block b's first row
   std::vector<uint64_t> rows;             // row IDs sorted ascending
   std::vector<uint32_t> row_ref;          // caller's reference for each row in `rows`
-  io::AlignedBuffer buffer;               // blocks.size() * 4096 bytes
+  ReadBufferPool::Lease buffers;          // room for blocks.size() blocks
   std::vector<io::BlockRead> reads;
 
-  // Builds the batch for rows[i] (with refs[i]); allocates the buffer.
-  Status Build(const TableState& table, io::FileId file, std::vector<std::pair<uint64_t, uint32_t>> rows_and_refs);
-  std::span<const std::byte> Block(size_t b) const { return buffer.span().subspan(b * io::kBlockSize, io::kBlockSize); }
+  // Builds the batch for rows[i] (with refs[i]); leases its block buffers.
+  Status Build(const TableState& table, io::FileId file, ReadBufferPool& pool,
+               std::vector<std::pair<uint64_t, uint32_t>> rows_and_refs);
+  std::span<const std::byte> Block(size_t b) const { return {buffers.Block(b), io::kBlockSize}; }
   // Checks the read status and checksum of block b, counting failures.
   Status Check(size_t b, TableState& table) const;
 };

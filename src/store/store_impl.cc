@@ -61,6 +61,7 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
   } else {
     ENGRAM_ASSIGN_OR_RETURN(store->engine_, io::CreateIoEngine(io));
   }
+  ENGRAM_ASSIGN_OR_RETURN(store->read_buffers_, ReadBufferPool::Create(options.read_buffer_bytes, *store->engine_));
   spdlog::info("store: I/O backend {}", store->engine_->Describe());
 
   std::vector<uint64_t> explicit_bytes, weights;

@@ -12,6 +12,7 @@
 
 #include "engram/store.h"
 #include "src/metrics/http_endpoint.h"
+#include "src/store/read_buffer_pool.h"
 #include "src/store/table_state.h"
 #include "src/store/trace_writer.h"
 #include "storage/io/io_engine.h"
@@ -59,6 +60,7 @@ class StoreImpl final : public Store {
   // Where landed blocks are processed when no waiter does it (see
   // StoreOptions::completion_threads).
   boost::asio::thread_pool& completion_pool() { return *completion_pool_; }
+  ReadBufferPool& read_buffers() { return *read_buffers_; }
 
  private:
   StoreImpl() = default;
@@ -66,6 +68,9 @@ class StoreImpl final : public Store {
                                              size_t stride, std::function<void(GatherResult)> done);
 
   StoreOptions options_;
+  // Declared before engine_, so destroyed after it: the ring the arena is
+  // registered with goes first.
+  std::unique_ptr<ReadBufferPool> read_buffers_;
   std::unique_ptr<io::IoEngine> engine_;
   std::vector<std::unique_ptr<TableState>> tables_;
   std::unique_ptr<TraceWriter> trace_;

@@ -1,0 +1,86 @@
+#include "src/store/read_buffer_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <set>
+#include <thread>
+
+#include "storage/io/io_engine.h"
+
+namespace engram {
+namespace {
+
+// The pool only asks the engine to register its arena.
+std::unique_ptr<io::IoEngine> PreadEngine() {
+  io::IoOptions o;
+  o.backend = io::IoBackend::kPread;
+  auto e = io::CreateIoEngine(o);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  return std::move(e).value();
+}
+
+TEST(ReadBufferPool, LeasesAreAlignedDisjointAndReturnedForReuse) {
+  auto engine = PreadEngine();
+  auto pool = ReadBufferPool::Create(4 * ReadBufferPool::kChunkBytes, *engine);
+  ASSERT_TRUE(pool.ok());
+  ASSERT_EQ((*pool)->arena_chunks(), 4u);
+  auto a = (*pool)->Acquire(ReadBufferPool::kChunkBlocks + 1);  // two chunks
+  auto b = (*pool)->Acquire(3);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::set<std::byte*> blocks;
+  for (size_t i = 0; i < ReadBufferPool::kChunkBlocks + 1; ++i) blocks.insert(a->Block(i));
+  for (size_t i = 0; i < 3; ++i) blocks.insert(b->Block(i));
+  EXPECT_EQ(blocks.size(), ReadBufferPool::kChunkBlocks + 4);
+  for (std::byte* p : blocks) EXPECT_TRUE(io::IsAligned(p, io::kBlockSize));
+  std::byte* first = b->Block(0);
+  b->Release();
+  auto c = (*pool)->Acquire(1);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->Block(0), first);  // the chunk came back and is reused
+}
+
+TEST(ReadBufferPool, ABusyArenaFallsBackToTheHeapInsteadOfWaiting) {
+  auto engine = PreadEngine();
+  auto pool = ReadBufferPool::Create(ReadBufferPool::kChunkBytes, *engine);
+  ASSERT_TRUE(pool.ok());
+  auto held = (*pool)->Acquire(10);
+  auto more = (*pool)->Acquire(3 * ReadBufferPool::kChunkBlocks);
+  ASSERT_TRUE(more.ok());
+  for (size_t i = 0; i < 3 * ReadBufferPool::kChunkBlocks; ++i) std::memset(more->Block(i), 1, io::kBlockSize);
+  auto none = ReadBufferPool::Create(0, *engine);  // heap only
+  ASSERT_TRUE(none.ok());
+  auto heap = (*none)->Acquire(5);
+  ASSERT_TRUE(heap.ok());
+  std::memset(heap->Block(4), 2, io::kBlockSize);
+}
+
+TEST(ReadBufferPool, ConcurrentLeasesNeverShareABlock) {
+  auto engine = PreadEngine();
+  auto pool = ReadBufferPool::Create(8 * ReadBufferPool::kChunkBytes, *engine);
+  ASSERT_TRUE(pool.ok());
+  std::vector<std::thread> threads;
+  std::atomic<int> clashes{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 500; ++i) {
+        auto lease = (*pool)->Acquire(1 + (i * 37 + t) % 150);
+        ASSERT_TRUE(lease.ok());
+        std::byte* p = lease->Block(0);
+        std::memset(p, t + 1, io::kBlockSize);
+        std::this_thread::yield();
+        for (size_t j = 0; j < io::kBlockSize; ++j) {
+          if (p[j] != std::byte(t + 1)) {
+            ++clashes;
+            break;
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(clashes.load(), 0);
+}
+
+}  // namespace
+}  // namespace engram
