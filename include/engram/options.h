@@ -14,7 +14,8 @@ struct TableOptions {
   // stem ("layer1" for /data/layer1.engram).
   std::string name;
   // Bytes of the store's cache budget reserved for this table; 0 = a share of
-  // what is left, proportional to table size.
+  // what is left, proportional to table size. Either way a table gets at
+  // most what a cache of all its rows takes; the rest goes to the others.
   uint64_t cache_bytes = 0;
 };
 
