@@ -1,6 +1,8 @@
 #include "storage/safetensors_header.h"
 
 #include <algorithm>
+#include <functional>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -95,43 +97,119 @@ Result<uint64_t> SafetensorsHeaderLength(std::span<const std::byte> first8, uint
   return n;
 }
 
-Result<SafetensorsHeader> ParseSafetensorsHeader(std::span<const std::byte> prefix, uint64_t file_size) {
+namespace {
+
+// Thrown from the parser callback to stop at the first bad entry.
+struct StopParsing {};
+
+// Where a tensor's data lies, for the overlap check of tensors not kept.
+struct Extent {
+  uint64_t begin, end;
+  uint64_t ordinal;  // position among the header's tensors (file order)
+};
+
+// Streams the header's top-level members through `member(key, value)`
+// without building the whole document: nlohmann's parser callback hands
+// over each member once it is complete, and returning false discards it,
+// so only one tensor entry exists at a time however large the header is.
+// The first error of `member` stops the parse and is returned as is; the
+// JSON's own errors are InvalidArgument.
+Status ForEachMember(std::string_view text, const std::function<Status(const std::string&, const json&)>& member) {
+  ENGRAM_RETURN_IF_ERROR(CheckJsonNesting(text));
+  std::string key;
+  Status failed = Status::OK();
+  auto callback = [&](int depth, json::parse_event_t event, json& parsed) -> bool {
+    if (depth != 1) return true;
+    switch (event) {
+      case json::parse_event_t::key:
+        key = parsed.get<std::string>();
+        return true;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+      case json::parse_event_t::value:
+        failed = member(key, parsed);
+        if (!failed.ok()) throw StopParsing{};
+        return false;  // done with it: not kept in the document
+      default:
+        return true;
+    }
+  };
+  try {
+    json rest = json::parse(text.begin(), text.end(), callback);
+    if (!rest.is_object()) return Status::InvalidArgument("JSON is not an object");
+  } catch (const StopParsing&) {
+    return failed;
+  } catch (const json::exception& e) {
+    // Not only parse_error: a number too large for a double throws out_of_range.
+    return Status::InvalidArgument(std::string("not valid JSON: ") + e.what());
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<SafetensorsHeader> ParseSafetensorsHeader(std::span<const std::byte> prefix, uint64_t file_size,
+                                                 std::span<const std::string> names) {
   ENGRAM_ASSIGN_OR_RETURN(uint64_t n, SafetensorsHeaderLength(prefix, file_size));
   if (prefix.size() < 8 + n) return Status::InvalidArgument("safetensors header: buffer holds fewer than 8 + N bytes");
   const char* text = reinterpret_cast<const char*>(prefix.data() + 8);
   if (text[0] != '{') return Bad("JSON does not start with '{'");
-  auto parsed = ParseBoundedJson(std::string_view(text, n));
-  if (!parsed.ok()) return Bad(parsed.status().message());
-  const json doc = std::move(parsed).value();
-  if (!doc.is_object()) return Bad("JSON is not an object");
+  const std::string_view json_text(text, n);
 
   SafetensorsHeader h;
   h.header_bytes = n;
   h.data_start = 8 + n;
-  for (auto it = doc.begin(); it != doc.end(); ++it) {
-    if (it.key() == "__metadata__") {
-      if (!it.value().is_object()) return Bad("__metadata__ is not an object");
-      for (auto m = it.value().begin(); m != it.value().end(); ++m) {
+  const bool keep_all = names.empty();
+  std::vector<Extent> extents;  // of every tensor, kept or not
+  Status parsed = ForEachMember(json_text, [&](const std::string& key, const json& value) -> Status {
+    if (key == "__metadata__") {
+      if (!value.is_object()) return Bad("__metadata__ is not an object");
+      for (auto m = value.begin(); m != value.end(); ++m) {
         if (!m.value().is_string()) return Bad("__metadata__ value '" + m.key() + "' is not a string");
         h.metadata[m.key()] = m.value().get<std::string>();
       }
-      continue;
+      return Status::OK();
     }
-    ENGRAM_ASSIGN_OR_RETURN(TensorInfo t, ParseTensor(it.key(), it.value(), h.data_start, file_size));
-    h.tensors.push_back(std::move(t));
+    ENGRAM_ASSIGN_OR_RETURN(TensorInfo t, ParseTensor(key, value, h.data_start, file_size));
+    extents.push_back({t.data_offset, t.data_offset + t.data_bytes, h.tensor_count});
+    ++h.tensor_count;
+    if (h.some_names.size() < SafetensorsHeader::kSomeNames) h.some_names.push_back(key);
+    if (keep_all || std::find(names.begin(), names.end(), key) != names.end()) h.tensors.push_back(std::move(t));
+    return Status::OK();
+  });
+  if (!parsed.ok()) return parsed.code() == StatusCode::kInvalidArgument ? Bad(parsed.message()) : parsed;
+
+  // A kept tensor must be named once (a parsed tree used to keep whichever
+  // entry came last, unchecked against the others).
+  std::vector<const std::string*> kept_names;
+  for (const TensorInfo& t : h.tensors) kept_names.push_back(&t.name);
+  std::sort(kept_names.begin(), kept_names.end(), [](const std::string* a, const std::string* b) { return *a < *b; });
+  for (size_t i = 1; i < kept_names.size(); ++i) {
+    if (*kept_names[i] == *kept_names[i - 1]) return Bad("tensor '" + *kept_names[i] + "' appears twice");
   }
   std::sort(h.tensors.begin(), h.tensors.end(),
             [](const TensorInfo& a, const TensorInfo& b) { return a.data_offset < b.data_offset; });
-  for (size_t i = 1; i < h.tensors.size(); ++i) {
-    const TensorInfo& prev = h.tensors[i - 1];
-    if (h.tensors[i].data_offset < prev.data_offset + prev.data_bytes) {
-      return Bad("tensors '" + prev.name + "' and '" + h.tensors[i].name + "' overlap");
+  std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
+  for (size_t i = 1; i < extents.size(); ++i) {
+    if (extents[i].begin < extents[i - 1].end) {
+      // Names are not kept for every tensor: find the two by position.
+      const uint64_t a = extents[i - 1].ordinal, b = extents[i].ordinal;
+      std::string name_a, name_b;
+      uint64_t ordinal = 0;
+      (void)ForEachMember(json_text, [&](const std::string& key, const json&) -> Status {
+        if (key == "__metadata__") return Status::OK();
+        if (ordinal == a) name_a = key;
+        if (ordinal == b) name_b = key;
+        ++ordinal;
+        return Status::OK();
+      });
+      return Bad("tensors '" + name_a + "' and '" + name_b + "' overlap");
     }
   }
   return h;
 }
 
-Result<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path) {
+Result<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path, std::span<const std::string> names) {
   ENGRAM_ASSIGN_OR_RETURN(int raw_fd, fileutil::OpenReadOnly(path));
   fileutil::ScopedFd fd(raw_fd);
   ENGRAM_ASSIGN_OR_RETURN(uint64_t size, fileutil::FileSize(fd.get(), path));
@@ -141,7 +219,7 @@ Result<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path) {
   if (!n.ok()) return n.status().WithContext(path);
   std::vector<std::byte> prefix(8 + *n);
   ENGRAM_RETURN_IF_ERROR(fileutil::PreadExact(fd.get(), prefix, 0, path));
-  auto h = ParseSafetensorsHeader(prefix, size);
+  auto h = ParseSafetensorsHeader(prefix, size, names);
   if (!h.ok()) return h.status().WithContext(path);
   return h;
 }

@@ -51,8 +51,8 @@ json FieldJson(const char* name, const TensorInfo& t, uint64_t offset) {
 
 std::string SomeTensorNames(const SafetensorsHeader& h) {
   std::string s;
-  for (size_t i = 0; i < h.tensors.size() && i < 8; ++i) s += (i ? ", '" : "'") + h.tensors[i].name + "'";
-  if (h.tensors.size() > 8) s += ", ...";
+  for (size_t i = 0; i < h.some_names.size(); ++i) s += (i ? ", '" : "'") + h.some_names[i] + "'";
+  if (h.tensor_count > h.some_names.size()) s += ", ... (" + std::to_string(h.tensor_count) + " tensors)";
   return s.empty() ? "no tensors" : s;
 }
 
@@ -92,7 +92,11 @@ Result<ConvertSpec> SafetensorsConvertSpec(const std::vector<std::string>& files
   ConvertSpec spec;
   spec.source_kind = "safetensors";
   for (const std::string& f : files) {
-    ENGRAM_ASSIGN_OR_RETURN(SafetensorsHeader h, ReadSafetensorsHeader(f));
+    // Only the tensors converted are kept (a checkpoint's header may list
+    // hundreds of thousands of others).
+    std::vector<std::string> wanted = {weight_name};
+    if (!scale_name.empty()) wanted.push_back(scale_name);
+    ENGRAM_ASSIGN_OR_RETURN(SafetensorsHeader h, ReadSafetensorsHeader(f, wanted));
     const TensorInfo* w = h.Find(weight_name);
     if (!w) {
       return Status::NotFound(f + ": no tensor named '" + weight_name + "' (it has " + SomeTensorNames(h) + ")");

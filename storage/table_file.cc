@@ -40,25 +40,38 @@ Status TableFile::Load() {
   ENGRAM_ASSIGN_OR_RETURN(header_, DecodeTableHeader(block, size));
   geometry_ = TableGeometry(header_);
 
-  // The metadata section and its zero padding (bounded by kMaxMetadataBytes).
+  // The metadata section and its zero padding (bounded by kMaxMetadataBytes),
+  // read straight into the text that is kept: no second copy, even briefly.
   uint64_t padded = header_.file_bytes - header_.metadata_offset;
-  std::vector<std::byte> section(padded);
+  metadata_text_.resize(padded);
+  std::span<std::byte> section(reinterpret_cast<std::byte*>(metadata_text_.data()), padded);
   ENGRAM_RETURN_IF_ERROR(fileutil::PreadExact(fd_, section, header_.metadata_offset, path_));
   uint64_t hash = XXH3_64bits(section.data(), header_.metadata_bytes);
   if (hash != header_.metadata_xxh3) return Status::Corruption("metadata section checksum mismatch");
   for (uint64_t i = header_.metadata_bytes; i < padded; ++i) {
     if (section[i] != std::byte{0}) return Status::Corruption("metadata section padding is not zero");
   }
-  metadata_text_.assign(reinterpret_cast<const char*>(section.data()), header_.metadata_bytes);
-  auto parsed = ParseBoundedJson(metadata_text_);
-  if (!parsed.ok()) return Status::Corruption("metadata section: " + parsed.status().message());
-  metadata_ = std::move(parsed).value();
-  if (!metadata_.is_object()) return Status::Corruption("metadata section is not a JSON object");
-  if (metadata_.contains("hash_layout")) {
-    Status s = ValidateHashLayout(metadata_["hash_layout"], header_.row_count);
+  metadata_text_.resize(header_.metadata_bytes);
+  static constexpr std::string_view kChecked[] = {"hash_layout"};
+  auto checked = ParseBoundedJsonMembers(metadata_text_, kChecked);
+  if (!checked.ok()) return Status::Corruption("metadata section: " + checked.status().message());
+  if (checked->contains("hash_layout")) {
+    Status s = ValidateHashLayout((*checked)["hash_layout"], header_.row_count);
     if (!s.ok()) return Status::Corruption("metadata: " + s.message());
   }
   return Status::OK();
+}
+
+Result<nlohmann::json> TableFile::ParseMetadata() const {
+  auto parsed = ParseBoundedJson(metadata_text_);
+  if (!parsed.ok()) return Status::Corruption(path_ + ": metadata section: " + parsed.status().message());
+  return parsed;
+}
+
+Result<nlohmann::json> TableFile::MetadataMembers(std::span<const std::string_view> keys) const {
+  auto parsed = ParseBoundedJsonMembers(metadata_text_, keys);
+  if (!parsed.ok()) return Status::Corruption(path_ + ": metadata section: " + parsed.status().message());
+  return parsed;
 }
 
 Status TableFile::VerifyBlock(uint64_t block_index, std::span<const std::byte> block) const {

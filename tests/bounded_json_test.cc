@@ -101,5 +101,46 @@ TEST(BoundedJson, DeepSafetensorsHeaderIsAnError) {
   EXPECT_NE(h.status().message().find("deeper than"), std::string::npos) << h.status().ToString();
 }
 
+TEST(BoundedJson, MembersKeepsOnlyTheNamedTopLevelMembersAndChecksTheRest) {
+  static constexpr std::string_view kKeep[] = {"b", "missing"};
+  auto m = ParseBoundedJsonMembers(R"({"a": [1, {"x": 2}], "b": {"c": [3, 4]}, "d": "e"})", kKeep);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(*m, (nlohmann::json{{"b", {{"c", {3, 4}}}}}));
+  // The members not kept are still checked, and the whole must be an object.
+  EXPECT_EQ(ParseBoundedJsonMembers(R"({"a": [1, }, "b": 1})", kKeep).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseBoundedJsonMembers(R"({"a": 1e999999})", kKeep).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseBoundedJsonMembers("[1, 2]", kKeep).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseBoundedJsonMembers("\"b\"", kKeep).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseBoundedJsonMembers("{} {}", kKeep).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseBoundedJsonMembers("{\"a\": " + Nested(kMaxJsonDepth + 1) + "}", kKeep).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(*ParseBoundedJsonMembers(" {\"a\": 1} ", kKeep), nlohmann::json::object());
+}
+
+TEST(BoundedJson, IndentLaysOutDumpedTextExactlyAsDumpDoes) {
+  const nlohmann::json v = {{"a", {1, 2.5, -3, true, nullptr, "x\"y\\z"}},
+                            {"b", nlohmann::json::object()},
+                            {"c", nlohmann::json::array()},
+                            {"d", {{"e", {{"f", "[{,:}]"}}}, {"g", {nlohmann::json::array(), {1}}}}},
+                            {"h", "\xc3\xa9\\u0001"}};
+  const std::string compact = v.dump();
+  for (int indent : {1, 2, 4}) EXPECT_EQ(IndentJson(compact, indent), v.dump(indent)) << indent;
+  // Whitespace in the text is not kept; scalars are.
+  EXPECT_EQ(IndentJson(" { \"k\" :\n[ 1 ,2 ] , \"l\": { } }", 2), "{\n  \"k\": [\n    1,\n    2\n  ],\n  \"l\": {}\n}");
+  EXPECT_EQ(IndentJson("7", 2), "7");
+  // Written in pieces, the same text.
+  std::string big = "[";
+  for (int i = 0; i < 50000; ++i) big += (i ? ",\"" : "\"") + std::to_string(i) + "\"";
+  big += "]";
+  std::string pieces;
+  size_t calls = 0;
+  IndentJson(big, 1, [&](std::string_view p) {
+    pieces.append(p);
+    ++calls;
+  });
+  EXPECT_EQ(pieces, nlohmann::json::parse(big).dump(1));
+  EXPECT_GT(calls, 1u);
+}
+
 }  // namespace
 }  // namespace engram

@@ -231,16 +231,17 @@ int main(int argc, char** argv) {
 
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   /* Out of memory is a status, not an exception through C: a child process
-   * limits its address space so that the cache's index and slab (mmap) fit
-   * but its 1 GiB sketch (heap) does not. (Sanitizers reserve terabytes of
-   * address space, so this runs in the plain build only.) */
+   * limits its address space so that the cache's index and slab (capped at
+   * the table's 5,000 rows) fit but its 1 GiB sketch does not. (Sanitizers
+   * reserve terabytes of address space, so this runs in the plain build
+   * only.) */
   pid_t child = fork();
   if (child == 0) {
     long pages = 0;
     FILE* statm = fopen("/proc/self/statm", "r");
     if (!statm || fscanf(statm, "%ld", &pages) != 1) _exit(3);
     fclose(statm);
-    rlim_t limit = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)1536 << 20);
+    rlim_t limit = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)512 << 20);
     struct rlimit as = {limit, limit};
     if (setrlimit(RLIMIT_AS, &as) != 0) _exit(4);
     o.table_paths = paths;

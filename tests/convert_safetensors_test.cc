@@ -3,6 +3,7 @@
 // writer in this repository.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -11,6 +12,7 @@
 #include "storage/safetensors_header.h"
 #include "storage/table_converter.h"
 #include "storage/table_file.h"
+#include "tests/testing/resident_memory.h"
 #include "tests/testing/temp_table.h"
 
 namespace engram {
@@ -90,7 +92,7 @@ TEST(ConvertSafetensors, Fp8WeightAndScaleBecome264ByteRecords) {
   auto t = TableFile::Open(dir.File("t.engram"));
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   ExpectRecords(**t, 37, 256, 8);
-  const auto& m = (*t)->metadata();
+  const nlohmann::json m = (*t)->ParseMetadata().value();
   EXPECT_EQ(m["record"]["bytes"], 264);
   EXPECT_EQ(m["record"]["fields"][0]["dtype"], "F8_E4M3");
   EXPECT_EQ(m["record"]["fields"][1]["dtype"], "F8_E8M0");
@@ -112,7 +114,7 @@ TEST(ConvertSafetensors, ShardsAreConcatenatedInOrder) {
   auto t = TableFile::Open(dir.File("t.engram"));
   ASSERT_TRUE(t.ok());
   ExpectRecords(**t, 54, 256, 8);
-  EXPECT_EQ((*t)->metadata()["source"]["shards"].size(), 3u);
+  EXPECT_EQ((*t)->ParseMetadata().value()["source"]["shards"].size(), 3u);
 }
 
 TEST(ConvertSafetensors, Bf16WeightWithoutScaleIsCopiedAsStored) {
@@ -152,7 +154,7 @@ TEST(ConvertSafetensors, HashLayoutIsEmbeddedOnlyWhenRowCountsAgree) {
   ASSERT_TRUE(ConvertToTable(*spec, dir.File("t.engram"), o).ok());
   auto t = TableFile::Open(dir.File("t.engram"));
   ASSERT_TRUE(t.ok());
-  EXPECT_EQ((*t)->metadata()["hash_layout"]["primes"][0][1], 11);
+  EXPECT_EQ((*t)->ParseMetadata().value()["hash_layout"]["primes"][0][1], 11);
   (*o.hash_layout)["total_rows"] = 19;
   auto bad = ConvertToTable(*spec, dir.File("u.engram"), o);
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
@@ -299,6 +301,38 @@ TEST(SafetensorsHeader, ReadFromDiskNamesTheFile) {
   EXPECT_EQ(h.status().code(), StatusCode::kCorruption);
   EXPECT_NE(h.status().message().find("bad.safetensors"), std::string::npos);
   EXPECT_EQ(ReadSafetensorsHeader(dir.File("missing.safetensors")).status().code(), StatusCode::kNotFound);
+}
+
+// A safetensors header of tens of MB (a checkpoint with many tensors) costs
+// a small multiple of its size to find the named tensors in, not a parsed
+// tree of every unrelated tensor.
+TEST(SafetensorsHeader, LargeHeaderCostsASmallMultipleOfItsSize) {
+  TempDir dir;
+  const std::string path = dir.File("many.safetensors");
+  const uint64_t kUnrelated = 300000;
+  uint64_t header_bytes = 0;
+  {
+    std::string header = "{\"__metadata__\":{\"format\":\"pt\"}";
+    header.reserve(32u << 20);
+    for (uint64_t i = 0; i < kUnrelated; ++i) {
+      header += "," + TensorJson("model.layers." + std::to_string(i) + ".mlp.experts.weight", "U8", "[1]", i, i + 1);
+    }
+    header += "," + TensorJson("engram.weight", "U8", "[4,8]", kUnrelated, kUnrelated + 32) + "}";
+    header_bytes = header.size();
+    WriteFile(path, Safetensors(header, std::string(kUnrelated + 32, 'd')));
+  }
+  ASSERT_GT(header_bytes, uint64_t{20} << 20);
+  const uint64_t before = testing::ResidentBytes();
+  auto spec = SafetensorsConvertSpec({path}, "engram.weight", "");
+  const uint64_t after = testing::ResidentBytes();
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_EQ(spec->weight.size(), 1u);
+  EXPECT_EQ(spec->weight[0].tensor.shape, (std::vector<uint64_t>{4, 8}));
+  EXPECT_EQ(spec->weight[0].tensor.data_offset, 8 + header_bytes + kUnrelated);
+  if (testing::kUnderSanitizer) GTEST_SKIP() << "RSS is not comparable under sanitizers (redzones, quarantine)";
+  ASSERT_GT(before, 0u) << "/proc/self/statm unreadable";
+  EXPECT_LE(after - std::min(after, before), 3 * header_bytes)
+      << "reading a " << header_bytes << "-byte header grew RSS from " << before << " to " << after;
 }
 
 }  // namespace

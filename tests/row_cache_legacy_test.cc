@@ -10,6 +10,7 @@
 
 #include "src/cache/row_cache.h"
 #include "src/cache/set_associative_cache.h"
+#include "tests/testing/resident_memory.h"
 
 namespace engram {
 namespace {
@@ -469,6 +470,28 @@ TEST(RowCacheSizing, DefaultPolicyOverheadIsAtMost16BytesPerRow) {
   auto legacy = RowCache::Create(Preset("legacy"), uint64_t{1} << 30, 264);
   ASSERT_TRUE(legacy.ok());
   EXPECT_GT(double((*legacy)->Stats().overhead_bytes) / double((*legacy)->Stats().capacity_rows), 16.0);
+}
+
+// A cache commits memory as rows arrive, not at creation: its index, row
+// slab, sketch and ghost history are all untouched zero pages until used, so
+// a 1 GiB cache costs next to nothing to create, and a thousand rows commit
+// a few pages each, not whole huge pages of a slab they are scattered over.
+TEST(RowCacheSizing, MemoryIsCommittedAsRowsArriveNotAtCreation) {
+  const uint64_t before = testing::ResidentBytes();
+  auto c = RowCache::Create(Preset("default"), uint64_t{1} << 30, 264);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const uint64_t created = testing::ResidentBytes();
+  std::vector<std::byte> row(264, std::byte{7});
+  for (uint64_t id = 0; id < 1000; ++id) {
+    EXPECT_FALSE((*c)->Lookup(id * 7919, {}));
+    (*c)->Insert(id * 7919, row);
+  }
+  const uint64_t filled = testing::ResidentBytes();
+  EXPECT_GT((*c)->Stats().resident_rows, 900u);
+  if (testing::kUnderSanitizer) GTEST_SKIP() << "RSS is not comparable under sanitizers";
+  ASSERT_GT(before, 0u) << "/proc/self/statm unreadable";
+  EXPECT_LT(created - std::min(created, before), uint64_t{2} << 20) << "creating a 1 GiB cache";
+  EXPECT_LT(filled - std::min(filled, created), uint64_t{64} << 20) << "1000 rows in a 1 GiB cache";
 }
 
 TEST(RowCacheSizing, CreateWithCapacityRoundsUpToWholeSets) {

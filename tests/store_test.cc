@@ -21,10 +21,12 @@
 #include <sstream>
 #include <thread>
 
+#include "src/store/budget_split.h"
 #include "src/store/store_impl.h"
 #include "storage/file_util.h"
 #include "storage/io/io_engine.h"
 #include "storage/table_file.h"
+#include "tests/testing/resident_memory.h"
 #include "tests/testing/temp_table.h"
 
 namespace engram {
@@ -776,21 +778,22 @@ TEST_F(StoreTest, AsyncGatherRunsHandlerOnCallersExecutor) {
 TEST_F(StoreTest, TwoTablesShareTheBudgetProportionallyOrExplicitly) {
   std::string small = dir_.File("small.engram");
   ASSERT_TRUE(testing::WriteGeneratedTable(small, kRows / 3, kRecord, 9).ok());
-  StoreOptions o = Options("pread", 16u << 20);
+  // 4 MiB: below what either table could use (caches are capped at the rows).
+  StoreOptions o = Options("pread", 4u << 20);
   o.tables.push_back({small, "", 0});
   auto store = Store::Open(o);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   ASSERT_EQ((*store)->table_count(), 2u);
   EXPECT_EQ(*(*store)->FindTable("small"), 1u);
   uint64_t a = (*store)->Stats(0).cache_budget_bytes, b = (*store)->Stats(1).cache_budget_bytes;
-  EXPECT_EQ(a + b, 16u << 20);
+  EXPECT_EQ(a + b, 4u << 20);
   EXPECT_NEAR(double(a) / double(b), 3.0, 0.05);
-  o.tables[1].cache_bytes = 3u << 20;
+  o.tables[1].cache_bytes = 1u << 20;
   auto explicit_store = Store::Open(o);
   ASSERT_TRUE(explicit_store.ok()) << explicit_store.status().ToString();
-  EXPECT_EQ((*explicit_store)->Stats(1).cache_budget_bytes, 3u << 20);
-  EXPECT_EQ((*explicit_store)->Stats(0).cache_budget_bytes, 13u << 20);
-  o.tables[1].cache_bytes = 17u << 20;
+  EXPECT_EQ((*explicit_store)->Stats(1).cache_budget_bytes, 1u << 20);
+  EXPECT_EQ((*explicit_store)->Stats(0).cache_budget_bytes, 3u << 20);
+  o.tables[1].cache_bytes = 5u << 20;
   EXPECT_FALSE(Store::Open(o).ok());
 }
 
@@ -827,6 +830,91 @@ TEST_F(StoreTest, MetricsMoveAsGathersRun) {
   EXPECT_NE(after.find("engram_row_cache_refusals_total{table=\"layer1\",reason=\"lost_admission\"}"),
             std::string::npos);
   EXPECT_NE(after.find("engram_gathers_total{table=\"layer1\"} 2"), std::string::npos);
+}
+
+// A small table's cache never has more slots than the table has rows, and
+// opening a store with a large budget commits almost none of it: memory is
+// committed as rows arrive. 1-byte records make a 1 GiB budget worth tens of
+// millions of slots (and their sketch and ghost history), so a cache sized
+// from the budget alone, or one that touches its arrays at open, shows here.
+TEST_F(StoreTest, SmallTableCacheIsCappedAtItsRowsAndOpeningCommitsAlmostNothing) {
+  const std::string tiny = dir_.File("tiny.engram");
+  ASSERT_TRUE(testing::WriteGeneratedTable(tiny, 1000, 1, 3).ok());
+  StoreOptions o;
+  o.tables.push_back({tiny, "", 0});
+  o.cache_bytes = uint64_t{1} << 30;
+  o.io_backend = "pread";
+  const uint64_t before = testing::ResidentBytes();
+  auto store = Store::Open(o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const uint64_t after = testing::ResidentBytes();
+  const TableStats s = (*store)->Stats(0);
+  EXPECT_LE(s.cache.capacity_rows, 1000u);
+  EXPECT_GE(s.cache.capacity_rows, 500u);  // capped, not starved
+  EXPECT_LE(s.cache.memory_bytes, s.cache_budget_bytes);
+  // Every row fits and is then served from the cache.
+  std::vector<uint64_t> ids(1000);
+  for (uint64_t i = 0; i < ids.size(); ++i) ids[i] = i;
+  std::vector<std::byte> dst(ids.size());
+  ASSERT_TRUE((*store)->Gather(0, ids, dst.data(), 1).status.ok());
+  for (uint64_t i = 0; i < ids.size(); ++i) {
+    ASSERT_EQ(dst[i], testing::ExpectedRow(3, i, 1)[0]) << i;
+  }
+  if (testing::kUnderSanitizer) GTEST_SKIP() << "RSS is not comparable under sanitizers; capacity checked above";
+  ASSERT_GT(before, 0u) << "/proc/self/statm unreadable";
+  EXPECT_LT(after - std::min(after, before), uint64_t{16} << 20)
+      << "opening a store with a 1 GiB budget on a 1,000-row table grew RSS from " << before << " to " << after;
+}
+
+// The budget a capped table cannot use goes to the tables that can: with
+// 1-byte records a table needs ~17x its size in cache (index, sketch, ghost
+// history per row), a 264-byte table ~1.06x, so a split by size alone would
+// give the small 264-byte table more than it can hold.
+TEST_F(StoreTest, BudgetASmallTableCannotUseGoesToTheOthers) {
+  const std::string bytes = dir_.File("bytes.engram"), tiny = dir_.File("tiny.engram");
+  ASSERT_TRUE(testing::WriteGeneratedTable(bytes, 100000, 1, 5).ok());
+  ASSERT_TRUE(testing::WriteGeneratedTable(tiny, 1000, kRecord, 3).ok());
+  StoreOptions o;
+  o.tables = {{bytes, "", 0}, {tiny, "", 0}};
+  o.cache_bytes = 1u << 20;
+  o.io_backend = "pread";
+  auto store = Store::Open(o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const TableStats big = (*store)->Stats(0), small = (*store)->Stats(1);
+  EXPECT_LE(small.cache.capacity_rows, 1000u);
+  EXPECT_GE(small.cache.capacity_rows, 900u);
+  EXPECT_LT(small.cache_budget_bytes, 1000u * (kRecord + 32));
+  EXPECT_EQ(big.cache_budget_bytes + small.cache_budget_bytes, 1u << 20);
+  EXPECT_GT(big.cache_budget_bytes, 700u << 10);  // a split by size alone gives it 282 KiB
+  EXPECT_LT(big.cache.capacity_rows, 100000u);   // still under pressure: it uses all it gets
+  // An explicit reservation beyond what the table can use is returned too.
+  o.tables[1].cache_bytes = 512u << 10;
+  auto reserved = Store::Open(o);
+  ASSERT_TRUE(reserved.ok()) << reserved.status().ToString();
+  EXPECT_EQ((*reserved)->Stats(1).cache_budget_bytes, small.cache_budget_bytes);
+  EXPECT_EQ((*reserved)->Stats(0).cache_budget_bytes, big.cache_budget_bytes);
+}
+
+// cache_memory_fraction sizes the budget from MemAvailable at open, with
+// cache_bytes as the ceiling; a fraction outside [0, 1] is refused.
+TEST_F(StoreTest, CacheMemoryFractionSizesTheBudgetFromMemAvailable) {
+  auto available = ReadMemAvailable();
+  ASSERT_TRUE(available.ok()) << available.status().ToString();
+  StoreOptions o = Options("pread", uint64_t{1} << 30);
+  o.cache_memory_fraction = double(2u << 20) / double(*available);  // ~2 MiB, below layer1's need
+  auto store = Store::Open(o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const uint64_t budget = (*store)->Stats(0).cache_budget_bytes;
+  EXPECT_GT(budget, 1u << 20);  // MemAvailable moves a little between the two reads
+  EXPECT_LT(budget, 4u << 20);
+  EXPECT_LE((*store)->Stats(0).cache.memory_bytes, budget);
+  o.cache_memory_fraction = 1.0;
+  o.cache_bytes = 3u << 20;  // the ceiling
+  auto capped = Store::Open(o);
+  ASSERT_TRUE(capped.ok()) << capped.status().ToString();
+  EXPECT_EQ((*capped)->Stats(0).cache_budget_bytes, 3u << 20);
+  o.cache_memory_fraction = 1.5;
+  EXPECT_EQ(Store::Open(o).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

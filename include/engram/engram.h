@@ -38,6 +38,10 @@ typedef struct engram_store_options {
   const char* io_backend;         /* NULL = "auto" */
   const char* metrics_listen;     /* NULL = no endpoint; "127.0.0.1:9464" */
   const char* trace_path;         /* NULL = no trace capture */
+  /* 0 = unused. In (0, 1]: the cache budget is the smaller of cache_bytes
+   * (or its 1 GiB default) and this share of MemAvailable at open, for
+   * unified-memory hosts (StoreOptions::cache_memory_fraction). */
+  double cache_memory_fraction;
 } engram_store_options;
 
 typedef struct engram_gather_result {

@@ -14,7 +14,8 @@ struct TableOptions {
   // stem ("layer1" for /data/layer1.engram).
   std::string name;
   // Bytes of the store's cache budget reserved for this table; 0 = a share of
-  // what is left, proportional to table size.
+  // what is left, proportional to table size. Either way a table gets at
+  // most what a cache of all its rows takes; the rest goes to the others.
   uint64_t cache_bytes = 0;
 };
 
@@ -22,7 +23,18 @@ struct StoreOptions {
   std::vector<TableOptions> tables;
 
   // One budget for every table's row cache (rows, index, metadata, sketch).
+  // A table's cache never exceeds what holds all its rows; what a small
+  // table cannot use goes to the other tables. Memory is committed as rows
+  // arrive, not at open.
   uint64_t cache_bytes = 1ull << 30;
+  // A budget relative to the host's free memory, for unified-memory hosts
+  // (GB10 / DGX Spark) where the cache competes with GPU memory and the page
+  // cache. 0 = unused (the budget is cache_bytes). In (0, 1]: the budget is
+  // the smaller of cache_bytes and this share of MemAvailable
+  // (/proc/meminfo), read once at open; cache_bytes is then a ceiling (set
+  // it to UINT64_MAX to size by the share alone). Outside [0, 1] (or NaN),
+  // or with no MemAvailable to read, Open fails.
+  double cache_memory_fraction = 0.0;
   // A RowCacheConfig spec: a preset ("default", "legacy", "two-choice", ...)
   // optionally followed by key=value overrides (see cache_config.h).
   std::string cache_policy = "default";

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <cerrno>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -31,13 +32,21 @@ Result<AnonymousMemory> AnonymousMemory::Allocate(uint64_t bytes, const char* wh
   if (p == MAP_FAILED) {
     return Status::FromErrno("row cache: allocate " + std::to_string(bytes) + " bytes for the " + what, errno);
   }
-#ifdef MADV_HUGEPAGE
-  // Random probes over a large index/slab: fewer TLB misses with huge pages.
-  if (bytes >= (uint64_t{2} << 20)) madvise(p, bytes, MADV_HUGEPAGE);
-#endif
   m.data_ = static_cast<uint8_t*>(p);
   m.size_ = bytes;
   return m;
+}
+
+void AnonymousMemory::AdviseHugePages() const {
+#ifdef MADV_HUGEPAGE
+  if (size_ >= (uint64_t{2} << 20)) madvise(data_, size_, MADV_HUGEPAGE);
+#endif
+}
+
+AnonymousMemory AnonymousMemory::AllocateOrThrow(uint64_t bytes, const char* what) {
+  Result<AnonymousMemory> m = Allocate(bytes, what);
+  if (!m.ok()) throw std::bad_alloc();
+  return std::move(m).value();
 }
 
 }  // namespace engram::cache

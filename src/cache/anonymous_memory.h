@@ -1,8 +1,13 @@
 // AnonymousMemory: a zero-filled, page-aligned region from mmap.
 //
-// The cache index and row slab come from here rather than new[]: the kernel
-// hands out zero pages lazily, so creating a 1.4M-row emulator index or a
-// 1 GiB cache costs no memset, and untouched slots cost no RSS.
+// Every array of the row cache (index, row slab, frequency sketch, ghost
+// history) comes from here rather than new[]: the kernel hands out zero
+// pages lazily, so creating a 1.4M-row emulator index or a 1 GiB cache costs
+// no memset, opening a store commits no cache memory, and memory is committed
+// only as rows arrive. Structures that need zero-initialised counters rely on
+// fresh anonymous pages being zero; they access the bytes through
+// std::atomic_ref, never by constructing atomics over them (which would
+// touch every page).
 #pragma once
 
 #include <cstddef>
@@ -24,6 +29,17 @@ class AnonymousMemory {
   // bytes may be 0 (an empty region, data() == nullptr). `what` names the
   // region in the error message.
   static Result<AnonymousMemory> Allocate(uint64_t bytes, const char* what);
+  // For constructors, which cannot return a Status: throws std::bad_alloc
+  // when the region cannot be mapped (SetAssociativeRowCache::Make turns
+  // that into ResourceExhausted).
+  static AnonymousMemory AllocateOrThrow(uint64_t bytes, const char* what);
+
+  // Asks for transparent huge pages over the region (fewer TLB misses on
+  // random probes of a large, well-filled index or slab). Not done at
+  // allocation: a huge page is committed whole on first touch, so rows
+  // scattered by hash over a fresh region would commit all of it after a
+  // few thousand inserts. Harmless on a region in use; a hint only.
+  void AdviseHugePages() const;
 
   uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }

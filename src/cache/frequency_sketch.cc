@@ -21,7 +21,7 @@ FrequencySketch::FrequencySketch(uint64_t bytes, uint32_t depth, uint32_t counte
       blocks_(bytes_ / kBlockBytes),
       seed_(Remix(seed ^ 0x5ce7c4a1d2b3f607ULL)),
       conservative_(conservative),
-      counters_(new std::atomic<uint8_t>[bytes_]()) {}
+      counters_(AnonymousMemory::AllocateOrThrow(bytes_, "frequency sketch")) {}
 
 FrequencySketch::Probe FrequencySketch::ProbeOf(uint64_t hash) const {
   // Kirsch-Mitzenmacher double hashing: row i uses a + i*b. Remixing with the
@@ -50,18 +50,19 @@ uint64_t FrequencySketch::IndexIn(const Probe& p, uint32_t row) const {
 }
 
 uint32_t FrequencySketch::Get(uint64_t counter) const {
-  if (bits_ == 8) return counters_[counter].load(std::memory_order_relaxed);
-  uint8_t byte = counters_[counter >> 1].load(std::memory_order_relaxed);
+  if (bits_ == 8) return Byte(counter).load(std::memory_order_relaxed);
+  uint8_t byte = Byte(counter >> 1).load(std::memory_order_relaxed);
   return (counter & 1) ? (byte >> 4) : (byte & 0x0f);
 }
 
 void FrequencySketch::Bump(uint64_t counter) {
   if (bits_ == 8) {
-    uint8_t v = counters_[counter].load(std::memory_order_relaxed);
-    if (v != 0xff) counters_[counter].store(v + 1, std::memory_order_relaxed);
+    std::atomic_ref<uint8_t> cell = Byte(counter);
+    uint8_t v = cell.load(std::memory_order_relaxed);
+    if (v != 0xff) cell.store(v + 1, std::memory_order_relaxed);
     return;
   }
-  std::atomic<uint8_t>& cell = counters_[counter >> 1];
+  std::atomic_ref<uint8_t> cell = Byte(counter >> 1);
   uint8_t byte = cell.load(std::memory_order_relaxed);
   unsigned shift = (counter & 1) ? 4 : 0;
   if (((byte >> shift) & 0x0f) != 0x0f) cell.store(static_cast<uint8_t>(byte + (1u << shift)), std::memory_order_relaxed);
@@ -93,10 +94,10 @@ void FrequencySketch::Prefetch(uint64_t hash) const {
   // A counter's byte: 8-bit counters one per byte, 4-bit two per byte.
   const unsigned shift = bits_ == 8 ? 0 : 1;
   if (blocked_) {
-    __builtin_prefetch(&counters_[IndexIn(p, 0) >> shift]);
+    __builtin_prefetch(counters_.data() + (IndexIn(p, 0) >> shift));
     return;
   }
-  for (uint32_t i = 0; i < depth_; ++i) __builtin_prefetch(&counters_[IndexIn(p, i) >> shift]);
+  for (uint32_t i = 0; i < depth_; ++i) __builtin_prefetch(counters_.data() + (IndexIn(p, i) >> shift));
 }
 
 uint32_t FrequencySketch::Estimate(uint64_t hash) const {
@@ -114,8 +115,11 @@ void FrequencySketch::Halve() {
   // crossed from the high nibble into the low one.
   const uint8_t mask = bits_ == 8 ? 0x7f : 0x77;
   for (uint64_t i = 0; i < bytes_; ++i) {
-    uint8_t v = counters_[i].load(std::memory_order_relaxed);
-    if (v != 0) counters_[i].store(static_cast<uint8_t>((v >> 1) & mask), std::memory_order_relaxed);
+    // Reading an untouched page maps the shared zero page; only counters
+    // that are nonzero are written, so halving commits no new memory.
+    std::atomic_ref<uint8_t> cell = Byte(i);
+    uint8_t v = cell.load(std::memory_order_relaxed);
+    if (v != 0) cell.store(static_cast<uint8_t>((v >> 1) & mask), std::memory_order_relaxed);
   }
   halvings_.fetch_add(1, std::memory_order_relaxed);
 }

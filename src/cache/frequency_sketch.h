@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "src/cache/anonymous_memory.h"
+
 namespace engram::cache {
 
 class FrequencySketch {
@@ -30,6 +32,9 @@ class FrequencySketch {
   // keys share counters.
   // blocked: a key's counters share one 64-byte block (bytes is then rounded
   // down to whole blocks, at least one).
+  // The counters are anonymous memory (zero pages until first written), so
+  // a large sketch costs no RSS until rows are counted; throws
+  // std::bad_alloc if the region cannot be mapped.
   FrequencySketch(uint64_t bytes, uint32_t depth, uint32_t counter_bits, uint64_t seed,
                   bool conservative = false, bool blocked = false);
 
@@ -59,6 +64,7 @@ class FrequencySketch {
   uint64_t IndexIn(const Probe& p, uint32_t row) const;
   uint32_t Get(uint64_t counter) const;
   void Bump(uint64_t counter);
+  std::atomic_ref<uint8_t> Byte(uint64_t i) const { return std::atomic_ref<uint8_t>(counters_.data()[i]); }
 
   uint64_t bytes_;
   uint32_t depth_;
@@ -69,7 +75,7 @@ class FrequencySketch {
   uint64_t blocks_;  // 64-byte blocks (blocked layout)
   uint64_t seed_;
   bool conservative_;
-  std::unique_ptr<std::atomic<uint8_t>[]> counters_;
+  AnonymousMemory counters_;  // bytes_ counter bytes, accessed through Byte()
   std::atomic<uint64_t> halvings_{0};
 };
 

@@ -16,7 +16,7 @@ GhostHistory::GhostHistory(uint64_t bytes, uint32_t epoch_bits, uint64_t granula
       max_age_((1u << epoch_bits) - std::max(1u, (1u << epoch_bits) / 4)),
       granularity_(std::max<uint64_t>(granularity, 1)),
       seed_(Remix(seed ^ 0x6a09e667f3bcc908ULL)),
-      words_(new std::atomic<uint64_t>[buckets_ * kWordsPerBucket]()) {}
+      words_(AnonymousMemory::AllocateOrThrow(buckets_ * 64, "ghost history")) {}
 
 GhostHistory::Slot GhostHistory::SlotOf(uint64_t hash) const {
   const uint64_t h = Remix(hash ^ seed_);
@@ -30,9 +30,8 @@ GhostHistory::Slot GhostHistory::SlotOf(uint64_t hash) const {
 }
 
 void GhostHistory::ScanBucket(const Slot& s, uint64_t now_epoch, Scan* scan) const {
-  const std::atomic<uint64_t>* words = Bucket(s.bucket);
   for (uint32_t w = 0; w < kWordsPerBucket; ++w) {
-    const uint64_t v = words[w].load(std::memory_order_relaxed);
+    const uint64_t v = Word(s.bucket, w).load(std::memory_order_relaxed);
     for (uint32_t k = 0; k < 4; ++k) scan->entries[w * 4 + k] = static_cast<uint16_t>(v >> (16 * k));
   }
   const uint16_t fp_mask = static_cast<uint16_t>(~epoch_mask_);
@@ -60,7 +59,7 @@ void GhostHistory::ScanBucket(const Slot& s, uint64_t now_epoch, Scan* scan) con
 }
 
 void GhostHistory::StoreEntry(uint64_t bucket, int index, uint16_t value) {
-  std::atomic<uint64_t>& word = Bucket(bucket)[index / 4];
+  std::atomic_ref<uint64_t> word = Word(bucket, static_cast<uint32_t>(index / 4));
   const int shift = 16 * (index % 4);
   uint64_t old = word.load(std::memory_order_relaxed);
   uint64_t updated;
@@ -130,9 +129,8 @@ void GhostHistory::Sweep(uint64_t now, uint64_t max_buckets) {
   const uint64_t now_epoch = now / granularity_;
   for (uint64_t i = from; i < to; ++i) {
     const uint64_t bucket = i % buckets_;
-    std::atomic<uint64_t>* words = Bucket(bucket);
     for (uint32_t w = 0; w < kWordsPerBucket; ++w) {
-      const uint64_t v = words[w].load(std::memory_order_relaxed);
+      const uint64_t v = Word(bucket, w).load(std::memory_order_relaxed);
       for (uint32_t k = 0; k < 4; ++k) {
         const uint16_t e = static_cast<uint16_t>(v >> (16 * k));
         if (e != 0 && EpochAge(e, now_epoch) >= max_age_) StoreEntry(bucket, int(w * 4 + k), 0);

@@ -36,6 +36,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "src/cache/anonymous_memory.h"
+
 namespace engram::cache {
 
 class GhostHistory {
@@ -44,7 +46,9 @@ class GhostHistory {
   static constexpr uint64_t kNever = ~uint64_t{0};
 
   // bytes >= 64 (rounded down to whole buckets); epoch_bits 2..8;
-  // granularity >= 1 ticks per epoch.
+  // granularity >= 1 ticks per epoch. The table is anonymous memory (zero
+  // pages, i.e. empty entries, until first written), so it costs no RSS
+  // until rows are recorded; throws std::bad_alloc if it cannot be mapped.
   GhostHistory(uint64_t bytes, uint32_t epoch_bits, uint64_t granularity, uint64_t seed);
 
   // The row (by its 64-bit hash) is accessed now: returns the age of its
@@ -90,7 +94,11 @@ class GhostHistory {
   uint32_t EpochAge(uint16_t entry, uint64_t now_epoch) const {
     return static_cast<uint32_t>((now_epoch - entry) & epoch_mask_);
   }
-  std::atomic<uint64_t>* Bucket(uint64_t b) const { return words_.get() + b * kWordsPerBucket; }
+  // Word w of bucket b, accessed atomically in place.
+  std::atomic_ref<uint64_t> Word(uint64_t b, uint32_t w) const {
+    return std::atomic_ref<uint64_t>(reinterpret_cast<uint64_t*>(words_.data())[b * kWordsPerBucket + w]);
+  }
+  const uint8_t* Bucket(uint64_t b) const { return words_.data() + b * 64; }
   void ScanBucket(const Slot& s, uint64_t now_epoch, Scan* scan) const;
   void StoreEntry(uint64_t bucket, int index, uint16_t value);
   void Place(const Slot& s, const Scan& scan, uint64_t when_epoch, uint64_t now_epoch);
@@ -101,7 +109,7 @@ class GhostHistory {
   uint32_t max_age_;  // entries this many epochs old are cleared by the sweep
   uint64_t granularity_;
   uint64_t seed_;
-  std::unique_ptr<std::atomic<uint64_t>[]> words_;  // 4 entries per word, entry i in bits 16*(i%4)
+  AnonymousMemory words_;  // uint64 words, 4 entries per word, entry i in bits 16*(i%4)
   // Sweep position, in buckets since the start (monotonic).
   std::atomic<uint64_t> swept_{0};
 };

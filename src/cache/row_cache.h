@@ -53,13 +53,24 @@ class RowCache {
   // index, per-slot metadata and sketch are charged. row_bytes may be 0: the
   // cache then keeps only the index (the emulator's mode); capacity must then
   // be given with CreateWithCapacity.
+  //
+  // max_rows caps the capacity at a table's row count: a cache never has
+  // more slots than max_rows (whole sets, rounded down; but at least one set,
+  // so a table of fewer rows than config.ways gets one set of ways slots).
+  // Memory is committed only as rows arrive (every array is anonymous
+  // memory), so creating a large cache costs no RSS and no time.
+  static constexpr uint64_t kNoRowLimit = ~uint64_t{0};
   static Result<std::unique_ptr<RowCache>> Create(const RowCacheConfig& config, uint64_t budget_bytes,
-                                                  uint32_t row_bytes);
+                                                  uint32_t row_bytes, uint64_t max_rows = kNoRowLimit);
   // The capacity_rows Create() would give for this budget, without allocating:
   // lets the emulator size an index-only cache (row_bytes = 0 in
   // CreateWithCapacity) exactly like a real cache of row_bytes rows.
   static Result<uint64_t> CapacityForBudget(const RowCacheConfig& config, uint64_t budget_bytes,
-                                            uint32_t row_bytes);
+                                            uint32_t row_bytes, uint64_t max_rows = kNoRowLimit);
+  // The budget beyond which a cache capped at max_rows gains nothing: the
+  // footprint of its largest capped size. A store gives the rest to other
+  // tables.
+  static Result<uint64_t> BudgetForRows(const RowCacheConfig& config, uint64_t max_rows, uint32_t row_bytes);
   // A cache with (at least, rounded to whole sets) capacity_rows slots.
   static Result<std::unique_ptr<RowCache>> CreateWithCapacity(const RowCacheConfig& config,
                                                               uint64_t capacity_rows, uint32_t row_bytes);

@@ -99,6 +99,10 @@ uint64_t SetsForBudget(const RowCacheConfig& config, uint64_t budget_bytes, uint
   if (budget_bytes <= fixed) return 0;
   uint64_t sets = std::min((budget_bytes - fixed) / per_set, kMaxSets);
   while (sets > 0 && FootprintFor(config, sets, row_bytes).total() > budget_bytes) --sets;
+  // The estimate charges the sketch's and history's rounding to whole lines
+  // up front, so it can fall a set short (a budget of exactly N sets'
+  // footprint, as BudgetForRows gives, must give N sets).
+  while (sets < kMaxSets && FootprintFor(config, sets + 1, row_bytes).total() <= budget_bytes) ++sets;
   return sets;
 }
 
@@ -111,8 +115,10 @@ Result<std::unique_ptr<SetAssociativeRowCache>> SetAssociativeRowCache::Make(con
   CacheFootprint footprint = FootprintFor(config, num_sets, row_bytes);
   ENGRAM_ASSIGN_OR_RETURN(AnonymousMemory index, AnonymousMemory::Allocate(footprint.index_bytes, "index"));
   ENGRAM_ASSIGN_OR_RETURN(AnonymousMemory slab, AnonymousMemory::Allocate(footprint.slab_bytes, "row slab"));
-  // The sketch and the ghost history are heap arrays: a budget the machine
-  // cannot back is a status here, not an exception out of the library.
+  // The sketch and the ghost history map their own anonymous memory in
+  // their constructors, which throw std::bad_alloc when it cannot be
+  // mapped: a budget the machine cannot back is a status here, not an
+  // exception out of the library.
   try {
     return std::unique_ptr<SetAssociativeRowCache>(
         new SetAssociativeRowCache(config, num_sets, row_bytes, footprint, std::move(index), std::move(slab)));
@@ -142,6 +148,7 @@ SetAssociativeRowCache::SetAssociativeRowCache(const RowCacheConfig& config, uin
       stale_ticks_(StaleTicks(config, num_sets * config.ways)),
       relocation_min_empty_(std::max<uint64_t>(1, num_sets * config.ways / 1024)),
       empty_slots_(num_sets * config.ways),
+      huge_pages_at_empty_(num_sets * config.ways / 2),
       maintain_ticks_(MaintainTicks(num_sets * config.ways)),
       // Every set once per kStampRefreshTicks, which hold
       // kStampRefreshTicks / maintain_ticks_ calls.
@@ -555,7 +562,7 @@ InsertOutcome SetAssociativeRowCache::Insert(uint64_t row_id, std::span<const st
     case InsertOutcome::kInserted:
       stats.inserts.fetch_add(1, std::memory_order_relaxed);
       stats.resident_delta.fetch_add(1, std::memory_order_relaxed);
-      empty_slots_.fetch_sub(1, std::memory_order_relaxed);
+      SlotFilled();
       break;
     case InsertOutcome::kInsertedEvicted:
       stats.inserts.fetch_add(1, std::memory_order_relaxed);
@@ -603,7 +610,7 @@ InsertOutcome SetAssociativeRowCache::InsertPinned(uint64_t row_id, std::span<co
     stats.evictions.fetch_add(1, std::memory_order_relaxed);
   } else {
     stats.resident_delta.fetch_add(1, std::memory_order_relaxed);
-    empty_slots_.fetch_sub(1, std::memory_order_relaxed);
+    SlotFilled();
   }
   return p.outcome;
 }

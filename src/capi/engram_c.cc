@@ -99,6 +99,7 @@ engram_status engram_store_open(const engram_store_options* options, engram_stor
   if (options->io_backend) o.io_backend = options->io_backend;
   if (options->metrics_listen) o.metrics_listen = options->metrics_listen;
   if (options->trace_path) o.trace_path = options->trace_path;
+  o.cache_memory_fraction = options->cache_memory_fraction;
   auto store = engram::Store::Open(o);
   if (!store.ok()) return Report(store.status());
   *out = new engram_store{std::move(store).value()};

@@ -79,12 +79,30 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
     weights.push_back(state->file->row_count() * state->file->record_bytes());
     store->tables_.push_back(std::move(state));
   }
+  uint64_t mem_available = 0;
+  if (options.cache_memory_fraction != 0.0) {
+    ENGRAM_ASSIGN_OR_RETURN(mem_available, ReadMemAvailable());
+  }
+  ENGRAM_ASSIGN_OR_RETURN(
+      uint64_t cache_budget,
+      EffectiveCacheBudget(options.cache_bytes, options.cache_memory_fraction, mem_available));
+  if (options.cache_memory_fraction != 0.0) {
+    spdlog::info("store: cache budget {} B = min(cache_bytes {}, {} x MemAvailable {})", cache_budget,
+                 options.cache_bytes, options.cache_memory_fraction, mem_available);
+  }
+  // A table's cache is capped at its rows; what it cannot use goes to others.
+  std::vector<uint64_t> caps;
+  for (const auto& t : store->tables_) {
+    auto cap = RowCache::BudgetForRows(cache_config, t->file->row_count(), t->file->record_bytes());
+    if (!cap.ok()) return cap.status().WithContext("cache for table " + t->name);
+    caps.push_back(*cap);
+  }
   ENGRAM_ASSIGN_OR_RETURN(std::vector<uint64_t> budgets,
-                          SplitCacheBudget(options.cache_bytes, explicit_bytes, weights));
+                          SplitCacheBudget(cache_budget, explicit_bytes, weights, caps));
   for (size_t i = 0; i < store->tables_.size(); ++i) {
     TableState& t = *store->tables_[i];
     t.cache_budget_bytes = budgets[i];
-    auto cache = RowCache::Create(cache_config, budgets[i], t.file->record_bytes());
+    auto cache = RowCache::Create(cache_config, budgets[i], t.file->record_bytes(), t.file->row_count());
     if (!cache.ok()) return cache.status().WithContext("cache for table " + t.name);
     t.cache = std::move(cache).value();
     spdlog::info("store: table {} ({} rows of {} B) cache {} B = {} rows, policy {}", t.name, t.file->row_count(),

@@ -27,7 +27,9 @@ Status EnsureTable(const std::string& path, const EngramHashLayout& layout, uint
       (*existing)->record_bytes() == record_bytes) {
     // The metadata of a file at this path may come from anything: compare
     // without typed access (value()/get() throw type_error on another shape).
-    const auto& m = (*existing)->metadata();
+    static constexpr std::string_view kCompared[] = {"generator", "hash_layout"};
+    const auto members = (*existing)->MetadataMembers(kCompared);
+    const nlohmann::json m = members.ok() ? *members : nlohmann::json::object();
     const auto hash_layout = m.find("hash_layout");
     if (GeneratorSeed(m) == seed && hash_layout != m.end() && *hash_layout == layout_json) {
       if (log) {

@@ -85,7 +85,8 @@ int FuzzTableFile(const uint8_t* data, size_t size) {
   // Accepted: the geometry must be self-consistent and every row in bounds.
   const TableFile& t = **opened;
   const TableHeader& h = t.header();
-  FUZZ_CHECK(t.metadata().is_object());
+  const auto metadata = t.ParseMetadata();
+  FUZZ_CHECK(metadata.ok() && metadata->is_object());
   FUZZ_CHECK(h.record_bytes >= 1 && h.record_bytes <= kMaxRecordBytes);
   FUZZ_CHECK(h.rows_per_block == RowsPerBlock(h.record_bytes));
   FUZZ_CHECK(uint64_t(h.rows_per_block) * h.record_bytes <= kBlockRecordArea);
