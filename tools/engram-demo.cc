@@ -23,6 +23,7 @@
 #include "src/common/cli_checks.h"
 #include "src/common/logging.h"
 #include "src/workload/report_workload.h"
+#include "storage/temp_file_cleanup.h"
 
 namespace {
 
@@ -63,6 +64,9 @@ int main(int argc, char** argv) {
   app.add_flag("--identity", identity, "hash raw token IDs (as the report's emulation) instead of the token map");
   app.add_flag("--json", json, "also print one JSON object per (policy, request)");
   CLI11_PARSE(app, argc, argv);
+  // A table being written sits under a temporary name until it is complete;
+  // Ctrl-C and SIGTERM must not leave it behind.
+  engram::RemoveTempFilesOnTerminationSignals();
   if (Status s = ConfigureLogging(log_level, "warn"); !s.ok()) return Fail(s);
 
   // 1. Layout, tokens and tables.
