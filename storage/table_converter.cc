@@ -171,6 +171,8 @@ Result<TableHeader> ConvertToTable(const ConvertSpec& spec, const std::string& o
       return Status::InvalidArgument("total row count overflows 64 bits");
     }
   }
+  // Before anything is written: the writer would only refuse at Finish().
+  ENGRAM_RETURN_IF_ERROR(CheckTableHasRows(total_rows));
   if (options.hash_layout) {
     Status s = ValidateHashLayout(*options.hash_layout, total_rows);
     if (!s.ok()) return s;

@@ -111,4 +111,12 @@ expect_fail "chunk too big" "not in range 1 to 4096" "$convert" --safetensors in
 expect_fail "no input" "--safetensors or --npy" "$convert" o.engram
 [[ ! -e o.engram ]] || fail "a failed convert left an output file"
 
+# --- a table has at least one row: one rule, one message, in every tool ------
+expect_fail "gen of zero rows" "a table needs at least one row" "$gen" --rows 0 z.engram
+zero_json='{"engram.w":{"dtype":"U8","shape":[0,264],"data_offsets":[0,0]}}'
+{ le64 ${#zero_json}; printf '%s' "$zero_json"; } >zero.safetensors
+expect_fail "convert of a tensor without rows" "a table needs at least one row" \
+  "$convert" --safetensors zero.safetensors --weight engram.w z.engram
+[[ ! -e z.engram ]] || fail "a zero-row table was written"
+
 echo "storage_tools: all checks passed"
