@@ -62,6 +62,17 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // The output must not be an input or a directory: refuse before reading anything.
+  {
+    std::vector<std::string> inputs = st_files;
+    inputs.insert(inputs.end(), npy_files.begin(), npy_files.end());
+    inputs.insert(inputs.end(), npy_scale_files.begin(), npy_scale_files.end());
+    if (engram::Status s = engram::CheckConvertOutput(out, inputs); !s.ok()) {
+      std::fprintf(stderr, "engram-convert: %s\n", s.ToString().c_str());
+      return 2;
+    }
+  }
+
   engram::Result<engram::ConvertSpec> spec = engram::Status::InvalidArgument("give --safetensors or --npy");
   if (!st_files.empty()) {
     if (weight.empty()) return Fail(engram::Status::InvalidArgument("--safetensors needs --weight NAME"));
