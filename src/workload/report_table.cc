@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/common/gnuplot.h"
+
 namespace engram {
 
 namespace {
@@ -101,29 +103,24 @@ Status WriteHitRateChart(const std::vector<PolicyRequests>& runs, const std::str
       csv << "\n";
     }
   }
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
-    return Status::Unsupported("gnuplot is not installed; wrote " + csv_path + " only");
+  // Paths and title are ARG1..ARG3 (see RunGnuplot): never parsed by gnuplot or a shell.
+  std::string script =
+      "set terminal pngcairo size 900,500 noenhanced\n"
+      "set output ARG1\n"
+      "set title ARG3\n"
+      "set datafile separator ','\n"
+      "set style data histograms\nset style histogram clustered gap 1\n"
+      "set style fill solid 0.8 border -1\nset boxwidth 0.9\n"
+      "set yrange [0:105]\nset ylabel 'hit rate (%)'\nset grid ytics\nset key top left\n"
+      "plot ";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    script += (i ? ", " : "") + std::string("ARG2 using ") + std::to_string(i + 2) + (i == 0 ? ":xtic(1)" : "") +
+              " title columnheader(" + std::to_string(i + 2) + ")";
   }
-  const std::string script_path = csv_path + ".gp";
-  {
-    std::ofstream gp(script_path);
-    gp << "set terminal pngcairo size 900,500 noenhanced\n"
-       << "set output '" << png_path << "'\n"
-       << "set title '" << title << "'\n"
-       << "set datafile separator ','\n"
-       << "set style data histograms\nset style histogram clustered gap 1\n"
-       << "set style fill solid 0.8 border -1\nset boxwidth 0.9\n"
-       << "set yrange [0:105]\nset ylabel 'hit rate (%)'\nset grid ytics\nset key top left\n"
-       << "plot ";
-    for (size_t i = 0; i < runs.size(); ++i) {
-      gp << (i ? ", " : "") << "'" << csv_path << "' using " << (i + 2) << (i == 0 ? ":xtic(1)" : "")
-         << " title columnheader(" << (i + 2) << ")";
-    }
-    gp << "\n";
-  }
-  std::string cmd = "gnuplot '" + script_path + "' 2>&1";
-  if (std::system(cmd.c_str()) != 0) return Status::IOError("gnuplot failed on " + script_path);
-  return Status::OK();
+  script += "\n";
+  Status s = RunGnuplot(script, {png_path, csv_path, title}, png_path);
+  if (s.code() == StatusCode::kUnsupported) return Status::Unsupported(s.message() + "; wrote " + csv_path + " only");
+  return s;
 }
 
 }  // namespace engram
