@@ -1,7 +1,9 @@
 #include "src/workload/report_table.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -93,7 +95,7 @@ Status WriteHitRateChart(const std::vector<PolicyRequests>& runs, const std::str
   if (runs.empty()) return Status::InvalidArgument("chart: no runs");
   {
     std::ofstream csv(csv_path);
-    if (!csv) return Status::IOError("cannot write " + csv_path);
+    if (!csv) return Status::IOError("cannot write " + csv_path + ": " + std::strerror(errno));
     csv << "request";
     for (const auto& p : runs) csv << "," << p.policy;
     csv << "\n";
@@ -102,6 +104,8 @@ Status WriteHitRateChart(const std::vector<PolicyRequests>& runs, const std::str
       for (const auto& p : runs) csv << "," << (r < p.requests.size() ? 100.0 * p.requests[r].hit_rate() : 0.0);
       csv << "\n";
     }
+    csv.close();
+    if (!csv) return Status::IOError("cannot write " + csv_path + " (disk full?)");
   }
   // Paths and title are ARG1..ARG3 (see RunGnuplot): never parsed by gnuplot or a shell.
   std::string script =
