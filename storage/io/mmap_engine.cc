@@ -86,13 +86,14 @@ Status MmapEngine::ReadOne(const OpenedFile& file, const BlockRead& read) {
     }
     if (got < 0 && (err == EINTR || err == EAGAIN)) continue;
     if (got == 0 || (got < 0 && err == EFAULT)) {
-      // The page is gone from the file (truncated) or could not be read.
+      // The page is gone from the file (truncated) or the kernel could not read it.
+      const std::string where = "mmap '" + file.path + "' offset " + std::to_string(offset);
       struct stat st {};
-      const std::string now =
-          ::fstat(file.fd, &st) == 0 ? ", " + std::to_string(st.st_size) + " now" : std::string();
-      return Status::IOError("mmap '" + file.path + "' offset " + std::to_string(offset) +
-                             ": cannot read the mapping (file size was " + std::to_string(file.size) + " at open" +
-                             now + "; was it truncated?)");
+      if (::fstat(file.fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= file.size) {
+        return Status::IOError(where + ": the kernel could not read the mapped page (I/O error)");
+      }
+      return Status::IOError(where + ": unexpected end of file (file size was " + std::to_string(file.size) +
+                             " at open; was it truncated?)");
     }
     if (got < 0) return Status::FromErrno("mmap '" + file.path + "' offset " + std::to_string(offset), err);
     done += static_cast<uint64_t>(got);
