@@ -1,6 +1,7 @@
 #include "storage/table_converter.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <vector>
@@ -163,8 +164,31 @@ Result<uint32_t> ConvertRecordBytes(const ConvertSpec& spec) {
   return static_cast<uint32_t>(rb);
 }
 
+Status CheckConvertOutput(const std::string& out_path, const std::vector<std::string>& inputs) {
+  struct stat out {};
+  if (::stat(out_path.c_str(), &out) != 0) return Status::OK();  // a new file; the writer reports other errors
+  if (S_ISDIR(out.st_mode)) {
+    return Status::InvalidArgument("output '" + out_path + "' is a directory; give the table file to write");
+  }
+  for (const std::string& in : inputs) {
+    struct stat st {};
+    if (::stat(in.c_str(), &st) == 0 && st.st_dev == out.st_dev && st.st_ino == out.st_ino) {
+      return Status::InvalidArgument("output '" + out_path + "' is the input file '" + in +
+                                     "'; writing the table would replace it");
+    }
+  }
+  return Status::OK();
+}
+
 Result<TableHeader> ConvertToTable(const ConvertSpec& spec, const std::string& out_path,
                                    const ConvertOptions& options) {
+  {
+    std::vector<std::string> inputs;
+    for (const auto* slices : {&spec.weight, &spec.scale}) {
+      for (const TensorSlice& t : *slices) inputs.push_back(t.path);
+    }
+    ENGRAM_RETURN_IF_ERROR(CheckConvertOutput(out_path, inputs));
+  }
   ENGRAM_ASSIGN_OR_RETURN(uint32_t record_bytes, ConvertRecordBytes(spec));
   const bool with_scale = !spec.scale.empty();
   const uint64_t wrow = spec.weight[0].tensor.row_bytes();
@@ -175,6 +199,8 @@ Result<TableHeader> ConvertToTable(const ConvertSpec& spec, const std::string& o
       return Status::InvalidArgument("total row count overflows 64 bits");
     }
   }
+  // Before anything is written: the writer would only refuse at Finish().
+  ENGRAM_RETURN_IF_ERROR(CheckTableHasRows(total_rows));
   if (options.hash_layout) {
     Status s = ValidateHashLayout(*options.hash_layout, total_rows);
     if (!s.ok()) return s;

@@ -61,7 +61,15 @@ Result<ConvertSpec> NpyConvertSpec(const std::vector<std::string>& weight_files,
 // record size in [1, kMaxRecordBytes]) and returns the record size.
 Result<uint32_t> ConvertRecordBytes(const ConvertSpec& spec);
 
-// Writes the table atomically to out_path; returns its header.
+// Checks, before anything is read or written, that out_path can receive the
+// table: InvalidArgument if it is a directory (the final rename would fail
+// only after all the data was written) or if it is one of `inputs` (the same
+// file by device and inode, whatever the name: the rename would replace the
+// input).
+Status CheckConvertOutput(const std::string& out_path, const std::vector<std::string>& inputs);
+
+// Writes the table atomically to out_path (after CheckConvertOutput against
+// every input file of the spec); returns its header.
 Result<TableHeader> ConvertToTable(const ConvertSpec& spec, const std::string& out_path,
                                    const ConvertOptions& options);
 

@@ -90,8 +90,14 @@ uint32_t RowsPerBlock(uint32_t record_bytes) {
   return kBlockRecordArea / record_bytes;
 }
 
+Status CheckTableHasRows(uint64_t row_count) {
+  if (row_count == 0) return Status::InvalidArgument("a table needs at least one row");
+  return Status::OK();
+}
+
 Result<TableHeader> MakeTableHeader(uint32_t record_bytes, uint64_t row_count, uint64_t metadata_bytes,
                                     uint64_t metadata_xxh3, uint64_t checksum_salt) {
+  ENGRAM_RETURN_IF_ERROR(CheckTableHasRows(row_count));
   ENGRAM_ASSIGN_OR_RETURN(DerivedSizes d, Derive(record_bytes, row_count, metadata_bytes));
   TableHeader h;
   h.record_bytes = record_bytes;
@@ -200,6 +206,8 @@ Status ValidateTableHeader(const TableHeader& h, uint64_t file_size) {
     return Status::Corruption("table header field metadata_bytes is " + std::to_string(h.metadata_bytes) +
                               ", not in [1, " + std::to_string(kMaxMetadataBytes) + "]");
   }
+  // Well-formed but against the rule: the writers' own error, not Corruption.
+  ENGRAM_RETURN_IF_ERROR(CheckTableHasRows(h.row_count));
   auto derived = Derive(h.record_bytes, h.row_count, h.metadata_bytes);
   if (!derived.ok()) {
     return Status::Corruption("table header field row_count " + std::to_string(h.row_count) + ": " +

@@ -57,9 +57,15 @@ struct TableHeader {
 // or 0 if the record size is 0 or larger than kMaxRecordBytes.
 uint32_t RowsPerBlock(uint32_t record_bytes);
 
+// The one rule for empty tables: a table has at least one row. A table
+// without rows can serve nothing and has no size to weigh in a store's cache
+// budget split, so writers refuse to write one and readers refuse to open
+// one, with this same error: InvalidArgument "a table needs at least one row".
+Status CheckTableHasRows(uint64_t row_count);
+
 // A complete, self-consistent header for a table of `row_count` records.
-// Fails (InvalidArgument) for an unsupported record size or if any derived
-// size overflows 64 bits.
+// Fails (InvalidArgument) for zero rows (CheckTableHasRows), an unsupported
+// record size or if any derived size overflows 64 bits.
 Result<TableHeader> MakeTableHeader(uint32_t record_bytes, uint64_t row_count, uint64_t metadata_bytes,
                                     uint64_t metadata_xxh3, uint64_t checksum_salt);
 

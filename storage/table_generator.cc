@@ -21,7 +21,7 @@ std::optional<uint64_t> GeneratorSeed(const nlohmann::json& metadata) {
 
 Status GenerateTable(const std::string& path, const GenerateTableOptions& options,
                      const std::function<void(uint64_t, uint64_t)>& progress) {
-  if (options.rows == 0) return Status::InvalidArgument("generate table: zero rows");
+  ENGRAM_RETURN_IF_ERROR(CheckTableHasRows(options.rows));
   TableWriterOptions w;
   w.record_bytes = options.record_bytes;
   w.metadata = options.metadata.is_object() ? options.metadata : nlohmann::json::object();

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "storage/file_util.h"
+#include "storage/temp_file_cleanup.h"
 
 namespace engram {
 
@@ -56,7 +57,7 @@ Result<std::unique_ptr<TableWriter>> TableWriter::Create(const std::string& path
 
 TableWriter::TableWriter(std::string path, std::string temp_path, int fd, TableWriterOptions options, uint64_t salt)
     : path_(std::move(path)), temp_path_(std::move(temp_path)), fd_(fd), options_(std::move(options)), salt_(salt),
-      rows_per_block_(RowsPerBlock(options_.record_bytes)) {
+      rows_per_block_(RowsPerBlock(options_.record_bytes)), temp_token_(RegisterTempFile(temp_path_)) {
   size_t blocks = std::max<size_t>(1, options_.buffer_bytes / kTableBlockSize);
   for (auto& b : buffers_) b.assign(blocks * kTableBlockSize, std::byte{0});
   writer_ = std::make_unique<BackgroundWriter>(fd_, temp_path_, options_.sync && options_.early_writeback);
@@ -78,6 +79,8 @@ void TableWriter::Abandon() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   ::unlink(temp_path_.c_str());
+  UnregisterTempFile(temp_token_);
+  temp_token_ = -1;
   if (error_.ok()) error_ = Status::Cancelled("table writer for " + path_ + " was abandoned");
 }
 
@@ -182,6 +185,8 @@ Status TableWriter::Finish() {
     return Fail(Status::FromErrno("rename " + temp_path_ + " to " + path_, errno));
   }
   finished_ = true;
+  UnregisterTempFile(temp_token_);
+  temp_token_ = -1;
   if (options_.sync) ENGRAM_RETURN_IF_ERROR(fileutil::SyncParentDir(path_));
   spdlog::info("wrote Engram table {}: {} rows of {} B, {} blocks, {} bytes", path_, header_.row_count,
                header_.record_bytes, header_.block_count, header_.file_bytes);

@@ -6,7 +6,8 @@
 // directory. Until then the header block is all zeros, so neither an
 // interrupted write nor a leftover temp file ever opens as a valid table.
 // Destroying a writer without Finish() (or calling Abandon()) deletes the
-// temporary file.
+// temporary file; so does SIGINT/SIGTERM in a tool that called
+// RemoveTempFilesOnTerminationSignals() (storage/temp_file_cleanup.h).
 //
 //   TableWriterOptions opt;
 //   opt.record_bytes = 264;
@@ -102,6 +103,7 @@ class TableWriter {
   TableWriterOptions options_;
   uint64_t salt_;
   uint32_t rows_per_block_;
+  int temp_token_;  // registration of temp_path_ for removal on SIGINT/SIGTERM
   std::vector<std::byte> buffers_[2];  // whole blocks; the last may be in progress
   int active_ = 0;                     // the buffer being filled; the other may be in flight
   size_t buffer_blocks_used_ = 0;      // sealed blocks in the active buffer

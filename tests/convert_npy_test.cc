@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -92,6 +93,22 @@ TEST(ConvertNpy, AllHeaderVersionsAndShardsRoundTrip) {
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   ASSERT_TRUE(ConvertToTable(*spec, dir.File("t.engram"), FastOptions()).ok());
   ExpectRecords(dir.File("t.engram"), 36, 24, 0);
+}
+
+TEST(ConvertNpy, TensorWithoutRowsIsRefusedBeforeAnythingIsWritten) {
+  TempDir dir;
+  WriteFile(dir.File("w.npy"), Npy(Dict("|u1", "(0, 264)"), ""));
+  auto spec = NpyConvertSpec({dir.File("w.npy")}, {});
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  auto header = ConvertToTable(*spec, dir.File("t.engram"), FastOptions());
+  ASSERT_FALSE(header.ok());
+  EXPECT_EQ(header.status().code(), StatusCode::kInvalidArgument) << header.status().ToString();
+  EXPECT_NE(header.status().message().find("a table needs at least one row"), std::string::npos)
+      << header.status().ToString();
+  // Only the input: no table, no temporary file.
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
+  EXPECT_EQ(entries, 1u);
 }
 
 TEST(ConvertNpy, ScaleFileCountMustMatch) {

@@ -10,12 +10,14 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <vector>
 
+#include "engram/store.h"
 #include "storage/byte_order.h"
 #include "storage/row_generator.h"
 #include "storage/table_writer.h"
@@ -129,14 +131,44 @@ TEST_F(TableFileTest, MetadataRoundTrips) {
   EXPECT_EQ(*some, (nlohmann::json{{"name", "engram.layer1"}}));
 }
 
-TEST_F(TableFileTest, EmptyTableOpens) {
-  ASSERT_TRUE(WriteTable(path_, 0, 264, 5).ok());
+TEST_F(TableFileTest, TableWithoutRowsIsNeitherWrittenNorOpenedNorServed) {
+  // The writer refuses, and leaves neither the table nor its temporary file.
+  Status w = WriteTable(path_, 0, 264, 5);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.code(), StatusCode::kInvalidArgument) << w.ToString();
+  EXPECT_NE(w.message().find("a table needs at least one row"), std::string::npos) << w.ToString();
+  EXPECT_TRUE(std::filesystem::is_empty(dir_.path()));
+  // A zero-row file made by a writer without the rule: a one-row table with
+  // its data block removed and a self-consistent header.
+  ASSERT_TRUE(WriteTable(path_, 1, 264, 5).ok());
+  std::vector<std::byte> one = ReadAll(path_);
+  std::array<std::byte, kTableBlockSize> block;
+  std::memcpy(block.data(), one.data(), kTableBlockSize);
+  auto h = DecodeTableHeader(block, one.size());
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  TableHeader zero = *h;
+  zero.row_count = 0;
+  zero.block_count = 0;
+  zero.data_bytes = 0;
+  zero.metadata_offset = kTableDataOffset;
+  zero.file_bytes = h->file_bytes - kTableBlockSize;
+  EncodeTableHeader(zero, block);
+  std::vector<std::byte> file(block.begin(), block.end());
+  file.insert(file.end(), one.begin() + static_cast<std::ptrdiff_t>(h->metadata_offset), one.end());
+  WriteAll(path_, file);
   auto t = TableFile::Open(path_);
-  ASSERT_TRUE(t.ok()) << t.status().ToString();
-  EXPECT_EQ((*t)->row_count(), 0u);
-  EXPECT_TRUE((*t)->VerifyAll().ok());
-  std::vector<std::byte> row(264);
-  EXPECT_EQ((*t)->ReadRow(0, row).code(), StatusCode::kOutOfRange);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument) << t.status().ToString();
+  EXPECT_NE(t.status().message().find("a table needs at least one row"), std::string::npos) << t.status().ToString();
+  StoreOptions o;
+  o.tables.push_back({path_, "", 0});
+  o.cache_bytes = 1u << 20;
+  o.io_backend = "pread";
+  auto store = Store::Open(o);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kInvalidArgument) << store.status().ToString();
+  EXPECT_NE(store.status().message().find("a table needs at least one row"), std::string::npos)
+      << store.status().ToString();
 }
 
 TEST_F(TableFileTest, ReadRowChecksRangeAndBufferSize) {

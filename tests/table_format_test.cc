@@ -61,11 +61,22 @@ TEST(TableFormat, HeaderRoundTripsEveryField) {
   EXPECT_EQ(d->file_bytes % 4096, 0u);
 }
 
-TEST(TableFormat, EmptyTableHasNoDataBlocks) {
-  TableHeader h = ValidHeader(0);
-  EXPECT_EQ(h.block_count, 0u);
-  EXPECT_EQ(h.metadata_offset, 4096u);
-  EXPECT_TRUE(DecodeTableHeader(Encode(h), h.file_bytes).ok());
+TEST(TableFormat, TableWithoutRowsIsRefusedWhenMadeAndWhenDecoded) {
+  auto made = MakeTableHeader(264, 0, /*metadata_bytes=*/300, /*metadata_xxh3=*/0x1234, /*salt=*/0x55);
+  ASSERT_FALSE(made.ok());
+  EXPECT_EQ(made.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(made.status().message(), "a table needs at least one row");
+  // A self-consistent zero-row header, as a writer without the rule made it.
+  TableHeader h = ValidHeader(1);
+  h.row_count = 0;
+  h.block_count = 0;
+  h.data_bytes = 0;
+  h.metadata_offset = kTableDataOffset;
+  h.file_bytes = kTableDataOffset + kTableBlockSize;
+  auto d = DecodeTableHeader(Encode(h), h.file_bytes);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(d.status().message(), "a table needs at least one row");
 }
 
 TEST(TableFormat, BadMagicIsCorruption) {

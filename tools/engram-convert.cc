@@ -11,6 +11,7 @@
 #include "storage/hash_layout.h"
 #include "storage/progress_meter.h"
 #include "storage/table_converter.h"
+#include "storage/temp_file_cleanup.h"
 
 namespace {
 
@@ -53,9 +54,23 @@ int main(int argc, char** argv) {
   std::string log_level;
   engram::AddLogLevelOption(app, log_level);
   CLI11_PARSE(app, argc, argv);
+  // A table being written sits under a temporary name until it is complete;
+  // Ctrl-C and SIGTERM must not leave it behind.
+  engram::RemoveTempFilesOnTerminationSignals();
   if (engram::Status log_status = engram::ConfigureLogging(log_level, "warn"); !log_status.ok()) {
     std::fprintf(stderr, "engram-convert: %s\n", log_status.ToString().c_str());
     return 2;
+  }
+
+  // The output must not be an input or a directory: refuse before reading anything.
+  {
+    std::vector<std::string> inputs = st_files;
+    inputs.insert(inputs.end(), npy_files.begin(), npy_files.end());
+    inputs.insert(inputs.end(), npy_scale_files.begin(), npy_scale_files.end());
+    if (engram::Status s = engram::CheckConvertOutput(out, inputs); !s.ok()) {
+      std::fprintf(stderr, "engram-convert: %s\n", s.ToString().c_str());
+      return 2;
+    }
   }
 
   engram::Result<engram::ConvertSpec> spec = engram::Status::InvalidArgument("give --safetensors or --npy");

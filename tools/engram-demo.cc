@@ -22,7 +22,9 @@
 #include "engram/store.h"
 #include "src/common/cli_checks.h"
 #include "src/common/logging.h"
+#include "src/common/stdout_written.h"
 #include "src/workload/report_workload.h"
+#include "storage/temp_file_cleanup.h"
 
 namespace {
 
@@ -63,6 +65,9 @@ int main(int argc, char** argv) {
   app.add_flag("--identity", identity, "hash raw token IDs (as the report's emulation) instead of the token map");
   app.add_flag("--json", json, "also print one JSON object per (policy, request)");
   CLI11_PARSE(app, argc, argv);
+  // A table being written sits under a temporary name until it is complete;
+  // Ctrl-C and SIGTERM must not leave it behind.
+  engram::RemoveTempFilesOnTerminationSignals();
   if (Status s = ConfigureLogging(log_level, "warn"); !s.ok()) return Fail(s);
 
   // 1. Layout, tokens and tables.
@@ -127,9 +132,18 @@ int main(int argc, char** argv) {
               tables, FormatReportTable(runs).c_str());
   if (json) std::printf("\n%s", FormatReportJsonLines(runs).c_str());
   const std::string csv = work_dir + "/hit-rates.csv", png = work_dir + "/hit-rates.png";
+  // A missing gnuplot only costs the picture (the CSV is written): a warning.
+  // A CSV or chart that could not be written is a failed run.
   Status chart = WriteHitRateChart(runs, csv, png, "Row-cache hit rate per request (engram-demo)");
-  if (chart.ok()) std::printf("\nchart: %s (data: %s)\n", png.c_str(), csv.c_str());
-  else std::printf("\nchart: %s\n", chart.ToString().c_str());
+  if (chart.ok()) {
+    std::printf("\nchart: %s (data: %s)\n", png.c_str(), csv.c_str());
+  } else if (chart.code() == StatusCode::kUnsupported) {
+    std::printf("\nchart: none (%s)\n", chart.message().c_str());
+    std::fprintf(stderr, "engram-demo: warning: %s\n", chart.message().c_str());
+  } else {
+    return Fail(chart.WithContext("chart"));
+  }
+  if (!StdoutWritten()) return Fail(Status::IOError("write to stdout failed"));
   if (metrics && linger > 0) {
     std::printf("serving %s for %.0f more seconds\n", metrics->url().c_str(), linger);
     std::fflush(stdout);
@@ -137,5 +151,6 @@ int main(int argc, char** argv) {
   }
   metrics.reset();  // before the store it reads
   store.reset();
+  if (!StdoutWritten()) return Fail(Status::IOError("write to stdout failed"));
   return 0;
 }

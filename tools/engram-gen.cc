@@ -18,6 +18,7 @@
 #include "storage/progress_meter.h"
 #include "storage/row_generator.h"
 #include "storage/table_generator.h"
+#include "storage/temp_file_cleanup.h"
 
 namespace {
 
@@ -57,6 +58,9 @@ int main(int argc, char** argv) {
   std::string log_level;
   engram::AddLogLevelOption(app, log_level);
   CLI11_PARSE(app, argc, argv);
+  // A table being written sits under a temporary name until it is complete;
+  // Ctrl-C and SIGTERM must not leave it behind.
+  engram::RemoveTempFilesOnTerminationSignals();
   if (engram::Status log_status = engram::ConfigureLogging(log_level, "warn"); !log_status.ok()) {
     std::fprintf(stderr, "engram-gen: %s\n", log_status.ToString().c_str());
     return 2;

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/common/gnuplot.h"
+
 namespace engram::replay {
 namespace {
 
@@ -135,29 +137,20 @@ std::string FormatSweepCsv(std::span<const PolicyRun> runs) {
 }
 
 Status PlotSweep(const std::string& csv_path, const std::string& png_path, size_t policies, const std::string& title) {
-  FILE* gp = popen("gnuplot", "w");
-  if (!gp) return Status::FromErrno("run gnuplot", errno);
-  auto quoted = [](const std::string& s) {
-    std::string q = "'";
-    for (char c : s) q += (c == '\'') ? std::string("''") : std::string(1, c);
-    return q + "'";
-  };
-  std::string script =
+  // Paths and title are ARG1..ARG3 (see RunGnuplot): never parsed by gnuplot or a shell.
+  const std::string script =
       "set datafile separator ','\n"
       "set terminal pngcairo size 960,600 noenhanced\n"
-      "set output " + quoted(png_path) + "\n"
-      "set title " + quoted(title) + "\n"
+      "set output ARG1\n"
+      "set title ARG3\n"
       "set xlabel 'cache capacity (million rows)'\n"
       "set ylabel 'miss ratio (misses / lookups)'\n"
       "set xrange [0:*]\n"
       "set key outside right top\n"
       "set grid\n"
-      "plot for [i=2:" + std::to_string(policies + 1) + "] " + quoted(csv_path) +
+      "plot for [i=2:" + std::to_string(policies + 1) + "] ARG2" +
       " using ($1/1e6):i with linespoints lw 2 title columnheader(i)\n";
-  std::fwrite(script.data(), 1, script.size(), gp);
-  const int rc = pclose(gp);
-  if (rc != 0) return Status::IOError("gnuplot failed (exit status " + std::to_string(rc) + ") plotting " + png_path);
-  return Status::OK();
+  return RunGnuplot(script, {png_path, csv_path, title}, png_path);
 }
 
 }  // namespace engram::replay

@@ -1,10 +1,14 @@
 #include "src/workload/report_table.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
+
+#include "src/common/gnuplot.h"
 
 namespace engram {
 
@@ -91,7 +95,7 @@ Status WriteHitRateChart(const std::vector<PolicyRequests>& runs, const std::str
   if (runs.empty()) return Status::InvalidArgument("chart: no runs");
   {
     std::ofstream csv(csv_path);
-    if (!csv) return Status::IOError("cannot write " + csv_path);
+    if (!csv) return Status::IOError("cannot write " + csv_path + ": " + std::strerror(errno));
     csv << "request";
     for (const auto& p : runs) csv << "," << p.policy;
     csv << "\n";
@@ -100,30 +104,27 @@ Status WriteHitRateChart(const std::vector<PolicyRequests>& runs, const std::str
       for (const auto& p : runs) csv << "," << (r < p.requests.size() ? 100.0 * p.requests[r].hit_rate() : 0.0);
       csv << "\n";
     }
+    csv.close();
+    if (!csv) return Status::IOError("cannot write " + csv_path + " (disk full?)");
   }
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
-    return Status::Unsupported("gnuplot is not installed; wrote " + csv_path + " only");
+  // Paths and title are ARG1..ARG3 (see RunGnuplot): never parsed by gnuplot or a shell.
+  std::string script =
+      "set terminal pngcairo size 900,500 noenhanced\n"
+      "set output ARG1\n"
+      "set title ARG3\n"
+      "set datafile separator ','\n"
+      "set style data histograms\nset style histogram clustered gap 1\n"
+      "set style fill solid 0.8 border -1\nset boxwidth 0.9\n"
+      "set yrange [0:105]\nset ylabel 'hit rate (%)'\nset grid ytics\nset key top left\n"
+      "plot ";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    script += (i ? ", " : "") + std::string("ARG2 using ") + std::to_string(i + 2) + (i == 0 ? ":xtic(1)" : "") +
+              " title columnheader(" + std::to_string(i + 2) + ")";
   }
-  const std::string script_path = csv_path + ".gp";
-  {
-    std::ofstream gp(script_path);
-    gp << "set terminal pngcairo size 900,500 noenhanced\n"
-       << "set output '" << png_path << "'\n"
-       << "set title '" << title << "'\n"
-       << "set datafile separator ','\n"
-       << "set style data histograms\nset style histogram clustered gap 1\n"
-       << "set style fill solid 0.8 border -1\nset boxwidth 0.9\n"
-       << "set yrange [0:105]\nset ylabel 'hit rate (%)'\nset grid ytics\nset key top left\n"
-       << "plot ";
-    for (size_t i = 0; i < runs.size(); ++i) {
-      gp << (i ? ", " : "") << "'" << csv_path << "' using " << (i + 2) << (i == 0 ? ":xtic(1)" : "")
-         << " title columnheader(" << (i + 2) << ")";
-    }
-    gp << "\n";
-  }
-  std::string cmd = "gnuplot '" + script_path + "' 2>&1";
-  if (std::system(cmd.c_str()) != 0) return Status::IOError("gnuplot failed on " + script_path);
-  return Status::OK();
+  script += "\n";
+  Status s = RunGnuplot(script, {png_path, csv_path, title}, png_path);
+  if (s.code() == StatusCode::kUnsupported) return Status::Unsupported(s.message() + "; wrote " + csv_path + " only");
+  return s;
 }
 
 }  // namespace engram

@@ -23,7 +23,8 @@ std::string FormatReportTable(const std::vector<PolicyRequests>& runs);
 std::string FormatReportJsonLines(const std::vector<PolicyRequests>& runs);
 
 // Writes the hit rates as CSV and, if gnuplot is installed, a PNG bar chart.
-// Unsupported if gnuplot is missing (the CSV is still written).
+// Unsupported if gnuplot is missing (the CSV is still written: a warning for
+// the caller); IOError if the CSV or the chart could not be written.
 Status WriteHitRateChart(const std::vector<PolicyRequests>& runs, const std::string& csv_path,
                          const std::string& png_path, const std::string& title);
 

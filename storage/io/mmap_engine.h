@@ -7,14 +7,15 @@
 //    use io_uring or pread with O_DIRECT and let the row cache hold hot rows.
 //  - Page faults block the calling thread (no queue depth: one outstanding
 //    read per thread), so cold random reads are much slower than io_uring.
-//  - An I/O error while faulting the mapping is not returned as a Status: the
-//    kernel raises SIGBUS and the process dies. Likewise if the file is
-//    truncated after it was opened. Only use mmap on files that are not
-//    modified while open and on storage you trust; reads are checked against
-//    the size at open time, which is all that can be checked cheaply.
+//  - Blocks are copied out with process_vm_readv (one syscall per block, see
+//    ReadOne) rather than memcpy, so that a file truncated while open, or an
+//    I/O error while faulting the mapping, fails the read with IOError
+//    instead of killing the process with SIGBUS.
 // Good for: warm, page-cache-resident tables on hosts with spare RAM, and as
 // a baseline in benchmarks.
 #pragma once
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <memory>
@@ -40,6 +41,9 @@ class MmapEngine final : public WorkerPoolEngine {
   explicit MmapEngine(const IoOptions& options);
   // Mapping of each open FileId (nullptr for empty files).
   std::unique_ptr<std::atomic<const std::byte*>[]> maps_;
+  const pid_t self_;
+  // Set once process_vm_readv turns out to be unavailable (seccomp, ENOSYS).
+  std::atomic<bool> use_pread_{false};
 };
 
 }  // namespace engram::io

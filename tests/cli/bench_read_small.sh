@@ -39,4 +39,21 @@ if "$bench" "${read_args[@]}" --seconds 0.1 > /dev/full 2> "$tmp/bad.txt"; then
   fail "a report written to a full disk exited 0"
 fi
 grep -q "write to stdout failed" "$tmp/bad.txt" || fail "full-disk message: $(cat "$tmp/bad.txt")"
+# Reads that fail make the run fail: the file is truncated under a running
+# benchmark, so pread reaches end-of-file (report still printed, exit 1).
+"$bench" read --file "$tmp/g.bin" --create-mib 4 --seconds 0.1 --backends pread --threads 1 --cache warm \
+  > /dev/null 2>&1 || fail "creating g.bin"
+"$bench" read --file "$tmp/g.bin" --backends pread --threads 1 --cache warm --json --seconds 4 \
+  > "$tmp/trunc.json" 2> "$tmp/trunc.txt" &
+pid=$!
+sleep 1.5
+truncate -s 0 "$tmp/g.bin"
+set +e
+wait "$pid"
+rc=$?
+set -e
+[ "$rc" -ne 0 ] || fail "failed reads exited 0: $(cat "$tmp/trunc.txt")"
+[ "$rc" -lt 128 ] || fail "failed reads: killed by a signal (rc $rc)"
+grep -q "reads failed" "$tmp/trunc.txt" || fail "failed reads: no message: $(cat "$tmp/trunc.txt")"
+grep -q '"errors": [1-9]' "$tmp/trunc.json" || fail "failed reads: the report does not show them"
 echo "bench read OK"

@@ -21,7 +21,7 @@ expect_fail() {
   shift 2
   set +e
   "$@" >out.txt 2>err.txt
-  local rc=$?
+  rc=$?
   set -e
   [[ $rc -ne 0 ]] || fail "$what: exit 0"
   [[ $rc -lt 128 ]] || fail "$what: killed by a signal (rc $rc)"
@@ -110,5 +110,38 @@ expect_fail "chunk too big" "not in range 1 to 4096" "$convert" --safetensors in
   --chunk-mib 100000000 o.engram
 expect_fail "no input" "--safetensors or --npy" "$convert" o.engram
 [[ ! -e o.engram ]] || fail "a failed convert left an output file"
+
+# --- the output is checked before anything is read: not an input, not a dir --
+# expect_usage "what" "stderr substring" cmd...: exit status 2 and the message.
+expect_usage() {
+  local what=$1
+  expect_fail "$@"
+  [[ $rc -eq 2 ]] || fail "$what: exit status $rc, want 2"
+}
+cp in.safetensors keep.safetensors
+expect_usage "output is the input" "is the input file" \
+  "$convert" --safetensors in.safetensors --weight engram.w in.safetensors
+cmp in.safetensors keep.safetensors || fail "the input was replaced by its own conversion"
+cp in.safetensors shard2.safetensors
+expect_usage "output is the second shard" "is the input file 'shard2.safetensors'" \
+  "$convert" --safetensors in.safetensors,shard2.safetensors --weight engram.w shard2.safetensors
+ln in.safetensors hardlink.safetensors
+expect_usage "output is the input under another name" "is the input file" \
+  "$convert" --safetensors in.safetensors --weight engram.w hardlink.safetensors
+cmp in.safetensors keep.safetensors || fail "the input was replaced through a hard link"
+mkdir outdir
+# A missing input shows the check comes before any reading.
+expect_usage "output is a directory" "is a directory" \
+  "$convert" --safetensors missing.safetensors --weight engram.w outdir
+[[ -z $(ls -A outdir) ]] || fail "something was written into the output directory"
+ls -a | grep -q '\.tmp-' && fail "a refused convert left a temp file"
+
+# --- a table has at least one row: one rule, one message, in every tool ------
+expect_fail "gen of zero rows" "a table needs at least one row" "$gen" --rows 0 z.engram
+zero_json='{"engram.w":{"dtype":"U8","shape":[0,264],"data_offsets":[0,0]}}'
+{ le64 ${#zero_json}; printf '%s' "$zero_json"; } >zero.safetensors
+expect_fail "convert of a tensor without rows" "a table needs at least one row" \
+  "$convert" --safetensors zero.safetensors --weight engram.w z.engram
+[[ ! -e z.engram ]] || fail "a zero-row table was written"
 
 echo "storage_tools: all checks passed"
