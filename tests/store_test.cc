@@ -915,7 +915,7 @@ TEST_F(StoreTest, CacheMemoryFractionSizesTheBudgetFromMemAvailable) {
   EXPECT_EQ((*capped)->Stats(0).cache_budget_bytes, 3u << 20);
   o.cache_memory_fraction = 1.5;
   EXPECT_EQ(Store::Open(o).status().code(), StatusCode::kInvalidArgument);
-
+}
 
 // A table truncated under an open store fails its gathers with a clean IOError
 // on every backend (mmap included: no SIGBUS), and the store keeps serving the
