@@ -22,9 +22,9 @@ std::unique_ptr<io::IoEngine> PreadEngine() {
 
 TEST(ReadBufferPool, LeasesAreAlignedDisjointAndReturnedForReuse) {
   auto engine = PreadEngine();
-  auto pool = ReadBufferPool::Create(4 * ReadBufferPool::kChunkBytes, *engine);
+  auto pool = ReadBufferPool::Create(ReadBufferPool::kSlabBytes, *engine);
   ASSERT_TRUE(pool.ok());
-  ASSERT_EQ((*pool)->arena_chunks(), 4u);
+  EXPECT_EQ((*pool)->chunks_made(), 0u);  // nothing is allocated before it is needed
   auto a = (*pool)->Acquire(ReadBufferPool::kChunkBlocks + 1);  // two chunks
   auto b = (*pool)->Acquire(3);
   ASSERT_TRUE(a.ok() && b.ok());
@@ -42,11 +42,12 @@ TEST(ReadBufferPool, LeasesAreAlignedDisjointAndReturnedForReuse) {
 
 TEST(ReadBufferPool, ABusyArenaFallsBackToTheHeapInsteadOfWaiting) {
   auto engine = PreadEngine();
-  auto pool = ReadBufferPool::Create(ReadBufferPool::kChunkBytes, *engine);
+  auto pool = ReadBufferPool::Create(ReadBufferPool::kSlabBytes, *engine);
   ASSERT_TRUE(pool.ok());
-  auto held = (*pool)->Acquire(10);
+  auto held = (*pool)->Acquire(ReadBufferPool::kSlabChunks * ReadBufferPool::kChunkBlocks - 1);
   auto more = (*pool)->Acquire(3 * ReadBufferPool::kChunkBlocks);
   ASSERT_TRUE(more.ok());
+  EXPECT_EQ((*pool)->chunks_made(), ReadBufferPool::kSlabChunks);  // the cap holds
   for (size_t i = 0; i < 3 * ReadBufferPool::kChunkBlocks; ++i) std::memset(more->Block(i), 1, io::kBlockSize);
   auto none = ReadBufferPool::Create(0, *engine);  // heap only
   ASSERT_TRUE(none.ok());
@@ -57,7 +58,7 @@ TEST(ReadBufferPool, ABusyArenaFallsBackToTheHeapInsteadOfWaiting) {
 
 TEST(ReadBufferPool, ConcurrentLeasesNeverShareABlock) {
   auto engine = PreadEngine();
-  auto pool = ReadBufferPool::Create(8 * ReadBufferPool::kChunkBytes, *engine);
+  auto pool = ReadBufferPool::Create(2 * ReadBufferPool::kSlabBytes, *engine);
   ASSERT_TRUE(pool.ok());
   std::vector<std::thread> threads;
   std::atomic<int> clashes{0};

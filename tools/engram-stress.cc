@@ -54,6 +54,7 @@
 #include "storage/row_generator.h"
 #include "storage/table_file.h"
 #include "storage/table_generator.h"
+#include "storage/temp_file_cleanup.h"
 
 namespace {
 
@@ -501,6 +502,7 @@ int main(int argc, char** argv) {
   app.add_option("--work-dir", work_dir, "directory for the generated table (default: a new temp dir)");
   app.add_flag("--verbose", verbose, "keep the store's log output");
   CLI11_PARSE(app, argc, argv);
+  engram::RemoveTempFilesOnTerminationSignals();  // the generated tables
   spdlog::set_level(verbose ? spdlog::level::info : spdlog::level::off);
   if (config.rows == 0) return Fail("--rows must be > 0");
 
@@ -525,8 +527,9 @@ int main(int argc, char** argv) {
   } else {
     auto file = engram::TableFile::Open(table_path);
     if (!file.ok()) return Fail(file.status().ToString());
-    auto meta = nlohmann::json::parse((*file)->metadata_text(), nullptr, false);
-    const std::optional<uint64_t> seed = meta.is_discarded() ? std::nullopt : engram::GeneratorSeed(meta);
+    static constexpr std::string_view kGenerator[] = {"generator"};
+    auto meta = (*file)->MetadataMembers(kGenerator);
+    const std::optional<uint64_t> seed = meta.ok() ? engram::GeneratorSeed(*meta) : std::nullopt;
     if (!seed) {
       return Fail(table_path + " has no generator seed in its metadata (only engram-gen tables can be checked)");
     }

@@ -3,12 +3,14 @@
 // A missed row needs its 4 KiB block read somewhere aligned for O_DIRECT.
 // Allocating (and zeroing, and faulting in) a fresh buffer for every gather
 // cost more CPU than the reads themselves on a fast device, and memory that
-// is new every time cannot be registered with io_uring. So the store owns
-// one arena, allocated once and registered with the I/O engine when it can
-// be (fixed-buffer reads), cut into chunks of kChunkBlocks blocks. A batch
-// of B blocks leases ceil(B / kChunkBlocks) chunks; when the arena is
-// exhausted (many large gathers at once) the rest comes from the heap, so a
-// gather never waits for another one's buffers.
+// is new every time cannot be registered with io_uring. So the store keeps
+// its block buffers: chunks of kChunkBlocks blocks, carved from slabs that
+// are allocated when the chunks in use first need them (opening a store
+// commits nothing) up to a cap, registered with the I/O engine when it can
+// be (fixed-buffer reads), and never freed before the store. A batch of B
+// blocks leases ceil(B / kChunkBlocks) chunks; beyond the cap (many large
+// gathers at once) the rest comes from the heap, so a gather never waits for
+// another one's buffers.
 //
 // Old bytes in a reused chunk are never seen: a block is only read from
 // after its read succeeded in full and its checksum matched.
@@ -29,10 +31,13 @@ class ReadBufferPool {
  public:
   static constexpr size_t kChunkBlocks = 64;  // 256 KiB: one chunk covers a 24-row decode step's misses
   static constexpr size_t kChunkBytes = kChunkBlocks * io::kBlockSize;
+  static constexpr size_t kSlabChunks = 8;  // 2 MiB per slab: at most 16 registrations for the default cap
+  static constexpr size_t kSlabBytes = kSlabChunks * kChunkBytes;
 
-  // An arena of `bytes` (rounded down to whole chunks; 0 = heap only),
-  // registered with `engine` if the engine supports it (an optimization:
-  // a refusal is logged and reads go unregistered).
+  // Keeps at most `bytes` (rounded down to whole slabs; 0 = heap only) of
+  // chunks, each slab registered with `engine` as it is made if the engine
+  // supports it (an optimization: a refusal is logged once and reads go
+  // unregistered).
   static Result<std::unique_ptr<ReadBufferPool>> Create(size_t bytes, io::IoEngine& engine);
 
   // Blocks leased for one batch; returns its arena chunks when destroyed.
@@ -59,18 +64,23 @@ class ReadBufferPool {
   // Room for `blocks` blocks (> 0); ResourceExhausted if the heap fallback fails.
   Result<Lease> Acquire(size_t blocks);
 
-  size_t arena_chunks() const { return arena_chunks_; }
-  bool registered() const { return registered_; }
+  // Chunks made so far (in use or free), and the most there will be.
+  size_t chunks_made() const;
+  size_t max_chunks() const { return max_slabs_ * kSlabChunks; }
 
  private:
-  ReadBufferPool() = default;
+  explicit ReadBufferPool(io::IoEngine& engine) : engine_(engine) {}
   void Return(std::span<std::byte* const> chunks);
+  // Makes one more slab of free chunks if the cap allows; false if not.
+  bool Grow();
 
-  io::AlignedBuffer arena_;
-  size_t arena_chunks_ = 0;
-  bool registered_ = false;
-  std::mutex mu_;
-  std::vector<std::byte*> free_;  // guarded by mu_
+  io::IoEngine& engine_;
+  size_t max_slabs_ = 0;
+  std::mutex grow_mu_;                 // serializes Grow
+  bool registration_refused_ = false;  // guarded by grow_mu_
+  mutable std::mutex mu_;
+  std::vector<io::AlignedBuffer> slabs_;  // guarded by mu_
+  std::vector<std::byte*> free_;          // guarded by mu_
 };
 
 }  // namespace engram
