@@ -1,6 +1,6 @@
 # gnuplot -c fast_device.gp IOPS_DAT CDF_DAT IOPS_PNG CDF_PNG  (written by bench/fast_device.sh)
 # The file names are ARG1..ARG4 strings: used as data, never pasted into code.
-set terminal pngcairo size 900,520 noenhanced
+set terminal pngcairo size 1000,620 noenhanced
 set grid
 
 set output ARG3
