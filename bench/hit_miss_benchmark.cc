@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -75,6 +76,57 @@ std::vector<std::pair<double, double>> CdfOf(const std::vector<uint64_t>& sorted
   }
   return cdf;
 }
+
+// k -> (a * k + c) mod n with gcd(a, n) = 1: a permutation of [0, n) spread
+// over the whole range, chosen at random, in O(1) memory however large n is.
+class AffinePermutation {
+ public:
+  AffinePermutation(uint64_t n, std::mt19937_64& rng) : n_(n) {
+    c_ = rng() % n;
+    a_ = 1;
+    if (n > 2) {
+      do {
+        a_ = rng() % (n - 1) + 1;
+      } while (std::gcd(a_, n) != 1);
+    }
+  }
+  uint64_t operator()(uint64_t k) const {
+    return uint64_t((static_cast<unsigned __int128>(a_) * (k % n_) + c_) % n_);
+  }
+
+ private:
+  uint64_t n_, a_ = 1, c_ = 0;
+};
+
+// The memcpy baseline's flat array of the whole table, reserved but not
+// committed: only the pages of resident rows are ever touched, so a table
+// larger than RAM still works. Huge pages only when the resident rows would
+// touch most of them anyway (then the baseline pays no more TLB misses than
+// the store's huge-page cache); otherwise each touched row would commit 2 MiB.
+class FlatArray {
+ public:
+  static Result<FlatArray> Map(uint64_t bytes, uint64_t rows_touched) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return Status::FromErrno("hit: map the " + std::to_string(bytes >> 20) + " MiB flat array", errno);
+    const uint64_t huge_pages = (bytes + (2u << 20) - 1) / (2u << 20);
+    (void)::madvise(p, bytes, rows_touched >= huge_pages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    FlatArray f;
+    f.data_ = static_cast<std::byte*>(p);
+    f.bytes_ = bytes;
+    return f;
+  }
+  FlatArray() = default;
+  FlatArray(FlatArray&& o) noexcept : data_(std::exchange(o.data_, nullptr)), bytes_(o.bytes_) {}
+  FlatArray& operator=(FlatArray&&) = delete;
+  ~FlatArray() {
+    if (data_) ::munmap(data_, bytes_);
+  }
+  std::byte* data() const { return data_; }
+
+ private:
+  std::byte* data_ = nullptr;
+  uint64_t bytes_ = 0;
+};
 
 Result<std::unique_ptr<Store>> OpenStore(const std::string& file, uint64_t cache_bytes, const std::string& policy,
                                          const std::string& backend, uint32_t queue_depth) {
@@ -265,16 +317,14 @@ Result<HitBenchReport> RunHitBenchmark(const HitBenchConfig& c, const ProgressLo
   const uint64_t resident = std::clamp<uint64_t>(c.resident_rows, max_n, shape.rows);
   const size_t rec = shape.record_bytes;
 
-  // A random spread of distinct rows over the whole table.
+  // A random spread of distinct rows over the whole table, in memory
+  // proportional to the sample, not to the table.
   std::mt19937_64 rng(c.seed);
-  std::vector<uint64_t> all(shape.rows);
-  std::iota(all.begin(), all.end(), uint64_t{0});
-  for (uint64_t i = 0; i < resident; ++i) {
-    std::uniform_int_distribution<uint64_t> pick(i, shape.rows - 1);
-    std::swap(all[i], all[pick(rng)]);
+  std::vector<uint64_t> ids;
+  {
+    AffinePermutation perm(shape.rows, rng);
+    for (uint64_t k = 0; ids.size() < resident; ++k) ids.push_back(perm(k));
   }
-  std::vector<uint64_t> ids(all.begin(), all.begin() + ptrdiff_t(resident));
-  all = {};
 
   // Room for every resident row several times over, so neither placement
   // conflicts nor admission under pressure can refuse one.
@@ -287,7 +337,7 @@ Result<HitBenchReport> RunHitBenchmark(const HitBenchConfig& c, const ProgressLo
   // The baseline's flat array: the table's rows at row * record_bytes, as if
   // the whole table were in RAM. Left uninitialized: only the resident rows
   // are written (and so ever touched).
-  std::unique_ptr<std::byte[]> flat(new std::byte[shape.rows * rec]);
+  ENGRAM_ASSIGN_OR_RETURN(FlatArray flat, FlatArray::Map(shape.rows * rec, resident));
 
   // Warm: gather the resident rows (sorted, so rows sharing a block are read
   // once) until a whole pass is served from the cache.
@@ -305,7 +355,7 @@ Result<HitBenchReport> RunHitBenchmark(const HitBenchConfig& c, const ProgressLo
         if (!r.status.ok()) return r.status.WithContext("hit: warming gather");
         hits_in_pass += r.hits;
         if (pass == 0) {
-          for (size_t i = 0; i < chunk.size(); ++i) std::memcpy(&flat[chunk[i] * rec], &buf[i * rec], rec);
+          for (size_t i = 0; i < chunk.size(); ++i) std::memcpy(flat.data() + chunk[i] * rec, &buf[i * rec], rec);
         }
       }
       if (log) log("hit: warm pass " + std::to_string(pass + 1) + ": " + std::to_string(hits_in_pass) + " of " +
@@ -339,7 +389,7 @@ Result<HitBenchReport> RunHitBenchmark(const HitBenchConfig& c, const ProgressLo
     auto memcpy_gather = [&](size_t w) {
       std::span<const uint64_t> rows = window(w);
       std::byte* out = dst.data();
-      const std::byte* base = flat.get();
+      const std::byte* base = flat.data();
       for (size_t i = 0; i < rows.size(); ++i) std::memcpy(out + i * rec, base + rows[i] * rec, rec);
       ClobberMemory(out);
     };
@@ -399,7 +449,7 @@ struct StoreMissRun {
 };
 
 // Gathers of n rows, each from a block no store has read before: a pass
-// shuffles every block of the table, takes one random row of each, and is
+// visits the table's blocks in a random order, takes one random row of each, and is
 // served by a freshly opened store (its cache empty); when a pass runs out of
 // blocks, the next pass gets a new store. Opening and closing stores is not
 // timed.
@@ -408,14 +458,15 @@ Result<StoreMissRun> MeasureStoreMisses(const MissBenchConfig& c, const TableSha
   std::mt19937_64 rng(seed);
   StoreMissRun run;
   std::vector<std::byte> dst(size_t(n) * shape.record_bytes);
-  std::vector<uint64_t> blocks(shape.blocks), ids(shape.blocks);
-  std::iota(blocks.begin(), blocks.end(), uint64_t{0});
+  // A pass covers every block, or 4M of them on a huge table (32 MiB of IDs).
+  const uint64_t pass_blocks = std::min<uint64_t>(shape.blocks, uint64_t{1} << 22);
+  std::vector<uint64_t> ids(pass_blocks);
   const auto budget = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(c.seconds));
   Clock::duration spent{};
   while (spent < budget) {
-    std::shuffle(blocks.begin(), blocks.end(), rng);
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      const uint64_t first = blocks[i] * shape.rows_per_block;
+    AffinePermutation blocks(shape.blocks, rng);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const uint64_t first = blocks(i) * shape.rows_per_block;
       const uint64_t in_block = std::min<uint64_t>(shape.rows_per_block, shape.rows - first);
       ids[i] = first + rng() % in_block;
     }
