@@ -6,7 +6,11 @@
 //   read    random 4 KiB block reads through the I/O backends (issue 7)
 //   gather  the row-cache report's five-request workload through a real store
 //           on generated tables: per request hit rate, evictions, refusals,
-//           wall time and readiness wait split into cache and disk
+//           wall time, rows/s and readiness wait split into cache and disk
+//   hit     gathers of resident rows vs a flat memcpy gather (hit_ratio)
+//   miss    all-miss gathers on a fresh store vs raw reads and fio
+//           (miss_ratio_raw, miss_ratio_fio, latency at QD 1); both in
+//           bench/hit_miss_command.h
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,6 +27,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/hit_miss_command.h"
 #include "engram/store.h"
 #include "src/common/cli_checks.h"
 #include "src/common/logging.h"
@@ -383,14 +388,26 @@ int main(int argc, char** argv) {
   CLI::App* read = RegisterReadCommand(app, read_args);
   GatherArgs gather_args;
   CLI::App* gather = RegisterGatherCommand(app, gather_args);
+  engram::bench::HitArgs hit_args;
+  CLI::App* hit = engram::bench::RegisterHitCommand(app, hit_args);
+  engram::bench::MissArgs miss_args;
+  CLI::App* miss = engram::bench::RegisterMissCommand(app, miss_args);
   std::string log_level;
   engram::AddLogLevelOption(app, log_level);
-  CLI11_PARSE(app, argc, argv);
+  // A usage error (a bad value such as a depth of 0, a missing option) is
+  // exit 2, as for the other bad input; --help is still 0.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   if (engram::Status s = engram::ConfigureLogging(log_level, "warn"); !s.ok()) {
     std::fprintf(stderr, "engram-bench: %s\n", s.ToString().c_str());
     return 2;
   }
   if (*read) return RunRead(read_args);
   if (*gather) return RunGather(gather_args);
+  if (*hit) return engram::bench::RunHitCommand(hit_args);
+  if (*miss) return engram::bench::RunMissCommand(miss_args);
   return 2;
 }

@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
   if (!ran.ok()) return Fail(ran.status());
   const std::vector<PolicyRequests>& runs = *ran;
 
-  std::printf("\n4. Results (%zu tables: counts and readiness wait summed over them; time = wall time of the request)\n\n%s",
+  std::printf("\n4. Results (%zu tables: counts and readiness wait summed over them; time = wall time of the request, rows/s = rows delivered / time)\n\n%s",
               tables, FormatReportTable(runs).c_str());
   if (json) std::printf("\n%s", FormatReportJsonLines(runs).c_str());
   const std::string csv = work_dir + "/hit-rates.csv", png = work_dir + "/hit-rates.png";

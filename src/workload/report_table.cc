@@ -32,17 +32,18 @@ std::string FormatReportTable(const std::vector<PolicyRequests>& runs) {
   if (runs.empty()) return "";
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line, "%-16s %-12s %9s %11s %11s %9s %10s %10s %6s\n", "request", "policy",
-                "hit rate", "evictions", "refusals", "time (s)", "wait cache", "wait disk", "ampl");
+  std::snprintf(line, sizeof line, "%-16s %-12s %9s %11s %11s %9s %10s %10s %10s %6s\n", "request", "policy",
+                "hit rate", "evictions", "refusals", "time (s)", "rows/s", "wait cache", "wait disk", "ampl");
   out += line;
   const size_t requests = runs[0].requests.size();
   for (size_t r = 0; r < requests; ++r) {
     for (const auto& p : runs) {
       if (r >= p.requests.size()) continue;
       const RequestRunStats& s = p.requests[r];
-      std::snprintf(line, sizeof line, "%-16s %-12s %8.2f%% %11s %11s %9.2f %9.3fs %9.3fs %6.2f\n",
+      std::snprintf(line, sizeof line, "%-16s %-12s %8.2f%% %11s %11s %9.2f %10s %9.3fs %9.3fs %6.2f\n",
                     p.requests[r].name.c_str(), p.policy.c_str(), 100.0 * s.hit_rate(),
                     Thousands(s.evictions).c_str(), Thousands(s.refusals).c_str(), s.wall_seconds,
+                    Thousands(uint64_t(s.rows_per_second() + 0.5)).c_str(),
                     double(s.cache_ns) * 1e-9, double(s.disk_ns) * 1e-9, s.read_amplification());
       out += line;
     }
@@ -79,6 +80,8 @@ std::string FormatReportJsonLines(const std::vector<PolicyRequests>& runs) {
                           {"blocks_read", s.blocks_read},
                           {"read_amplification", s.read_amplification()},
                           {"wall_seconds", s.wall_seconds},
+                          {"rows", s.rows},
+                          {"rows_per_second", s.rows_per_second()},
                           {"readiness_wait_seconds", double(s.wait_ns) * 1e-9},
                           {"readiness_wait_cache_seconds", double(s.cache_ns) * 1e-9},
                           {"readiness_wait_disk_seconds", double(s.disk_ns) * 1e-9},

@@ -15,7 +15,7 @@ struct PolicyRequests {
   std::vector<RequestRunStats> requests;
 };
 
-// One row per request: hit rate, evictions, refusals, time and readiness wait
+// One row per request: hit rate, evictions, refusals, time, rows/s and readiness wait
 // (cache / disk) for each policy.
 std::string FormatReportTable(const std::vector<PolicyRequests>& runs);
 

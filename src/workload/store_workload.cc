@@ -42,6 +42,7 @@ Result<std::vector<RequestRunStats>> RunTracesThroughStore(
       for (size_t t = 0; t < traces.size(); ++t) {
         GatherResult res = store.Wait(std::move(tickets[t]));
         if (!res.status.ok() && failed.ok()) failed = res.status;
+        rs.rows += res.rows;
         rs.lookups += res.distinct_rows;
         rs.hits += res.hits;
         rs.misses += res.misses;

@@ -19,6 +19,7 @@ namespace engram {
 struct RequestRunStats {
   std::string name;
   uint64_t gathers = 0;
+  uint64_t rows = 0;     // row IDs asked for, duplicates included, summed over tables
   uint64_t lookups = 0;  // distinct rows per gather, summed (hits + misses)
   uint64_t hits = 0;
   uint64_t misses = 0;
@@ -36,6 +37,8 @@ struct RequestRunStats {
   uint64_t capacity_rows = 0;
 
   double hit_rate() const { return lookups ? double(hits) / double(lookups) : 0.0; }
+  // Rows delivered per second of the request's wall time.
+  double rows_per_second() const { return wall_seconds > 0 ? double(rows) / wall_seconds : 0.0; }
   // Bytes read from disk per byte of missed row (4 KiB blocks; rows of one
   // block coalesced into one read). 0 when nothing was missed.
   double read_amplification() const {

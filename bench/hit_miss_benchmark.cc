@@ -1,0 +1,609 @@
+#include "bench/hit_miss_benchmark.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "engram/store.h"
+#include "storage/io/read_benchmark.h"
+#include "storage/table_file.h"
+
+extern char** environ;
+
+namespace engram::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// User + system time of every thread of this process.
+double ProcessCpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto sec = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+  return sec(u.ru_utime) + sec(u.ru_stime);
+}
+
+// Keeps the compiler from dropping or merging copies whose result is never
+// read: the memcpy baseline must really copy every row, every time.
+inline void ClobberMemory(const void* p) { asm volatile("" : : "r"(p) : "memory"); }
+
+Percentiles PercentilesOf(std::vector<uint64_t>& ns) {
+  Percentiles p;
+  if (ns.empty()) return p;
+  std::sort(ns.begin(), ns.end());
+  auto at = [&](double q) {
+    size_t k = std::min(ns.size() - 1, size_t(q * double(ns.size())));
+    return double(ns[k]) / 1000.0;
+  };
+  p.p50_us = at(0.50);
+  p.p90_us = at(0.90);
+  p.p99_us = at(0.99);
+  p.p999_us = at(0.999);
+  return p;
+}
+
+// Sorted samples -> (percentile, us) every percent, plus the tail.
+std::vector<std::pair<double, double>> CdfOf(const std::vector<uint64_t>& sorted_ns) {
+  std::vector<std::pair<double, double>> cdf;
+  if (sorted_ns.empty()) return cdf;
+  std::vector<double> qs;
+  for (int q = 1; q <= 99; ++q) qs.push_back(q);
+  for (double q : {99.5, 99.9, 100.0}) qs.push_back(q);
+  for (double q : qs) {
+    size_t k = std::min(sorted_ns.size() - 1, size_t(q / 100.0 * double(sorted_ns.size())));
+    cdf.emplace_back(q, double(sorted_ns[k]) / 1000.0);
+  }
+  return cdf;
+}
+
+// k -> (a * k + c) mod n with gcd(a, n) = 1: a permutation of [0, n) spread
+// over the whole range, chosen at random, in O(1) memory however large n is.
+class AffinePermutation {
+ public:
+  AffinePermutation(uint64_t n, std::mt19937_64& rng) : n_(n) {
+    c_ = rng() % n;
+    a_ = 1;
+    if (n > 2) {
+      do {
+        a_ = rng() % (n - 1) + 1;
+      } while (std::gcd(a_, n) != 1);
+    }
+  }
+  uint64_t operator()(uint64_t k) const {
+    return uint64_t((static_cast<unsigned __int128>(a_) * (k % n_) + c_) % n_);
+  }
+
+ private:
+  uint64_t n_, a_ = 1, c_ = 0;
+};
+
+// The memcpy baseline's flat array of the whole table, reserved but not
+// committed: only the pages of resident rows are ever touched, so a table
+// larger than RAM still works. Huge pages only when the resident rows would
+// touch most of them anyway (then the baseline pays no more TLB misses than
+// the store's huge-page cache); otherwise each touched row would commit 2 MiB.
+class FlatArray {
+ public:
+  static Result<FlatArray> Map(uint64_t bytes, uint64_t rows_touched) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return Status::FromErrno("hit: map the " + std::to_string(bytes >> 20) + " MiB flat array", errno);
+    const uint64_t huge_pages = (bytes + (2u << 20) - 1) / (2u << 20);
+    (void)::madvise(p, bytes, rows_touched >= huge_pages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    FlatArray f;
+    f.data_ = static_cast<std::byte*>(p);
+    f.bytes_ = bytes;
+    return f;
+  }
+  FlatArray() = default;
+  FlatArray(FlatArray&& o) noexcept : data_(std::exchange(o.data_, nullptr)), bytes_(o.bytes_) {}
+  FlatArray& operator=(FlatArray&&) = delete;
+  ~FlatArray() {
+    if (data_) ::munmap(data_, bytes_);
+  }
+  std::byte* data() const { return data_; }
+
+ private:
+  std::byte* data_ = nullptr;
+  uint64_t bytes_ = 0;
+};
+
+Result<std::unique_ptr<Store>> OpenStore(const std::string& file, uint64_t cache_bytes, const std::string& policy,
+                                         const std::string& backend, uint32_t queue_depth) {
+  StoreOptions o;
+  TableOptions table;
+  table.path = file;
+  o.tables = {table};
+  o.cache_bytes = cache_bytes;
+  o.cache_policy = policy;
+  o.io_backend = backend;
+  o.queue_depth = queue_depth;
+  o.direct_io = true;
+  return Store::Open(o);
+}
+
+// ---------------------------------------------------------------------------
+// fio, run as a child process (no shell: the path is an argument, not code).
+// ---------------------------------------------------------------------------
+
+struct FioResult {
+  std::string version;
+  double iops = 0;
+  Percentiles lat;
+  std::vector<std::pair<double, double>> cdf;
+};
+
+struct TempFile {
+  std::string path;
+  TempFile() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "engram-bench-fio-XXXXXX").string();
+    int fd = ::mkstemp(tmpl.data());
+    if (fd >= 0) {
+      ::close(fd);
+      path = tmpl;
+    }
+  }
+  ~TempFile() {
+    if (!path.empty()) ::unlink(path.c_str());
+  }
+  std::string Read() const {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+};
+
+// fio's io_uring engine as tuned as it gets: registered file and buffers,
+// the whole depth submitted in one call, completions reaped in batches.
+Result<FioResult> RunFio(const std::string& fio, const std::string& file, uint64_t size, uint32_t depth,
+                         double seconds) {
+  TempFile json_out, log_out;
+  if (json_out.path.empty() || log_out.path.empty()) return Status::IOError("fio: cannot create a temporary file");
+  const std::string d = std::to_string(depth);
+  std::vector<std::string> args = {fio,
+                                   "--name=engram-miss",
+                                   "--filename=" + file,
+                                   "--readonly",
+                                   "--size=" + std::to_string(size / 4096 * 4096),
+                                   "--rw=randread",
+                                   "--bs=4k",
+                                   "--direct=1",
+                                   "--ioengine=io_uring",
+                                   "--fixedbufs=1",
+                                   "--registerfiles=1",
+                                   "--iodepth=" + d,
+                                   "--iodepth_batch_submit=" + d,
+                                   "--iodepth_batch_complete_min=1",
+                                   "--iodepth_batch_complete_max=" + d,
+                                   "--time_based",
+                                   "--runtime=" + std::to_string(std::max(1, int(seconds + 0.5))),
+                                   "--norandommap",
+                                   "--randrepeat=0",
+                                   "--thread",
+                                   "--lat_percentiles=1",
+                                   "--percentile_list=1:5:10:20:30:40:50:60:70:80:90:95:99:99.5:99.9:100",
+                                   "--output-format=json",
+                                   "--output=" + json_out.path};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, log_out.path.c_str(), O_WRONLY | O_TRUNC, 0);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = 0;
+  int rc = ::posix_spawnp(&pid, fio.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc == ENOENT) return Status::NotFound("fio not found ('" + fio + "'); install fio or pass --fio PATH");
+  if (rc != 0) return Status::FromErrno("spawn " + fio, rc);
+  // fio stops itself after --runtime; the margin covers its setup. A fio that
+  // does not is killed rather than hanging the benchmark.
+  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds + 60);
+  int wstatus = 0;
+  for (;;) {
+    pid_t w = ::waitpid(pid, &wstatus, WNOHANG);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) return Status::FromErrno("waitpid fio", errno);
+    if (Clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &wstatus, 0);
+      return Status::IOError("fio did not finish within " + std::to_string(int(seconds + 60)) + " s; killed");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::string log = log_out.Read();
+  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+    return Status::IOError("fio failed (status " + std::to_string(wstatus) + "): " + log.substr(0, 800));
+  }
+  nlohmann::json j = nlohmann::json::parse(json_out.Read(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.contains("jobs") || j["jobs"].empty()) {
+    return Status::IOError("fio wrote no JSON result: " + log.substr(0, 800));
+  }
+  const nlohmann::json& job = j["jobs"][0];
+  if (job.value("error", 0) != 0) return Status::IOError("fio job error " + std::to_string(job.value("error", 0)));
+  FioResult r;
+  r.version = j.value("fio version", std::string());
+  r.iops = job["read"].value("iops", 0.0);
+  if (job["read"].contains("lat_ns") && job["read"]["lat_ns"].contains("percentile")) {
+    for (const auto& [key, value] : job["read"]["lat_ns"]["percentile"].items()) {
+      r.cdf.emplace_back(std::stod(key), value.get<double>() / 1000.0);
+    }
+    std::sort(r.cdf.begin(), r.cdf.end());
+    auto at = [&](double q) {
+      for (const auto& [pct, us] : r.cdf) {
+        if (pct >= q - 1e-9) return us;
+      }
+      return 0.0;
+    };
+    r.lat = {at(50), at(90), at(99), at(99.9)};
+  }
+  if (r.iops <= 0) return Status::IOError("fio measured no reads: " + log.substr(0, 800));
+  return r;
+}
+
+}  // namespace
+
+Result<TableShape> CheckBenchTable(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return Status::FromErrno("table '" + path + "'", errno);
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument("'" + path + "' is not a regular file");
+  auto table = TableFile::Open(path);
+  if (!table.ok()) return table.status().WithContext("'" + path + "' is not a usable Engram table (engram-gen makes one)");
+  TableShape s;
+  s.rows = (*table)->row_count();
+  s.record_bytes = (*table)->record_bytes();
+  s.rows_per_block = (*table)->rows_per_block();
+  s.file_bytes = uint64_t(st.st_size);
+  if (s.rows == 0 || s.rows_per_block == 0) return Status::InvalidArgument("'" + path + "' holds no rows");
+  s.blocks = (s.rows + s.rows_per_block - 1) / s.rows_per_block;
+  return s;
+}
+
+Status CheckDirectIo(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  if (fd >= 0) {
+    ::close(fd);
+    return Status::OK();
+  }
+  if (errno == EINVAL) {
+    return Status::Unsupported("the filesystem of '" + path +
+                               "' refuses O_DIRECT: the store would read through the page cache and the misses "
+                               "would not reach the device; put the table on a filesystem that accepts O_DIRECT "
+                               "(ext4, xfs, or tmpfs on Linux >= 6.6)");
+  }
+  return Status::FromErrno("open '" + path + "' with O_DIRECT", errno);
+}
+
+// ===========================================================================
+// hit
+// ===========================================================================
+
+Result<HitBenchReport> RunHitBenchmark(const HitBenchConfig& c, const ProgressLog& log) {
+  ENGRAM_ASSIGN_OR_RETURN(TableShape shape, CheckBenchTable(c.file));
+  if (c.rows_per_gather.empty()) return Status::InvalidArgument("hit: no --rows-per-gather");
+  if (!(c.seconds > 0) || c.rounds == 0) return Status::InvalidArgument("hit: seconds and rounds must be > 0");
+  uint32_t max_n = 0;
+  for (uint32_t n : c.rows_per_gather) {
+    if (n == 0) return Status::InvalidArgument("hit: --rows-per-gather must be >= 1");
+    max_n = std::max(max_n, n);
+  }
+  if (shape.rows < max_n) {
+    return Status::InvalidArgument("hit: '" + c.file + "' has " + std::to_string(shape.rows) +
+                                   " rows; a gather of " + std::to_string(max_n) + " distinct rows needs at least " +
+                                   std::to_string(max_n));
+  }
+  const uint64_t resident = std::clamp<uint64_t>(c.resident_rows, max_n, shape.rows);
+  const size_t rec = shape.record_bytes;
+
+  // A random spread of distinct rows over the whole table, in memory
+  // proportional to the sample, not to the table.
+  std::mt19937_64 rng(c.seed);
+  std::vector<uint64_t> ids;
+  {
+    AffinePermutation perm(shape.rows, rng);
+    for (uint64_t k = 0; ids.size() < resident; ++k) ids.push_back(perm(k));
+  }
+
+  // Room for every resident row several times over, so neither placement
+  // conflicts nor admission under pressure can refuse one.
+  const uint64_t cache_bytes = c.cache_bytes ? c.cache_bytes : std::max<uint64_t>(64ull << 20, 4 * resident * rec);
+  ENGRAM_ASSIGN_OR_RETURN(auto store, OpenStore(c.file, cache_bytes, c.cache_policy, c.io_backend, 128));
+  HitBenchReport report;
+  report.io_description = store->io_description();
+  report.cache_bytes = cache_bytes;
+
+  // The baseline's flat array: the table's rows at row * record_bytes, as if
+  // the whole table were in RAM. Left uninitialized: only the resident rows
+  // are written (and so ever touched).
+  ENGRAM_ASSIGN_OR_RETURN(FlatArray flat, FlatArray::Map(shape.rows * rec, resident));
+
+  // Warm: gather the resident rows (sorted, so rows sharing a block are read
+  // once) until a whole pass is served from the cache.
+  {
+    std::vector<uint64_t> sorted = ids;
+    std::sort(sorted.begin(), sorted.end());
+    constexpr size_t kChunk = 4096;
+    std::vector<std::byte> buf(kChunk * rec);
+    uint64_t hits_in_pass = 0;
+    for (int pass = 0; pass < 4 && hits_in_pass < resident; ++pass) {
+      hits_in_pass = 0;
+      for (size_t b = 0; b < sorted.size(); b += kChunk) {
+        std::span<const uint64_t> chunk(sorted.data() + b, std::min(kChunk, sorted.size() - b));
+        GatherResult r = store->Gather(0, chunk, buf.data(), rec);
+        if (!r.status.ok()) return r.status.WithContext("hit: warming gather");
+        hits_in_pass += r.hits;
+        if (pass == 0) {
+          for (size_t i = 0; i < chunk.size(); ++i) std::memcpy(flat.data() + chunk[i] * rec, &buf[i * rec], rec);
+        }
+      }
+      if (log) log("hit: warm pass " + std::to_string(pass + 1) + ": " + std::to_string(hits_in_pass) + " of " +
+                   std::to_string(resident) + " rows were hits");
+    }
+    if (hits_in_pass < resident) {
+      return Status::ResourceExhausted("hit: only " + std::to_string(hits_in_pass) + " of " + std::to_string(resident) +
+                                       " rows stayed resident after 4 warm passes (cache " +
+                                       std::to_string(cache_bytes >> 20) + " MiB, policy '" + c.cache_policy +
+                                       "'); raise --cache-mib or lower --resident-rows");
+    }
+  }
+
+  // Gathers cycle through windows of N consecutive entries of a shuffled
+  // order, so every gather asks for N distinct rows spread over the table.
+  std::vector<uint64_t> order = ids;
+  std::shuffle(order.begin(), order.end(), rng);
+
+  for (uint32_t n : c.rows_per_gather) {
+    const size_t windows = std::max<size_t>(1, order.size() / n);
+    std::vector<std::byte> dst(size_t(n) * rec), check(size_t(n) * rec);
+    auto window = [&](size_t w) { return std::span<const uint64_t>(order.data() + (w % windows) * n, n); };
+    uint64_t not_hits = 0;
+    Status failed;
+    auto store_gather = [&](size_t w) {
+      GatherResult r = store->Gather(0, window(w), dst.data(), rec);
+      if (!r.status.ok() && failed.ok()) failed = r.status;
+      not_hits += r.distinct_rows - r.hits;
+      ClobberMemory(dst.data());
+    };
+    auto memcpy_gather = [&](size_t w) {
+      std::span<const uint64_t> rows = window(w);
+      std::byte* out = dst.data();
+      const std::byte* base = flat.data();
+      for (size_t i = 0; i < rows.size(); ++i) std::memcpy(out + i * rec, base + rows[i] * rec, rec);
+      ClobberMemory(out);
+    };
+    // Runs `gather` back to back for `secs`, reading the clock every 16
+    // gathers so the clock costs the fast side little.
+    auto timed = [&](auto&& gather, double secs, size_t& cursor, uint64_t& rows, double& wall, double& cpu) {
+      const double cpu0 = ProcessCpuSeconds();
+      const auto t0 = Clock::now();
+      const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(secs));
+      auto now = t0;
+      uint64_t gathers = 0;
+      do {
+        for (int k = 0; k < 16; ++k) gather(cursor++);
+        gathers += 16;
+        now = Clock::now();
+      } while (now < deadline);
+      wall += Seconds(now - t0);
+      cpu += ProcessCpuSeconds() - cpu0;
+      rows += gathers * n;
+    };
+    HitBenchPoint p;
+    p.rows_per_gather = n;
+    p.resident_rows = resident;
+    size_t store_cursor = 0, memcpy_cursor = 0;
+    const double slice = c.seconds / c.rounds;
+    for (uint32_t round = 0; round < c.rounds; ++round) {
+      timed(store_gather, slice, store_cursor, p.store_rows, p.store_seconds, p.store_cpu_seconds);
+      timed(memcpy_gather, slice, memcpy_cursor, p.memcpy_rows, p.memcpy_seconds, p.memcpy_cpu_seconds);
+    }
+    if (!failed.ok()) return failed.WithContext("hit: timed gather");
+    if (not_hits > 0) {
+      return Status::Internal("hit: " + std::to_string(not_hits) +
+                              " rows were not hits during the timed loop: the figure would include disk reads");
+    }
+    // Both sides must have produced the same bytes.
+    store_gather(0);
+    check = dst;
+    memcpy_gather(0);
+    if (check != dst) return Status::Internal("hit: the store and the memcpy baseline returned different bytes");
+    report.points.push_back(p);
+  }
+  return report;
+}
+
+// ===========================================================================
+// miss
+// ===========================================================================
+
+namespace {
+
+struct StoreMissRun {
+  uint64_t gathers = 0, rows = 0;
+  uint32_t fresh_stores = 0;
+  double seconds = 0, cpu_seconds = 0;
+  std::vector<uint64_t> gather_ns;
+  std::string io_description;
+};
+
+// Gathers of n rows, each from a block no store has read before: a pass
+// visits the table's blocks in a random order, takes one random row of each, and is
+// served by a freshly opened store (its cache empty); when a pass runs out of
+// blocks, the next pass gets a new store. Opening and closing stores is not
+// timed.
+Result<StoreMissRun> MeasureStoreMisses(const MissBenchConfig& c, const TableShape& shape, uint32_t n,
+                                        uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  StoreMissRun run;
+  std::vector<std::byte> dst(size_t(n) * shape.record_bytes);
+  // A pass covers every block, or 4M of them on a huge table (32 MiB of IDs).
+  const uint64_t pass_blocks = std::min<uint64_t>(shape.blocks, uint64_t{1} << 22);
+  std::vector<uint64_t> ids(pass_blocks);
+  const auto budget = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(c.seconds));
+  Clock::duration spent{};
+  while (spent < budget) {
+    AffinePermutation blocks(shape.blocks, rng);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const uint64_t first = blocks(i) * shape.rows_per_block;
+      const uint64_t in_block = std::min<uint64_t>(shape.rows_per_block, shape.rows - first);
+      ids[i] = first + rng() % in_block;
+    }
+    // O_DIRECT bypasses the page cache; dropping it too makes the benchmark
+    // honest on a filesystem where the store's reads might still land there.
+    if (int fd = ::open(c.file.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+      (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+      ::close(fd);
+    }
+    ENGRAM_ASSIGN_OR_RETURN(auto store, OpenStore(c.file, c.cache_bytes, "default", c.io_backend, c.queue_depth));
+    ++run.fresh_stores;
+    if (run.io_description.empty()) run.io_description = store->io_description();
+    const double cpu0 = ProcessCpuSeconds();
+    const auto t0 = Clock::now();
+    auto now = t0;
+    for (size_t g = 0; (g + 1) * n <= ids.size() && spent + (now - t0) < budget; ++g) {
+      std::span<const uint64_t> rows(ids.data() + g * n, n);
+      GatherResult r = store->Gather(0, rows, dst.data(), shape.record_bytes);
+      const auto end = Clock::now();
+      if (!r.status.ok()) return r.status.WithContext("miss: gather");
+      if (r.misses != n || r.hits != 0) {
+        return Status::Internal("miss: a gather of " + std::to_string(n) + " rows from untouched blocks had " +
+                                std::to_string(r.hits) + " hits and " + std::to_string(r.misses) + " misses");
+      }
+      run.gather_ns.push_back(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(end - now).count()));
+      ++run.gathers;
+      run.rows += n;
+      now = end;
+    }
+    spent += now - t0;
+    run.cpu_seconds += ProcessCpuSeconds() - cpu0;
+    store.reset();
+  }
+  run.seconds = Seconds(spent);
+  return run;
+}
+
+Result<io::ReadBenchResult> MeasureRawReads(const MissBenchConfig& c, uint32_t depth) {
+  io::ReadBenchConfig r;
+  r.path = c.file;
+  ENGRAM_ASSIGN_OR_RETURN(r.backend, io::ParseIoBackend(c.io_backend));
+  if (r.backend == io::IoBackend::kAuto) r.backend = io::IoBackend::kIoUring;
+  r.mode = io::ReadBenchMode::kAsync;
+  r.queue_depth = depth;
+  r.threads = r.backend == io::IoBackend::kIoUring ? 1 : 4;  // the store's default pread pool
+  r.cold = true;
+  r.seconds = c.seconds;
+  r.seed = c.seed;
+  return io::RunReadBenchmark(r);
+}
+
+}  // namespace
+
+Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const ProgressLog& log) {
+  ENGRAM_ASSIGN_OR_RETURN(TableShape shape, CheckBenchTable(c.file));
+  ENGRAM_RETURN_IF_ERROR(CheckDirectIo(c.file));
+  if (c.io_backend != "io_uring" && c.io_backend != "pread") {
+    return Status::InvalidArgument("miss: --io-backend must be io_uring or pread (misses must reach the device)");
+  }
+  if (c.queue_depth == 0) return Status::InvalidArgument("miss: --queue-depth must be >= 1");
+  if (c.latency_rows == 0) return Status::InvalidArgument("miss: --latency-rows must be >= 1");
+  if (!(c.seconds > 0)) return Status::InvalidArgument("miss: --seconds must be > 0");
+  std::vector<uint32_t> sizes = c.rows_per_gather;
+  sizes.push_back(c.latency_rows);
+  for (uint32_t n : sizes) {
+    if (n == 0) return Status::InvalidArgument("miss: --rows-per-gather must be >= 1");
+    if (n > shape.blocks) {
+      return Status::InvalidArgument("miss: a gather of " + std::to_string(n) + " rows from distinct blocks needs " +
+                                     std::to_string(n) + " blocks; '" + c.file + "' has " +
+                                     std::to_string(shape.blocks) + " (make a larger table with engram-gen)");
+    }
+  }
+  auto say = [&](const std::string& s) {
+    if (log) log(s);
+  };
+  MissBenchReport report;
+  std::string fio_skipped;  // why fio is not run any more (set once it is missing)
+  auto fio_at = [&](uint32_t depth) -> Result<FioResult> {
+    if (c.fio.empty()) return Status::Unsupported("fio not run (--fio '')");
+    if (!fio_skipped.empty()) return Status::Unsupported(fio_skipped);
+    say("miss: fio io_uring at depth " + std::to_string(depth));
+    auto f = RunFio(c.fio, c.file, shape.file_bytes, depth, c.seconds);
+    if (!f.ok() && f.status().code() == StatusCode::kNotFound) fio_skipped = f.status().message();
+    if (f.ok() && report.fio_version.empty()) report.fio_version = f->version;
+    return f;
+  };
+
+  std::vector<uint64_t> latency_samples;
+  for (size_t i = 0; i < c.rows_per_gather.size(); ++i) {
+    const uint32_t n = c.rows_per_gather[i];
+    MissBenchPoint p;
+    p.rows_per_gather = n;
+    p.depth = std::min(n, c.queue_depth);
+    say("miss: store, gathers of " + std::to_string(n) + " rows from untouched blocks");
+    ENGRAM_ASSIGN_OR_RETURN(StoreMissRun s, MeasureStoreMisses(c, shape, n, c.seed + i));
+    report.io_description = s.io_description;
+    p.gathers = s.gathers;
+    p.rows = s.rows;
+    p.fresh_stores = s.fresh_stores;
+    p.store_seconds = s.seconds;
+    p.store_cpu_seconds = s.cpu_seconds;
+    if (n == c.latency_rows && latency_samples.empty()) latency_samples = std::move(s.gather_ns);
+    say("miss: raw engine reads at depth " + std::to_string(p.depth));
+    ENGRAM_ASSIGN_OR_RETURN(io::ReadBenchResult raw, MeasureRawReads(c, p.depth));
+    if (raw.errors > 0) return Status::IOError("miss: " + std::to_string(raw.errors) + " raw reads failed");
+    p.raw_iops = raw.iops;
+    auto f = fio_at(p.depth);
+    if (f.ok()) {
+      p.fio_iops = f->iops;
+    } else {
+      p.fio_note = f.status().message();
+    }
+    report.points.push_back(p);
+  }
+
+  // Latency of one all-miss gather, next to one read at QD 1.
+  MissLatency& lat = report.latency;
+  lat.rows_per_gather = c.latency_rows;
+  if (latency_samples.empty()) {
+    say("miss: store, latency of gathers of " + std::to_string(c.latency_rows) + " rows");
+    ENGRAM_ASSIGN_OR_RETURN(StoreMissRun s, MeasureStoreMisses(c, shape, c.latency_rows, c.seed + 1000));
+    latency_samples = std::move(s.gather_ns);
+  }
+  lat.gathers = latency_samples.size();
+  lat.gather = PercentilesOf(latency_samples);  // sorts
+  lat.gather_cdf = CdfOf(latency_samples);
+  say("miss: raw engine reads at QD 1");
+  ENGRAM_ASSIGN_OR_RETURN(io::ReadBenchResult raw1, MeasureRawReads(c, 1));
+  lat.raw_read = {raw1.p50_us, raw1.p90_us, raw1.p99_us, raw1.p999_us};
+  auto f1 = fio_at(1);
+  if (f1.ok()) {
+    lat.fio_read = f1->lat;
+    lat.fio_read_cdf = f1->cdf;
+  } else {
+    lat.fio_note = f1.status().message();
+  }
+  return report;
+}
+
+}  // namespace engram::bench

@@ -1,0 +1,141 @@
+// Drivers behind `engram-bench hit` and `engram-bench miss`: what a gather
+// costs through the public engram::Store API, next to what the hardware costs
+// for the same work, measured in the same run.
+//
+//   hit:  gathers of N rows that are all resident in the row cache, against a
+//         flat memcpy gather of the same row IDs from a flat array of the
+//         table into the same destination layout.
+//   miss: gathers of N rows, each from a block the store has never read, on a
+//         fresh store (O_DIRECT, so neither the row cache nor the page cache
+//         helps), against raw 4 KiB reads through the I/O engine and against
+//         fio's io_uring with registered files and buffers and batched
+//         submission, at the same depth on the same file.
+//
+// CPU time (getrusage RUSAGE_SELF, every thread of the process: the caller,
+// the store's completion pool and the I/O engine's threads) is reported per
+// row next to wall time, so the figures can be compared across machines.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engram/status.h"
+
+namespace engram::bench {
+
+// Bad input (a missing, unreadable or too-small table; a filesystem that
+// refuses O_DIRECT when misses must reach the device) is reported by these
+// checks before anything runs, so the CLI can tell it apart from a failure
+// while measuring.
+struct TableShape {
+  uint64_t rows = 0;
+  uint64_t blocks = 0;
+  uint32_t record_bytes = 0;
+  uint32_t rows_per_block = 0;
+  uint64_t file_bytes = 0;
+};
+Result<TableShape> CheckBenchTable(const std::string& path);
+// Unsupported when the file's filesystem refuses O_DIRECT: the store would
+// fall back to buffered reads and "misses" would be page-cache copies.
+Status CheckDirectIo(const std::string& path);
+
+using ProgressLog = std::function<void(const std::string&)>;
+
+struct HitBenchConfig {
+  std::string file;
+  std::vector<uint32_t> rows_per_gather{24, 4096};
+  // Distinct rows made resident and cycled through, so both sides touch the
+  // same spread of memory (a few MiB more than the last-level cache by
+  // default) instead of the same 24 rows in L1.
+  uint64_t resident_rows = 65536;
+  uint64_t cache_bytes = 0;  // 0: sized from resident_rows with room to spare
+  std::string cache_policy = "default";
+  std::string io_backend = "auto";
+  double seconds = 2;  // per side and per N, split over `rounds`
+  uint32_t rounds = 3; // store and memcpy alternate this many times
+  uint64_t seed = 1;
+};
+
+struct HitBenchPoint {
+  uint32_t rows_per_gather = 0;
+  uint64_t resident_rows = 0;
+  uint64_t store_rows = 0, memcpy_rows = 0;
+  double store_seconds = 0, memcpy_seconds = 0;
+  double store_cpu_seconds = 0, memcpy_cpu_seconds = 0;
+  double store_rows_per_s() const { return store_seconds > 0 ? double(store_rows) / store_seconds : 0; }
+  double memcpy_rows_per_s() const { return memcpy_seconds > 0 ? double(memcpy_rows) / memcpy_seconds : 0; }
+  double store_ns_per_row() const { return store_rows ? store_seconds * 1e9 / double(store_rows) : 0; }
+  double memcpy_ns_per_row() const { return memcpy_rows ? memcpy_seconds * 1e9 / double(memcpy_rows) : 0; }
+  double store_cpu_ns_per_row() const { return store_rows ? store_cpu_seconds * 1e9 / double(store_rows) : 0; }
+  double memcpy_cpu_ns_per_row() const { return memcpy_rows ? memcpy_cpu_seconds * 1e9 / double(memcpy_rows) : 0; }
+  // Store rows/s over memcpy rows/s: 1.0 means a hit costs what a copy costs.
+  double hit_ratio() const { return memcpy_rows_per_s() > 0 ? store_rows_per_s() / memcpy_rows_per_s() : 0; }
+};
+
+struct HitBenchReport {
+  std::string io_description;
+  uint64_t cache_bytes = 0;
+  std::vector<HitBenchPoint> points;
+};
+
+Result<HitBenchReport> RunHitBenchmark(const HitBenchConfig& config, const ProgressLog& log = {});
+
+struct MissBenchConfig {
+  std::string file;
+  std::vector<uint32_t> rows_per_gather{24, 4096};
+  // The store's reads in flight (StoreOptions::queue_depth). A gather of N
+  // rows from N blocks has min(N, queue_depth) reads in flight, and the raw
+  // engine and fio are run at that depth.
+  uint32_t queue_depth = 128;
+  std::string io_backend = "io_uring";  // io_uring or pread (raw reads use the same)
+  uint64_t cache_bytes = 64ull << 20;
+  double seconds = 2;          // per measurement (store, raw, fio) and per N
+  uint32_t latency_rows = 24;  // the all-miss gather whose latency is reported
+  std::string fio = "fio";     // "" = do not run fio
+  uint64_t seed = 1;
+};
+
+struct Percentiles {
+  double p50_us = 0, p90_us = 0, p99_us = 0, p999_us = 0;
+};
+
+struct MissBenchPoint {
+  uint32_t rows_per_gather = 0;
+  uint32_t depth = 0;
+  uint64_t gathers = 0, rows = 0;
+  uint32_t fresh_stores = 0;  // stores opened: one per pass over every block
+  double store_seconds = 0, store_cpu_seconds = 0;
+  double raw_iops = 0;
+  double fio_iops = 0;  // 0 when fio did not run (see fio_note)
+  std::string fio_note;
+  double store_rows_per_s() const { return store_seconds > 0 ? double(rows) / store_seconds : 0; }
+  double store_ns_per_row() const { return rows ? store_seconds * 1e9 / double(rows) : 0; }
+  double store_cpu_ns_per_row() const { return rows ? store_cpu_seconds * 1e9 / double(rows) : 0; }
+  double miss_ratio_raw() const { return raw_iops > 0 ? store_rows_per_s() / raw_iops : 0; }
+  double miss_ratio_fio() const { return fio_iops > 0 ? store_rows_per_s() / fio_iops : 0; }
+};
+
+struct MissLatency {
+  uint32_t rows_per_gather = 0;
+  uint64_t gathers = 0;
+  Percentiles gather;            // one all-miss gather, start to Wait() return
+  Percentiles raw_read;          // one 4 KiB read through the engine at QD 1
+  Percentiles fio_read;          // one 4 KiB read through fio at QD 1 (zeros if fio did not run)
+  // (percentile, microseconds) for a latency CDF.
+  std::vector<std::pair<double, double>> gather_cdf, fio_read_cdf;
+  std::string fio_note;
+};
+
+struct MissBenchReport {
+  std::string io_description;
+  std::string fio_version;  // empty when fio did not run
+  std::vector<MissBenchPoint> points;
+  MissLatency latency;
+};
+
+Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& config, const ProgressLog& log = {});
+
+}  // namespace engram::bench
