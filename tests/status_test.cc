@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <string>
 
 namespace engram {
 namespace {
@@ -47,6 +48,21 @@ TEST(Result, OkStatusBecomesInternalError) {
   Result<int> r{Status::OK()};
   EXPECT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInternal);
+}
+
+TEST(Result, ValueOfAnErrorThrowsItsStatusNotAMessagelessVariantError) {
+  Result<int> r = Status::NotFound("no table at /nvme/layer1.engram");
+  try {
+    (void)r.value();
+    FAIL() << "value() of an error returned";
+  } catch (const BadResultAccess& e) {
+    EXPECT_EQ(e.status().code(), StatusCode::kNotFound);
+    EXPECT_NE(std::string(e.what()).find("no table at /nvme/layer1.engram"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)*r, BadResultAccess);
+  EXPECT_THROW((void)std::move(r).value(), BadResultAccess);
+  Result<std::string> ok = std::string("x");
+  EXPECT_EQ(ok->size(), 1u);
 }
 
 }  // namespace

@@ -7,6 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include <filesystem>
 #include <vector>
 
@@ -67,7 +70,12 @@ TEST(TableWriter, TempFileOfAnUnfinishedWriteNeverOpens) {
   ASSERT_TRUE(w.ok());
   for (uint64_t r = 0; r < 50000; r += 1000) ASSERT_TRUE((*w)->AppendRecords(Rows(1, r, 1000, 264)).ok());
   // Whatever has reached the temp file so far (as if the process died now),
-  // even renamed to the final name, is not a table.
+  // even renamed to the final name, is not a table. The data goes out on the
+  // writer's background thread: on a loaded host, wait (bounded) until some
+  // of it has.
+  for (int i = 0; i < 1000 && fs::file_size((*w)->temp_path()) <= 4096u; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   fs::copy_file((*w)->temp_path(), dir.File("copy.engram"));
   ASSERT_GT(fs::file_size(dir.File("copy.engram")), 4096u);
   auto t = TableFile::Open(dir.File("copy.engram"));

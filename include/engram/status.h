@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -60,6 +61,22 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
+// Thrown by Result::value() (and * and ->) on a Result that holds an error:
+// it carries that status, so an unchecked value() -- Store::Open(options).value()
+// in a quick program -- still says what went wrong. Check ok() where an error
+// is expected; the library itself never lets this escape.
+class BadResultAccess : public std::exception {
+ public:
+  explicit BadResultAccess(Status status)
+      : status_(std::move(status)), what_("Result::value() on an error: " + status_.ToString()) {}
+  const char* what() const noexcept override { return what_.c_str(); }
+  const Status& status() const { return status_; }
+
+ private:
+  Status status_;
+  std::string what_;
+};
+
 // A value or the Status that explains why there is none.
 template <typename T>
 class [[nodiscard]] Result {
@@ -74,15 +91,28 @@ class [[nodiscard]] Result {
     static const Status kOk;
     return ok() ? kOk : std::get<Status>(v_);
   }
-  T& value() & { return std::get<T>(v_); }
-  const T& value() const& { return std::get<T>(v_); }
-  T&& value() && { return std::get<T>(std::move(v_)); }
+  T& value() & {
+    CheckHasValue();
+    return *std::get_if<T>(&v_);
+  }
+  const T& value() const& {
+    CheckHasValue();
+    return *std::get_if<T>(&v_);
+  }
+  T&& value() && {
+    CheckHasValue();
+    return std::move(*std::get_if<T>(&v_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
 
  private:
+  void CheckHasValue() const {
+    if (!ok()) throw BadResultAccess(std::get<Status>(v_));
+  }
+
   std::variant<Status, T> v_;
 };
 
