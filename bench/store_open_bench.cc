@@ -22,17 +22,11 @@
 #include "engram/store.h"
 #include "storage/table_generator.h"
 #include "storage/table_writer.h"
+#include "tests/testing/resident_memory.h"
+
+using engram::testing::ResidentBytes;
 
 namespace {
-
-uint64_t ResidentBytes() {
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
-  unsigned long long size = 0, resident = 0;
-  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
-  std::fclose(f);
-  return n == 2 ? resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) : 0;
-}
 
 std::string TempPath(const std::string& name) {
   const char* base = std::getenv("TMPDIR");

@@ -204,18 +204,25 @@ class Worker {
     GatherAndVerify(RandomIds(RandomGatherSize()), RandomStride(), true);
   }
 
-  void DoPrefetch() {
+  // Reads ahead 1..max_rows random rows; returns them, or nothing if the
+  // store refused (a problem: they are valid).
+  std::vector<uint64_t> ReadAheadRandomRows(size_t max_rows) {
     std::vector<uint64_t> ids;
-    const size_t n = 1 + Uniform(32);
+    const size_t n = 1 + Uniform(max_rows);
     for (size_t i = 0; i < n; ++i) ids.push_back(RandomRow());
     Status s = store_.Prefetch(0, ids);
     Inc(obs_.prefetches);
     if (!s.ok()) {
       Inc(obs_.prefetch_errors);
       obs_.Problem("Prefetch of valid rows failed: " + s.ToString());
-      return;
+      return {};
     }
     Inc(obs_.prefetch_rows, ids.size());
+    return ids;
+  }
+
+  void DoPrefetch() {
+    std::vector<uint64_t> ids = ReadAheadRandomRows(32);
     pending_prefetch_.insert(pending_prefetch_.end(), ids.begin(), ids.end());
     if (pending_prefetch_.size() > 256) DoRelease();
   }
@@ -234,17 +241,9 @@ class Worker {
   // without waiting for it: the gather may run before, during or after the
   // read-ahead lands, and none of these orders may leave a pin behind.
   void DoRacingReadAhead() {
-    std::vector<uint64_t> ids;
-    const size_t n = 1 + Uniform(64);
-    for (size_t i = 0; i < n; ++i) ids.push_back(RandomRow());
-    Status s = store_.Prefetch(0, ids);
-    Inc(obs_.prefetches);
+    std::vector<uint64_t> ids = ReadAheadRandomRows(64);
+    if (ids.empty()) return;
     Inc(obs_.racing_readaheads);
-    if (!s.ok()) {
-      Inc(obs_.prefetch_errors);
-      obs_.Problem("Prefetch of valid rows failed: " + s.ToString());
-      return;
-    }
     std::lock_guard lock(obs_.race_mu);
     obs_.racing.push_back(std::move(ids));
   }
