@@ -72,6 +72,7 @@ class Completion {
 class IoEngineTest : public ::testing::TestWithParam<IoBackend> {
  protected:
   void SetUp() override {
+    if (GetParam() == IoBackend::kIoUring) ENGRAM_SKIP_WITHOUT_IO_URING();
     engine_ = MustCreate(OptionsFor(GetParam()));
     ASSERT_NE(engine_, nullptr);
     auto id = engine_->OpenFile(file_.path());
@@ -373,12 +374,14 @@ TEST(IoOptionsValidation, OutOfRangeQueueDepthOrThreadsIsInvalidArgument) {
 }
 
 TEST(IoBackendSelection, AutoPrefersIoUringWhenAvailable) {
+  ENGRAM_SKIP_WITHOUT_IO_URING();
   auto engine = MustCreate(OptionsFor(IoBackend::kAuto));
   ASSERT_NE(engine, nullptr);
   EXPECT_EQ(engine->backend(), IoBackend::kIoUring) << engine->Describe();
 }
 
 TEST(IoBackendSelection, ForcedRingFailureFallsBackToPreadWithIdenticalResults) {
+  ENGRAM_SKIP_WITHOUT_IO_URING();
   TempFile file(kFileSize);
   IoOptions forced = OptionsFor(IoBackend::kAuto);
   forced.fail_ring_setup_for_testing = true;
@@ -417,6 +420,7 @@ TEST(IoBackendSelection, EnvironmentVariableDisablesIoUring) {
 }
 
 TEST(IoUringEngine, RegisteredBufferReadsAreByteExact) {
+  ENGRAM_SKIP_WITHOUT_IO_URING();
   TempFile file(kFileSize);
   auto engine = MustCreate(OptionsFor(IoBackend::kIoUring));
   ASSERT_NE(engine, nullptr);
@@ -436,6 +440,7 @@ TEST(IoUringEngine, RegisteredBufferReadsAreByteExact) {
 }
 
 TEST(IoUringEngine, QueueDepthOneStillServesLargeBatches) {
+  ENGRAM_SKIP_WITHOUT_IO_URING();
   TempFile file(kFileSize);
   IoOptions o = OptionsFor(IoBackend::kIoUring);
   o.queue_depth = 1;
@@ -450,6 +455,7 @@ TEST(IoUringEngine, QueueDepthOneStillServesLargeBatches) {
 }
 
 TEST(IoUringEngine, CompletionCallbackMaySubmitMoreReads) {
+  ENGRAM_SKIP_WITHOUT_IO_URING();
   TempFile file(kFileSize);
   auto engine = MustCreate(OptionsFor(IoBackend::kIoUring));
   ASSERT_NE(engine, nullptr);

@@ -75,6 +75,9 @@ int DifferingBits(const BlockRead& r) {
 
 class FaultInjectionTest : public ::testing::TestWithParam<IoBackend> {
  protected:
+  void SetUp() override {
+    if (GetParam() == IoBackend::kIoUring) ENGRAM_SKIP_WITHOUT_IO_URING();
+  }
   TempFile file_{kFileSize};
 };
 
@@ -193,6 +196,9 @@ INSTANTIATE_TEST_SUITE_P(Backends, FaultInjectionTest,
 // absorb them by retrying, so every read still succeeds byte-exact.
 class RetriedFaultTest : public ::testing::TestWithParam<IoBackend> {
  protected:
+  void SetUp() override {
+    if (GetParam() == IoBackend::kIoUring) ENGRAM_SKIP_WITHOUT_IO_URING();
+  }
   TempFile file_{kFileSize};
 };
 
@@ -260,6 +266,7 @@ TEST(FaultInjectionSetup, RingSetupFailureMakesAutoFallBackToPread) {
 }
 
 TEST(FaultInjectionSetup, RegistrationFailureLeavesReadsWorking) {
+  ENGRAM_SKIP_WITHOUT_IO_URING();
   TempFile file(kFileSize);
   FaultOptions faults;
   faults.fail_registration = true;

@@ -20,6 +20,30 @@
 
 namespace engram::io::testing {
 
+// Why an io_uring ring cannot be set up here (seccomp in containers,
+// kernel.io_uring_disabled, ENGRAM_DISABLE_IO_URING), or "" where it can.
+// Asked once per test binary.
+inline const std::string& IoUringUnavailableReason() {
+  static const std::string reason = [] {
+    IoOptions o;
+    o.backend = IoBackend::kIoUring;
+    auto engine = CreateIoEngine(o);
+    return engine.ok() ? std::string() : engine.status().ToString();
+  }();
+  return reason;
+}
+inline bool IoUringAvailable() { return IoUringUnavailableReason().empty(); }
+
+// Skips the current test where io_uring is unavailable, saying why (as
+// liburing's own tests do): the kernel's lack is not the store's failure.
+#define ENGRAM_SKIP_WITHOUT_IO_URING()                                        \
+  do {                                                                        \
+    if (!::engram::io::testing::IoUringAvailable()) {                         \
+      GTEST_SKIP() << "io_uring unavailable here: "                           \
+                   << ::engram::io::testing::IoUringUnavailableReason();      \
+    }                                                                         \
+  } while (0)
+
 // The byte at file position `pos` of every test file: a hash so that a block
 // read from the wrong offset, or shifted by any amount, never matches.
 inline std::byte ExpectedByte(uint64_t pos) {
