@@ -3,7 +3,7 @@
 // Subcommands, one section each below (add a new one as a Register*Command
 // function plus one line in main; put its driver in the library, like
 // storage/io/read_benchmark.h, so this file stays a thin CLI):
-//   read    random 4 KiB block reads through the I/O backends (issue 7)
+//   read    random 4 KiB block reads through the I/O backends
 //   gather  the row-cache report's five-request workload through a real store
 //           on generated tables: per request hit rate, evictions, refusals,
 //           wall time, rows/s and readiness wait split into cache and disk

@@ -23,7 +23,7 @@ replay=("$build/engram-replay" --layout "$here/tests/fixtures/engram-hash/layout
   --csv "$out/replay_miss_ratio.csv" --plot "$out/replay_miss_ratio.png" | tee "$out/replay_report.txt"
 echo "wrote $out/replay_report.txt, $out/replay_miss_ratio.csv, $out/replay_miss_ratio.png" >&2
 
-# ---- Default policy (issue 6): the tables of bench/RESULTS.md "Default policy (issue 6)".
+# ---- Default policy: the tables of bench/RESULTS.md "Default policy".
 # Identity map, all policies at matched / half / quarter capacity; then legacy, default and
 # belady on the compressed token map and on an unseen slice of the same corpus
 # (tokens.u32: A = tokens 125,000..144,999, B = 150,000..209,999, A'/B'/A'' with their first

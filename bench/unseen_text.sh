@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 6 says the default policy will be checked "on text you have not seen".
+# The default policy is to be checked "on text you have not seen".
 # This builds the report's five-request workload from three documentation
 # corpora that are neither the deepspeed docs of tests/fixtures/traces nor
 # slices of them, and replays legacy, default and belady at the matched

@@ -3,8 +3,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "src/common/bounded_json.h"
-#include "src/engram/layout_json.h"
+#include "storage/bounded_json.h"
+#include "storage/layout_json.h"
 
 namespace engram {
 

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/common/bounded_json.h"
+#include "storage/bounded_json.h"
 #include "storage/byte_order.h"
 #include "storage/file_util.h"
 

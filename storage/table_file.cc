@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "src/common/bounded_json.h"
+#include "storage/bounded_json.h"
 #include "storage/file_util.h"
 #include "storage/hash_layout.h"
 

@@ -2,7 +2,7 @@
 // a value exists: a few hundred KB of brackets would otherwise overflow the
 // stack of whatever copies or prints the value (engram-inspect and engram-gen
 // crashed on such table metadata and layout files).
-#include "src/common/bounded_json.h"
+#include "storage/bounded_json.h"
 
 #include <gtest/gtest.h>
 

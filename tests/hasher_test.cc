@@ -13,7 +13,7 @@
 
 #include "engram/hasher.h"
 #include "src/engram/floor_mod.h"
-#include "src/engram/layout_json.h"
+#include "storage/layout_json.h"
 #include "src/engram/prime.h"
 #include "src/engram/scaled_layout.h"
 

@@ -243,7 +243,7 @@ TEST(RowCacheSpec, ErrorsNameTheOffendingItem) {
   }
 }
 
-TEST(RowCacheSpec, Issue6KnobsParseAndRoundTrip) {
+TEST(RowCacheSpec, DefaultPolicyKnobsParseAndRoundTrip) {
   auto c = RowCacheConfig::FromSpec("two-choice,stale=2.5,halving_x=10,update=conservative");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->stale_after, 2.5);
@@ -256,7 +256,7 @@ TEST(RowCacheSpec, Issue6KnobsParseAndRoundTrip) {
   EXPECT_NE(c->ToSpec().find("stale=2.5"), std::string::npos) << c->ToSpec();
 }
 
-TEST(RowCacheConfig, DefaultPresetIsIssue6Policy) {
+TEST(RowCacheConfig, DefaultPresetIsTheReuseDistancePolicy) {
   RowCacheConfig d = RowCacheConfig::Preset("default").value();
   EXPECT_EQ(d.candidate_sets, 2u);
   EXPECT_EQ(d.relocation_depth, 2u);

@@ -447,7 +447,7 @@ TEST(RowCacheSizing, HalfAGibibyteOf264ByteRowsFitsMoreThanTheReportedCache) {
   EXPECT_LE(s.overhead_bytes, s.capacity_rows * 16 + (1u << 20) + 4096);
 }
 
-// Issue 6, target 3: everything the default policy charges beyond the rows
+// Everything the default policy charges beyond the rows
 // themselves (index, sketch, ghost history, statistics) is at most 16 B per
 // cached row, from
 // a quarter of the report's capacity up to a 1 GiB cache.

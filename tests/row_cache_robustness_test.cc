@@ -1,4 +1,4 @@
-// Robustness of the default RowCache policy (issue 6, target 4), on small
+// Robustness of the default RowCache policy, on small
 // synthetic traces in the store's protocol (lookup; insert on a miss):
 //  - a trace that floods the frequency sketch must not lock new rows out
 //    forever;

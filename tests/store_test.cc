@@ -56,6 +56,13 @@ class StoreTest : public ::testing::Test {
     return o;
   }
 
+  // pread, io_uring (where the kernel lets a ring be set up) and mmap.
+  static std::vector<std::string> AvailableBackends() {
+    std::vector<std::string> b{"pread", "mmap"};
+    if (io::testing::IoUringAvailable()) b.insert(b.begin() + 1, "io_uring");
+    return b;
+  }
+
   static std::vector<uint64_t> RandomRows(size_t n, uint64_t seed, uint64_t limit = kRows) {
     std::mt19937_64 rng(seed);
     std::vector<uint64_t> ids(n);
@@ -76,9 +83,8 @@ class StoreTest : public ::testing::Test {
 };
 
 TEST_F(StoreTest, EveryBackendServesByteExactRowsFromColdFile) {
-  for (const char* backend : {"pread", "io_uring", "mmap"}) {
+  for (const std::string& backend : AvailableBackends()) {
     SCOPED_TRACE(backend);
-    if (std::string(backend) == "io_uring" && !io::testing::IoUringAvailable()) continue;  // the kernel lacks it
     fileutil::DropFromPageCache(path_);
     auto store = Store::Open(Options(backend));
     ASSERT_TRUE(store.ok()) << store.status().ToString();
@@ -229,9 +235,8 @@ uint64_t CorruptRowOfBlock(const std::string& path, uint64_t block) {
 
 TEST_F(StoreTest, CorruptBlockFailsOnlyItsRowsAndTellsWhichPositions) {
   const uint64_t bad_row = CorruptRowOfBlock(path_, 10);
-  for (const char* backend : {"pread", "io_uring", "mmap"}) {
+  for (const std::string& backend : AvailableBackends()) {
     SCOPED_TRACE(backend);
-    if (std::string(backend) == "io_uring" && !io::testing::IoUringAvailable()) continue;  // the kernel lacks it
     auto store = Store::Open(Options(backend));
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     (*store)->Gather(0, std::vector<uint64_t>{5}, std::vector<std::byte>(kRecord).data(), kRecord);  // 5 is a hit
@@ -279,9 +284,8 @@ TEST_F(StoreTest, RepeatedBlockFailuresAreCountedEveryTimeButLoggedWithARateLimi
 
 TEST_F(StoreTest, CorruptBlockFailsGatherCachesNothingFromItAndOthersStillWork) {
   const uint64_t bad_row = CorruptRowOfBlock(path_, 10);
-  for (const char* backend : {"pread", "io_uring", "mmap"}) {
+  for (const std::string& backend : AvailableBackends()) {
     SCOPED_TRACE(backend);
-    if (std::string(backend) == "io_uring" && !io::testing::IoUringAvailable()) continue;  // the kernel lacks it
     auto store = Store::Open(Options(backend));
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     const uint64_t same_block_row = bad_row - 1;
@@ -601,9 +605,8 @@ TEST_F(GatedStoreTest, ReadAheadIssuedAfterAGatherStartedStillPinsForTheNextGath
 TEST_F(StoreTest, ReadAheadRacingItsGatherFromAnotherThreadLeavesNoPins) {
   // 4 MiB cache (~15k slots); 2,000 rounds of 64 rows used to pin nearly all
   // of it and starve a hot set gathered afterwards.
-  for (const char* backend : {"pread", "io_uring", "mmap"}) {
+  for (const std::string& backend : AvailableBackends()) {
     SCOPED_TRACE(backend);
-    if (std::string(backend) == "io_uring" && !io::testing::IoUringAvailable()) continue;  // the kernel lacks it
     auto store = Store::Open(Options(backend));
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     std::vector<std::vector<uint64_t>> rounds;

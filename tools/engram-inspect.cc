@@ -13,7 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
-#include "src/common/bounded_json.h"
+#include "storage/bounded_json.h"
 #include "src/common/logging.h"
 #include "src/common/stdout_written.h"
 #include "storage/progress_meter.h"

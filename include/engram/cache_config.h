@@ -51,7 +51,7 @@ struct RowCacheConfig {
   double warm_admit_probability = 0.0;
   uint32_t warm_threshold = 6;
   VictimOrder victim_order = VictimOrder::kLowestEstimateThenOldest;
-  // Recency guard (issue 6): a resident not accessed for more than
+  // Recency guard: a resident not accessed for more than
   // stale_after * capacity_rows ticks (one tick per Lookup/Insert) is stale:
   // it is evicted before any fresh resident of the candidate sets (oldest
   // first) and loses admission to any candidate, whatever the sketch says.
@@ -79,7 +79,7 @@ struct RowCacheConfig {
   // kMinHalvingTicks operations.
   uint64_t halving_period = 0;
   static constexpr uint64_t kMinHalvingTicks = 64;
-  // Alternatively (issue 6) a halving period tied to the cache size: halve
+  // Alternatively a halving period tied to the cache size: halve
   // every max(kMinHalvingTicks, ceil(halving_per_capacity * capacity_rows))
   // operations. 0 = off, else in [kMinHalvingPerCapacity, 1024]; exclusive
   // with halving_period.

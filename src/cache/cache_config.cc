@@ -39,8 +39,8 @@ RowCacheConfig Legacy() {
 }
 
 // THE DEFAULT POLICY. The one place that defines what Engram Store runs when
-// nothing is configured (issue 6; measurements in bench/RESULTS.md, "Default
-// policy (issue 6)"):
+// nothing is configured (measurements in bench/RESULTS.md, "Default
+// policy"):
 //  - two candidate sets of 5 ways plus cuckoo relocation (depth 2): a row is
 //    evicted only when both of its sets and their residents' other sets are
 //    full, so at the report's fill the cache keeps every row (= Belady). Five
@@ -61,7 +61,7 @@ RowCacheConfig Legacy() {
 //    tell a row about to be re-read from an old popular one: at half and a
 //    quarter of the matched capacity this rule has 1.07-1.22x the optimum's
 //    avoidable misses where TinyLFU had 1.27-1.36x (bench/RESULTS.md,
-//    "Default policy, round 3");
+//    "Default policy": reuse-distance admission);
 //  - a count-min sketch, which picks the victim (the least used of the
 //    candidates), sized from the capacity: two 8-bit counters per slot, and
 //    a row's two counters in one 64-byte block (one sketch cache line per
@@ -75,7 +75,7 @@ RowCacheConfig Legacy() {
 //    not outrank the rows in use now for longer than that. With Caffeine's
 //    10 (and plain updates) A stayed resident through B: 0.2-1.7 % more
 //    avoidable misses at a quarter of the capacity, for 0.1-0.6 % fewer at
-//    half (bench/RESULTS.md, "Default policy, round 4");
+//    half (bench/RESULTS.md, "Default policy");
 //  - recency guard: a resident untouched for 16 cache-fulls of operations is
 //    stale and loses to any candidate, so neither saturated counters nor a
 //    flooded sketch can lock new rows out for good.

@@ -507,7 +507,7 @@ SetAssociativeRowCache::Placement SetAssociativeRowCache::Place(const LockedSets
   // back sooner than the victim; one not remembered (first seen, or seen too
   // long ago) or older than the victim is refused. The sketch only orders
   // the victims: a count cannot tell a row about to be re-read from an old
-  // popular one (bench/RESULTS.md, "Default policy, round 3").
+  // popular one (bench/RESULTS.md, "Default policy").
   if (mode == PlaceMode::kAdmit && ghost_ && !victim_stale) {
     if (!(candidate_age < victim_age)) return {InsertOutcome::kRefusedLostAdmission, 0, 0};
     return {InsertOutcome::kInsertedEvicted, victim_set, victim_way};

@@ -4,7 +4,7 @@
 //   full-lru  one LRU list over all capacity_rows slots, every miss admitted;
 //   belady    the offline optimum MIN: every miss admitted, and when full the
 //             resident whose next use is farthest in the future is evicted
-//             (the reference the issue-6 targets are measured against);
+//             (the reference the default policy's targets are measured against);
 //   belady-bypass  MIN for a cache that may refuse rows, as the RowCache
 //             policies may: a miss whose next use is no sooner than every
 //             resident's is not admitted. Never more misses than belady.

@@ -81,21 +81,23 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   const size_t distinct = st.plan.distinct.size();
   std::vector<std::byte*> outs(distinct);
   for (size_t d = 0; d < distinct; ++d) outs[d] = st.dst + size_t(st.plan.first_pos[d]) * st.stride;
+  // hit[d]: bit 0 set by the lookup (a hit), bit 1 by ConsumePrefetched (a
+  // read-ahead pin of the row was released), so the hit path allocates nothing more.
   std::vector<uint8_t> hit(distinct);
   // kKeep: the pin of a read-ahead row is dropped by ConsumePrefetched below,
   // under the lock that pairs it with the store's list (see TableState).
   table.cache->LookupBatch(st.plan.distinct, outs, PinAction::kKeep, hit);
   // Every row asked for is served by this gather, hit or miss: a read-ahead
   // of it still in flight must not pin it when it lands.
-  std::vector<uint8_t> consumed(distinct);
-  table.ConsumePrefetched(st.plan.distinct, consumed);
+  table.ConsumePrefetched(st.plan.distinct, hit);
   std::vector<std::pair<uint64_t, uint32_t>> missed;
   for (size_t d = 0; d < distinct; ++d) {
     const uint64_t row = st.plan.distinct[d];
     std::byte* out = outs[d];
-    if (hit[d]) {
+    const bool consumed = (hit[d] & TableState::kConsumedPin) != 0;
+    if (hit[d] & 1) {
       ++st.result.hits;
-      if (consumed[d]) {
+      if (consumed) {
         ++st.result.prefetched_used;
         table.counters.Add(table.counters.prefetch_used_rows, 1);
       }
@@ -103,7 +105,7 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
     } else {
       // Pinned by a read-ahead that landed between the lookup and the
       // consume: unpinned above, and of no use to this gather.
-      if (consumed[d]) table.counters.Add(table.counters.prefetch_wasted_rows, 1);
+      if (consumed) table.counters.Add(table.counters.prefetch_wasted_rows, 1);
       missed.emplace_back(row, static_cast<uint32_t>(d));
     }
   }

@@ -143,9 +143,11 @@ struct TableState {
   }
 
   // A gather asks for `rows` (distinct): unpins those a read-ahead pinned
-  // (consumed[i] = 1 for each) and marks those still in flight as served.
+  // (sets kConsumedPin in flags[i] for each) and marks those still in
+  // flight as served.
   // One lock for the whole gather, and none when no read-ahead is pending.
-  void ConsumePrefetched(std::span<const uint64_t> rows, std::span<uint8_t> consumed) {
+  static constexpr uint8_t kConsumedPin = 2;
+  void ConsumePrefetched(std::span<const uint64_t> rows, std::span<uint8_t> flags) {
     if (prefetched_count.load(std::memory_order_relaxed) == 0 &&
         in_flight_row_count.load(std::memory_order_relaxed) == 0) {
       return;
@@ -159,7 +161,7 @@ struct TableState {
       if (prefetched.erase(rows[i]) == 0) continue;
       prefetched_count.fetch_sub(1, std::memory_order_relaxed);
       cache->Unpin(rows[i]);
-      consumed[i] = 1;
+      flags[i] |= kConsumedPin;
     }
   }
 };

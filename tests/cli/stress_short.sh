@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A short engram-stress run (issue 9): 4 threads of random gathers and
+# A short engram-stress run: 4 threads of random gathers and
 # read-aheads against a real store with a small cache, with I/O faults
 # injected (EIO, short reads, EAGAIN, delays/reorders, bit flips). Every
 # returned row is checked against the generator; the store's checksum and I/O

@@ -1,4 +1,4 @@
-#include "src/common/bounded_json.h"
+#include "storage/bounded_json.h"
 
 #include <algorithm>
 #include <string>
