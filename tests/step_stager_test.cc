@@ -10,7 +10,7 @@
 #include <random>
 #include <thread>
 
-#include "src/engram/scaled_layout.h"
+#include "src/ngram/scaled_layout.h"
 #include "tests/testing/temp_table.h"
 
 namespace engram {
@@ -36,7 +36,9 @@ class StepStagerTest : public ::testing::Test {
       g.metadata["hash_layout"] = nlohmann::json::parse(scaled->ToJson());
       const std::string path = dir_.File("layer" + std::to_string(layer) + ".engram");
       ASSERT_TRUE(GenerateTable(path, g).ok());
-      options.tables.push_back({path});
+      TableOptions table;
+      table.path = path;
+      options.tables.push_back(table);
     }
     options.cache_bytes = 4u << 20;
     options.io_backend = "pread";
@@ -156,7 +158,9 @@ TEST_F(StepStagerTest, CreateRefusesTablesWithoutHashLayoutOrBadIndex) {
   const std::string plain = dir_.File("plain.engram");
   ASSERT_TRUE(testing::WriteGeneratedTable(plain, 100, kRecordBytes, 1).ok());
   StoreOptions options;
-  options.tables.push_back({plain});
+  TableOptions table;
+  table.path = plain;
+  options.tables.push_back(table);
   options.io_backend = "pread";
   auto store = Store::Open(options);
   ASSERT_TRUE(store.ok());

@@ -52,7 +52,7 @@ PYBIND11_MODULE(_engram_store, m) {
       .def_readonly("misses", &GatherResult::misses)
       .def_readonly("inserts", &GatherResult::inserts)
       .def_readonly("refusals", &GatherResult::refusals)
-      .def_readonly("read_ahead_used", &GatherResult::prefetched_used)
+      .def_readonly("read_ahead_used", &GatherResult::read_ahead_used)
       .def_readonly("blocks_read", &GatherResult::blocks_read)
       .def_readonly("bytes_read", &GatherResult::bytes_read)
       .def_readonly("wait_nanoseconds", &GatherResult::wait_nanoseconds)

@@ -183,20 +183,9 @@ py::dict PyStore::Stats() const {
     d["row_count"] = t.row_count;
     d["record_bytes"] = t.record_bytes;
     d["cache_budget_bytes"] = t.cache_budget_bytes;
-    d["gathers"] = t.gathers;
-    d["failed_gathers"] = t.failed_gathers;
-    d["rows_requested"] = t.rows_requested;
-    d["failed_rows"] = t.failed_rows;
-    d["readiness_wait_nanoseconds"] = t.readiness_wait_nanoseconds;
-    d["readiness_wait_cache_nanoseconds"] = t.readiness_wait_cache_nanoseconds;
-    d["readiness_wait_disk_nanoseconds"] = t.readiness_wait_disk_nanoseconds;
-    d["read_ahead_rows"] = t.prefetch_rows;
-    d["read_ahead_used_rows"] = t.prefetch_used_rows;
-    d["read_ahead_wasted_rows"] = t.prefetch_wasted_rows;
-    d["io_reads"] = t.io_reads;
-    d["io_bytes"] = t.io_bytes;
-    d["io_errors"] = t.io_errors;
-    d["checksum_failures"] = t.checksum_failures;
+#define ENGRAM_X(member, metric, unit, help) d[#member] = t.member;
+    ENGRAM_TABLE_COUNTERS(ENGRAM_X)
+#undef ENGRAM_X
     d["cache_lookups"] = t.cache.lookups;
     d["cache_hits"] = t.cache.hits;
     d["cache_misses"] = t.cache.misses;
@@ -249,7 +238,7 @@ void PyStore::ReadAhead(py::handle table, py::handle row_ids) {
   Status st;
   {
     py::gil_scoped_release release;
-    st = s->Prefetch(t, std::span<const uint64_t>(ids.data(), ids.size()));
+    st = s->ReadAhead(t, std::span<const uint64_t>(ids.data(), ids.size()));
   }
   ThrowIfError(st);
 }
@@ -259,13 +248,13 @@ void PyStore::ReleaseReadAhead(py::handle table, py::handle row_ids) {
   const size_t t = Table(table);
   RowIds ids(row_ids, "row_ids");
   py::gil_scoped_release release;
-  s->ReleasePrefetch(t, std::span<const uint64_t>(ids.data(), ids.size()));
+  s->ReleaseReadAhead(t, std::span<const uint64_t>(ids.data(), ids.size()));
 }
 
 void PyStore::WaitForReadAheads() {
   const std::shared_ptr<Store> s = store();
   py::gil_scoped_release release;
-  s->WaitForPrefetches();
+  s->WaitForReadAheads();
 }
 
 std::shared_ptr<const StepStager> PyStore::Stager(py::handle layers) {
