@@ -18,6 +18,7 @@
 
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -31,6 +32,7 @@ namespace engram {
 
 class StoreImpl;
 struct TableState;
+struct ReferenceBatch;
 
 // Blocks to read for a set of rows: rows sorted by ID, grouped by block.
 struct BlockBatch {
@@ -60,6 +62,7 @@ struct engram::GatherTicket::State {
 
   GatherPlan plan;
   BlockBatch batch;
+  std::shared_ptr<ReferenceBatch> reference;  // a reference table's reads (reference_reads.h)
   GatherResult result;
   uint64_t t0 = 0, t1 = 0;
 

@@ -42,8 +42,8 @@ inline std::string TensorJson(const std::string& name, const std::string& dtype,
          std::to_string(begin) + "," + std::to_string(end) + "]}";
 }
 
-// A V4.1-style shard: weight[rows, weight_row] (weight_dtype) then, when
-// scale_dtype is not empty, scale[rows, 8] (scale_dtype), with a 4-byte U8
+// A V4.1-style shard: weight[rows, weight_row] (weight_dtype, 1-byte) then,
+// when scale_dtype is not empty, 8 bytes a row of scale (scale_dtype), with a 4-byte U8
 // tensor between them and `extra` members (other tensors) in the header.
 // Rows hold Rows(1, ...) / Rows(2, ...) numbered from first_row.
 inline std::string EngramShard(uint64_t first_row, uint64_t rows, const std::string& weight_dtype = "F8_E4M3",
@@ -57,8 +57,10 @@ inline std::string EngramShard(uint64_t first_row, uint64_t rows, const std::str
                                 "[" + std::to_string(rows) + "," + std::to_string(weight_row) + "]", 0, w.size()) +
                      "," + TensorJson("other", "U8", "[4]", w.size(), w.size() + 4);
   if (!scale_dtype.empty()) {
-    json += "," + TensorJson("engram.scale", scale_dtype, "[" + std::to_string(rows) + ",8]", w.size() + 4,
-                             w.size() + 4 + s.size());
+    // 8 bytes a row whatever the dtype: [rows, 8] of a byte type, [rows, 2] of F32.
+    const int cols = scale_dtype == "F32" ? 2 : (scale_dtype == "BF16" || scale_dtype == "F16") ? 4 : 8;
+    json += "," + TensorJson("engram.scale", scale_dtype, "[" + std::to_string(rows) + "," + std::to_string(cols) + "]",
+                             w.size() + 4, w.size() + 4 + s.size());
   }
   json += extra + "}   ";  // trailing spaces: allowed padding
   return Safetensors(json, w + other + s);
