@@ -9,11 +9,11 @@
 //   - the time and bytes of the conversion (the in-place one only reads);
 //   - the open time of a store (the reference loads its checksums and, with
 //     scales held in memory, reads every scale);
-//   - the miss path: gathers of random rows on a fresh store whose cache
-//     is far smaller than the table, so nearly every row is a miss; rows/s,
-//     reads per row and read amplification (bytes read / record bytes).
+//   - the miss path: gathers of random rows on a store whose cache is far
+//     smaller than the table, so nearly every row is a miss; rows/s, reads
+//     per miss and read amplification (bytes read / record bytes).
 // In-place is measured with its scales held in memory and with them read
-// with each row; the three kinds alternate round by round so a busy host
+// with each row; the three kinds take turns in ~20 ms slices so a busy host
 // slows them alike. Ratios are in-place over converted.
 #pragma once
 
@@ -33,8 +33,7 @@ struct InPlaceBenchConfig {
   uint32_t rows_per_gather = 24;
   std::string io_backend = "auto";
   uint64_t cache_bytes = 1u << 20;
-  double seconds = 2;   // per kind, split over `rounds`
-  uint32_t rounds = 3;
+  double seconds = 2;   // per kind, in turns of ~20 ms
   uint32_t opens = 5;   // store opens timed per kind (median)
   uint64_t seed = 1;
 };

@@ -22,7 +22,6 @@ CLI::App* RegisterInPlaceCommand(CLI::App& app, InPlaceArgs& a) {
   cmd->add_option("--cache-mib", a.cache_mib, "Row cache of each store (small: nearly every row misses)")
       ->capture_default_str();
   cmd->add_option("--seconds", a.config.seconds, "Miss-path time per kind")->capture_default_str();
-  cmd->add_option("--rounds", a.config.rounds, "Rounds the kinds alternate in")->capture_default_str();
   cmd->add_option("--opens", a.config.opens, "Store opens timed per kind (median)")->capture_default_str();
   cmd->add_flag("--json", a.json, "One JSON object per line");
   return cmd;
