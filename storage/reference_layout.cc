@@ -66,6 +66,18 @@ Result<uint32_t> FieldBytes(const json& fields, size_t i, const char* name, uint
 
 }  // namespace
 
+std::string Hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string DirectoryOf(const std::string& path) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos) return "";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
 uint64_t ComputeUnitChecksum(std::span<const std::byte> block, const ChecksumUnit& u, uint64_t unit,
                              uint64_t seed_base) {
   return XXH3_64bits_withSeed(block.data() + u.begin, u.end - u.begin, seed_base ^ unit);

@@ -65,6 +65,14 @@ struct RowPiece {
 };
 inline constexpr int kMaxRowPieces = 4;  // weight (1-2 units) + scale (1-2 units)
 
+// "0x" and 16 lower-case hex digits: how fingerprints are stored, and how
+// checksums are shown in messages.
+std::string Hex64(uint64_t v);
+
+// The directory part of `path` ("" for a bare name), against which a
+// reference table's relative shard files are resolved.
+std::string DirectoryOf(const std::string& path);
+
 // The checksum of unit `unit`, whose 4 KiB block is `block`: XXH3-64 of the
 // block's bytes [u.begin, u.end), seeded with seed_base XOR unit (seed_base
 // as for version 1 blocks: BlockSeedBase of the header).

@@ -17,18 +17,6 @@ namespace {
 constexpr uint64_t kScanChunkBlocks = 1024;  // 4 MiB sequential reads
 constexpr uint64_t kFingerprintSamples = 64;
 
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-std::string DirOf(const std::string& path) {
-  auto slash = path.rfind('/');
-  if (slash == std::string::npos) return "";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 }  // namespace
 
 Result<int64_t> FileMtimeNanos(int fd, const std::string& path) {
@@ -73,7 +61,7 @@ Result<std::unique_ptr<ReferenceTable>> ReferenceTable::Open(const std::string& 
   std::unique_ptr<ReferenceTable> t(new ReferenceTable());
   t->path_ = reference_path;
   t->seed_base_ = BlockSeedBase(header);
-  ENGRAM_ASSIGN_OR_RETURN(t->layout_, ReferenceLayout::Parse(header, metadata_text, DirOf(reference_path)));
+  ENGRAM_ASSIGN_OR_RETURN(t->layout_, ReferenceLayout::Parse(header, metadata_text, DirectoryOf(reference_path)));
   if (checksums.size() != t->layout_.unit_count()) {
     return Status::Corruption("reference table has " + std::to_string(checksums.size()) + " checksums for " +
                               std::to_string(t->layout_.unit_count()) + " blocks");
@@ -101,8 +89,8 @@ Result<std::unique_ptr<ReferenceTable>> ReferenceTable::Open(const std::string& 
     if (options.check_fingerprints) {
       ENGRAM_ASSIGN_OR_RETURN(uint64_t fp, ShardFingerprint(owned.get(), size, s.path));
       if (fp != s.fingerprint) {
-        return Status::Corruption(changed + ": fingerprint " + Hex(fp) + ", the reference recorded " +
-                                          Hex(s.fingerprint));
+        return Status::Corruption(changed + ": fingerprint " + Hex64(fp) + ", the reference recorded " +
+                                          Hex64(s.fingerprint));
       }
     }
     t->fds_.push_back(std::move(owned));
@@ -124,7 +112,7 @@ Status ReferenceTable::VerifyUnit(uint64_t unit, std::span<const std::byte> bloc
   if (computed == checksums_[unit]) return Status::OK();
   return Status::Corruption(layout_.shards()[u.shard].path + ": block at offset " + std::to_string(u.file_offset) +
                             " (checksum " + std::to_string(unit) + " of " + path_ + ") checksum mismatch: stored " +
-                            Hex(checksums_[unit]) + ", computed " + Hex(computed));
+                            Hex64(checksums_[unit]) + ", computed " + Hex64(computed));
 }
 
 Status ReferenceTable::ReadUnit(uint64_t unit, std::span<std::byte> block) const {

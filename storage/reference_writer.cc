@@ -27,25 +27,14 @@ using nlohmann::json;
 
 namespace {
 
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-std::string DirOf(const std::string& path) {
-  auto slash = path.rfind('/');
-  if (slash == std::string::npos) return "";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 // How the reference names a shard: as given if absolute, else relative to
 // the reference file's directory.
 std::string RecordedName(const std::string& shard, const std::string& out_path) {
   namespace fs = std::filesystem;
   if (fs::path(shard).is_absolute()) return fs::path(shard).lexically_normal().string();
   std::error_code ec;
-  const fs::path from = fs::absolute(DirOf(out_path).empty() ? fs::path(".") : fs::path(DirOf(out_path)), ec);
+  const std::string dir = DirectoryOf(out_path);
+  const fs::path from = fs::absolute(dir.empty() ? fs::path(".") : fs::path(dir), ec);
   const fs::path to = fs::absolute(shard, ec);
   const fs::path rel = to.lexically_normal().lexically_relative(from.lexically_normal());
   return rel.empty() ? to.lexically_normal().string() : rel.string();
@@ -135,7 +124,7 @@ Result<TableHeader> WriteReferenceTable(const ConvertSpec& spec, const std::stri
     json sh = {{"file", RecordedName(path, out_path)},
                {"size", size},
                {"mtime_ns", mtime},
-               {"fingerprint", Hex(fingerprint)},
+               {"fingerprint", Hex64(fingerprint)},
                {"rows", w.rows()},
                {"weight_tensor", w.name},
                {"weight_shape", w.shape},
@@ -164,7 +153,7 @@ Result<TableHeader> WriteReferenceTable(const ConvertSpec& spec, const std::stri
   const uint64_t salt = options.writer.checksum_salt ? *options.writer.checksum_salt : RandomChecksumSalt();
   ENGRAM_ASSIGN_OR_RETURN(TableHeader draft, MakeReferenceTableHeader(record_bytes, total_rows, units, 0, text.size(),
                                                                       XXH3_64bits(text.data(), text.size()), salt));
-  ENGRAM_ASSIGN_OR_RETURN(ReferenceLayout layout, ReferenceLayout::Parse(draft, text, DirOf(out_path)));
+  ENGRAM_ASSIGN_OR_RETURN(ReferenceLayout layout, ReferenceLayout::Parse(draft, text, DirectoryOf(out_path)));
   const uint64_t seed_base = BlockSeedBase(draft);
   std::vector<std::byte> section(draft.data_bytes);
   uint64_t rows_done = 0;

@@ -57,7 +57,8 @@ struct DerivedSizes {
   uint64_t file_bytes;
 };
 
-Result<DerivedSizes> Derive(uint32_t record_bytes, uint64_t row_count, uint64_t metadata_bytes) {
+// The checks both versions share; fills rows_per_block.
+Result<DerivedSizes> CheckRecordAndMetadata(uint32_t record_bytes, uint64_t metadata_bytes) {
   DerivedSizes d{};
   d.rows_per_block = RowsPerBlock(record_bytes);
   if (d.rows_per_block == 0) {
@@ -68,6 +69,11 @@ Result<DerivedSizes> Derive(uint32_t record_bytes, uint64_t row_count, uint64_t 
     return Status::InvalidArgument("metadata is " + std::to_string(metadata_bytes) + " bytes, more than the " +
                                    std::to_string(kMaxMetadataBytes) + " byte limit");
   }
+  return d;
+}
+
+Result<DerivedSizes> Derive(uint32_t record_bytes, uint64_t row_count, uint64_t metadata_bytes) {
+  ENGRAM_ASSIGN_OR_RETURN(DerivedSizes d, CheckRecordAndMetadata(record_bytes, metadata_bytes));
   d.block_count = row_count / d.rows_per_block + (row_count % d.rows_per_block != 0 ? 1 : 0);
   uint64_t meta_padded = RoundUpToBlock(metadata_bytes);
   if (__builtin_mul_overflow(d.block_count, uint64_t{kTableBlockSize}, &d.data_bytes) ||
@@ -86,16 +92,7 @@ Result<DerivedSizes> Derive(uint32_t record_bytes, uint64_t row_count, uint64_t 
 
 // Version 2: the data section holds `checksum_count` 8-byte checksums.
 Result<DerivedSizes> DeriveReference(uint32_t record_bytes, uint64_t checksum_count, uint64_t metadata_bytes) {
-  DerivedSizes d{};
-  d.rows_per_block = RowsPerBlock(record_bytes);
-  if (d.rows_per_block == 0) {
-    return Status::InvalidArgument("record_bytes " + std::to_string(record_bytes) + " is not in [1, " +
-                                   std::to_string(kMaxRecordBytes) + "]");
-  }
-  if (metadata_bytes > kMaxMetadataBytes) {
-    return Status::InvalidArgument("metadata is " + std::to_string(metadata_bytes) + " bytes, more than the " +
-                                   std::to_string(kMaxMetadataBytes) + " byte limit");
-  }
+  ENGRAM_ASSIGN_OR_RETURN(DerivedSizes d, CheckRecordAndMetadata(record_bytes, metadata_bytes));
   d.block_count = checksum_count;
   uint64_t raw = 0;
   if (__builtin_mul_overflow(checksum_count, uint64_t{8}, &raw) || raw > static_cast<uint64_t>(INT64_MAX / 2)) {
@@ -119,11 +116,12 @@ Status CheckTableHasRows(uint64_t row_count) {
   return Status::OK();
 }
 
-Result<TableHeader> MakeTableHeader(uint32_t record_bytes, uint64_t row_count, uint64_t metadata_bytes,
-                                    uint64_t metadata_xxh3, uint64_t checksum_salt) {
-  ENGRAM_RETURN_IF_ERROR(CheckTableHasRows(row_count));
-  ENGRAM_ASSIGN_OR_RETURN(DerivedSizes d, Derive(record_bytes, row_count, metadata_bytes));
+namespace {
+
+TableHeader HeaderOf(uint32_t version, uint32_t record_bytes, uint64_t row_count, const DerivedSizes& d,
+                     uint64_t metadata_bytes, uint64_t metadata_xxh3, uint64_t checksum_salt) {
   TableHeader h;
+  h.version = version;
   h.record_bytes = record_bytes;
   h.rows_per_block = d.rows_per_block;
   h.row_count = row_count;
@@ -138,24 +136,22 @@ Result<TableHeader> MakeTableHeader(uint32_t record_bytes, uint64_t row_count, u
   return h;
 }
 
+}  // namespace
+
+Result<TableHeader> MakeTableHeader(uint32_t record_bytes, uint64_t row_count, uint64_t metadata_bytes,
+                                    uint64_t metadata_xxh3, uint64_t checksum_salt) {
+  ENGRAM_RETURN_IF_ERROR(CheckTableHasRows(row_count));
+  ENGRAM_ASSIGN_OR_RETURN(DerivedSizes d, Derive(record_bytes, row_count, metadata_bytes));
+  return HeaderOf(kTableFormatVersion, record_bytes, row_count, d, metadata_bytes, metadata_xxh3, checksum_salt);
+}
+
 Result<TableHeader> MakeReferenceTableHeader(uint32_t record_bytes, uint64_t row_count, uint64_t checksum_count,
                                              uint64_t checksums_xxh3, uint64_t metadata_bytes,
                                              uint64_t metadata_xxh3, uint64_t checksum_salt) {
   ENGRAM_RETURN_IF_ERROR(CheckTableHasRows(row_count));
   ENGRAM_ASSIGN_OR_RETURN(DerivedSizes d, DeriveReference(record_bytes, checksum_count, metadata_bytes));
-  TableHeader h;
-  h.version = kReferenceTableVersion;
-  h.record_bytes = record_bytes;
-  h.rows_per_block = d.rows_per_block;
-  h.row_count = row_count;
-  h.block_count = d.block_count;
-  h.data_offset = kTableDataOffset;
-  h.data_bytes = d.data_bytes;
-  h.metadata_offset = d.metadata_offset;
-  h.metadata_bytes = metadata_bytes;
-  h.metadata_xxh3 = metadata_xxh3;
-  h.file_bytes = d.file_bytes;
-  h.checksum_salt = checksum_salt;
+  TableHeader h =
+      HeaderOf(kReferenceTableVersion, record_bytes, row_count, d, metadata_bytes, metadata_xxh3, checksum_salt);
   h.checksums_xxh3 = checksums_xxh3;
   return h;
 }
