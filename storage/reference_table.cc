@@ -55,18 +55,13 @@ Result<uint64_t> ShardFingerprint(int fd, uint64_t size, const std::string& path
 
 Result<std::unique_ptr<ReferenceTable>> ReferenceTable::Open(const std::string& reference_path,
                                                              const TableHeader& header,
-                                                             std::vector<uint64_t> checksums,
                                                              std::string_view metadata_text,
-                                                             const ReferenceOpenOptions& options) {
+                                                             const ReferenceOpenOptions& options,
+                                                             const ChecksumLoader& load_checksums) {
   std::unique_ptr<ReferenceTable> t(new ReferenceTable());
   t->path_ = reference_path;
   t->seed_base_ = BlockSeedBase(header);
   ENGRAM_ASSIGN_OR_RETURN(t->layout_, ReferenceLayout::Parse(header, metadata_text, DirectoryOf(reference_path)));
-  if (checksums.size() != t->layout_.unit_count()) {
-    return Status::Corruption("reference table has " + std::to_string(checksums.size()) + " checksums for " +
-                              std::to_string(t->layout_.unit_count()) + " blocks");
-  }
-  t->checksums_ = std::move(checksums);
   const auto& shards = t->layout_.shards();
   for (size_t i = 0; i < shards.size(); ++i) {
     const ReferenceShard& s = shards[i];
@@ -94,6 +89,11 @@ Result<std::unique_ptr<ReferenceTable>> ReferenceTable::Open(const std::string& 
       }
     }
     t->fds_.push_back(std::move(owned));
+  }
+  ENGRAM_ASSIGN_OR_RETURN(t->checksums_, load_checksums());
+  if (t->checksums_.size() != t->layout_.unit_count()) {
+    return Status::Corruption("reference table has " + std::to_string(t->checksums_.size()) + " checksums for " +
+                              std::to_string(t->layout_.unit_count()) + " blocks");
   }
   return t;
 }

@@ -59,13 +59,17 @@ Status ScanShardRegion(int fd, const ReferenceShard& s, uint64_t first_unit, uin
 
 class ReferenceTable {
  public:
-  // `checksums` is the table's data section, already checked against the
-  // header's checksums_xxh3; `reference_path` names the reference file (for
-  // messages and for resolving relative shard files).
+  // `reference_path` names the reference file (for messages and for
+  // resolving relative shard files). `load_checksums` reads the table's
+  // checksum section (checked against the header's checksums_xxh3); it is
+  // called only once the metadata and every shard have passed their checks,
+  // so the memory it takes is bounded by the real shards' sizes (8 B per
+  // 4 KiB), not by a header's say-so.
+  using ChecksumLoader = std::function<Result<std::vector<uint64_t>>()>;
   static Result<std::unique_ptr<ReferenceTable>> Open(const std::string& reference_path, const TableHeader& header,
-                                                      std::vector<uint64_t> checksums,
                                                       std::string_view metadata_text,
-                                                      const ReferenceOpenOptions& options);
+                                                      const ReferenceOpenOptions& options,
+                                                      const ChecksumLoader& load_checksums);
 
   const ReferenceLayout& layout() const { return layout_; }
   const std::vector<ReferenceShard>& shards() const { return layout_.shards(); }

@@ -78,9 +78,8 @@ Status TableFile::Load(const ReferenceOpenOptions& options) {
     if (!s.ok()) return Status::Corruption("metadata: " + s.message());
   }
   if (header_.is_reference()) {
-    ENGRAM_ASSIGN_OR_RETURN(std::vector<uint64_t> checksums, LoadChecksums());
-    ENGRAM_ASSIGN_OR_RETURN(reference_,
-                            ReferenceTable::Open(path_, header_, std::move(checksums), metadata_text_, options));
+    ENGRAM_ASSIGN_OR_RETURN(reference_, ReferenceTable::Open(path_, header_, metadata_text_, options,
+                                                             [this] { return LoadChecksums(); }));
   }
   return Status::OK();
 }
