@@ -32,11 +32,11 @@ ROOT = os.path.dirname(HERE)
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 
 
-def busy_compute(seconds):
-    """Stands in for the model's forward pass: holds the thread for `seconds`."""
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
+def compute(seconds):
+    """Stands in for the model's forward pass, which runs on the accelerator:
+    the runtime's thread waits `seconds` for it (without spinning a CPU core,
+    which on a small host would slow the staging it is meant to overlap)."""
+    time.sleep(seconds)
 
 
 def open_store(args):
@@ -102,12 +102,12 @@ def main():
                 start = time.perf_counter()
                 pending = store.stage_async(step, history, buffers[(k + 1) % 2][:len(step)])
                 exposed[-1] += time.perf_counter() - start  # issuing blocks compute too
-                compute = args.compute_factor * staging_calibrated[k + 1]
+                compute_seconds = args.compute_factor * staging_calibrated[k + 1]
             else:
-                compute = 0.0
-            busy_compute(compute)  # the forward pass over buffers[k % 2]
+                compute_seconds = 0.0
+            compute(compute_seconds)  # the forward pass over buffers[k % 2]
             if not args.quiet:
-                print(f"{k:>5} {len(steps[k][1]):>6} {staging[-1] * 1e3:>10.3f} {compute * 1e3:>10.3f} "
+                print(f"{k:>5} {len(steps[k][1]):>6} {staging[-1] * 1e3:>10.3f} {compute_seconds * 1e3:>10.3f} "
                       f"{exposed[-1] * 1e3:>15.3f}")
         stats = store.stats()
     # Step 0 has nothing to overlap with: its wait is the whole staging.
