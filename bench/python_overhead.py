@@ -10,7 +10,8 @@ binding's share is not hidden behind disk time), alternating rounds of:
      + Store::Gather per layer in C++ (engram_store._cxx_hash_gather_seconds);
      target: <= 1.2x;
 then 4. examples/serve_step.py on the deepspeed requests: exposed wait as a
-share of staging time when compute = staging; target: <= 10 %.
+share of staging time over the steps whose compute was at least their
+staging time; target: <= 10 %.
 Best of --rounds alternating rounds.
 
     PYTHONPATH=build/python /usr/bin/python3 bench/python_overhead.py
@@ -18,6 +19,7 @@ Best of --rounds alternating rounds.
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -120,9 +122,9 @@ def main():
         for req in args.requests:
             result = subprocess.run(cmd + ["--tokens", os.path.join(FIXTURES, "traces", "deepspeed", f"{req}.u32")],
                                     check=True, capture_output=True, text=True, env=env).stdout
-            summary = result.strip().splitlines()[-1]
-            print(f"4. serve_step {req}: {result.strip().splitlines()[-2]}\n   {summary}")
-            share = float(summary.split("=")[1].split("%")[0])
+            lines = result.strip().splitlines()
+            print(f"4. serve_step {req}: " + "\n   ".join(lines[-3:]))
+            share = float(re.search(r"= ([0-9.]+) % of their", lines[-2]).group(1))  # steps with compute >= staging
             if share > 10.0:
                 failed.append(f"serve_step {req}")
     print("targets missed: " + ", ".join(failed) if failed else "all targets met")
