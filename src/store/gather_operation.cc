@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "src/store/reference_reads.h"
 #include "src/store/store_impl.h"
 #include "storage/io/io_stats.h"
 
@@ -114,6 +115,7 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   st.result.cache_nanoseconds = st.t1 - st.t0;
   if (missed.empty()) return st.Finish();
 
+  if (table.file->is_reference()) return StartReferenceReads(self, std::move(missed));
   const size_t missed_rows = missed.size();
   Status s = st.batch.Build(table, table.file_id, st.store->read_buffers(), std::move(missed));
   if (!s.ok()) {
@@ -159,6 +161,17 @@ void GatherTicket::State::OnBlocksRead() {
   // counts agree exactly.
   std::vector<std::pair<uint32_t, const std::byte*>> verified;
   verified.reserve(batch.rows.size());
+  if (reference) {
+    result.bytes_read += reference->ForEachRow(table, [&](uint64_t, uint32_t d, const Status& s, const std::byte* rec) {
+      if (s.ok()) {
+        verified.emplace_back(d, rec);
+        return;
+      }
+      table.counters.Add(table.counters.failed_rows, 1);
+      if (result.status.ok()) result.status = s;
+      AddFailedRow(d);
+    });
+  }
   for (size_t b = 0; b < batch.blocks.size(); ++b) {
     const uint32_t begin = batch.first_row[b], end = batch.first_row[b + 1];
     Status s = batch.Check(b, table);
@@ -190,6 +203,7 @@ void GatherTicket::State::OnBlocksRead() {
   }
   result.disk_nanoseconds = io::MonotonicNanos() - t1;
   batch.buffers.Release();  // back to the pool now, not when the ticket dies
+  if (reference) reference->blocks.buffers.Release();
   Finish();
 }
 
@@ -280,6 +294,7 @@ GatherResult WaitForGather(GatherTicket ticket) {
 
 void StartReadAhead(StoreImpl* store, size_t table_index, std::vector<uint64_t> rows) {
   TableState& table = store->table_state(table_index);
+  if (table.file->is_reference()) return StartReferenceReadAhead(store, table_index, std::move(rows));
   auto op = std::make_shared<ReadAheadOperation>();
   op->store = store;
   op->table = table_index;

@@ -18,6 +18,7 @@
 
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -32,6 +33,7 @@ namespace engram {
 
 class StoreImpl;
 struct TableState;
+struct ReferenceBatch;
 
 // Blocks to read for a set of rows: rows sorted by ID, grouped by block.
 struct BlockBatch {
@@ -61,6 +63,7 @@ struct engram::GatherTicket::State {
 
   GatherPlan plan;
   BlockBatch batch;
+  std::shared_ptr<ReferenceBatch> reference;  // a reference table's reads (reference_reads.h)
   GatherResult result;
   uint64_t t0 = 0, t1 = 0;
 
