@@ -66,7 +66,9 @@ API
     are pinned in the cache until a gather uses them or
     ``release_read_ahead(table, row_ids)``. ``wait_for_read_aheads()``.
     ``stage(tokens, history, out, *, layers=None) -> StageResult`` and
-    ``stage_async(...) -> StageHandle``: hashes the step's ``tokens`` (after
+    ``stage_async(...) -> StageHandle`` (returns at once: the step is hashed
+    and gathered on the store's staging thread, steps in issue order): hashes
+    the step's ``tokens`` (after
     ``history``, the request's earlier tokens) with every layer's hash layout
     (embedded in each table), dedups across the step and gathers into ``out``
     laid out ``[tokens, layers, rows_per_token, record_bytes]`` (uint8, raw

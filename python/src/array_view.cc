@@ -4,6 +4,8 @@
 #include <limits>
 #include <utility>
 
+#include <pybind11/numpy.h>
+
 #include "python/src/dlpack_abi.h"
 
 namespace py = pybind11;
@@ -68,6 +70,27 @@ void CopyAs(const ArrayView& v, std::vector<uint64_t>& out, const char* what) {
 
 ArrayView ArrayView::Borrow(py::handle obj, bool writable, const char* what) {
   ArrayView v;
+  if (py::isinstance<py::array>(obj)) {
+    // numpy arrays: read the array's own fields (no buffer export, which
+    // costs about as much as a small gather's lookups).
+    auto array = py::reinterpret_borrow<py::array>(obj);
+    if (writable && !array.writeable()) {
+      throw py::value_error(std::string(what) + " is read-only: it must be a writable array");
+    }
+    const auto* descr = py::detail::array_descriptor_proxy(py::detail::array_proxy(obj.ptr())->descr);
+    v.kind_ = descr->kind == 'i'   ? ElementKind::kSignedInt
+              : descr->kind == 'u' ? ElementKind::kUnsignedInt
+              : descr->kind == 'f' ? ElementKind::kFloat
+                                   : ElementKind::kOther;
+    v.itemsize_ = static_cast<size_t>(descr->elsize);
+    v.data_ = static_cast<std::byte*>(const_cast<void*>(array.data()));
+    const py::ssize_t ndim = array.ndim();
+    v.shape_.assign(array.shape(), array.shape() + ndim);
+    v.strides_.assign(array.strides(), array.strides() + ndim);
+    v.array_ = std::move(array);
+    v.FinishLayout();
+    return v;
+  }
   if (PyObject_CheckBuffer(obj.ptr())) {
     int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(obj.ptr(), &v.buffer_, flags) != 0) {
@@ -154,6 +177,7 @@ void ArrayView::FinishLayout() {
 ArrayView::ArrayView(ArrayView&& o) noexcept
     : buffer_(o.buffer_),
       has_buffer_(std::exchange(o.has_buffer_, false)),
+      array_(std::move(o.array_)),
       capsule_(std::move(o.capsule_)),
       managed_(std::exchange(o.managed_, nullptr)),
       data_(o.data_),

@@ -49,6 +49,7 @@ class ArrayView {
 
   Py_buffer buffer_{};
   bool has_buffer_ = false;
+  pybind11::object array_;    // a numpy array, read through its own fields
   pybind11::object capsule_;  // the consumed DLPack capsule (owns the tensor)
   void* managed_ = nullptr;   // DLManagedTensor*, deleted with the view
   std::byte* data_ = nullptr;
