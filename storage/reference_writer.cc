@@ -15,7 +15,7 @@
 
 #include "storage/byte_order.h"
 #include "storage/file_util.h"
-#include "storage/hash_layout.h"
+#include "storage/embedded_hash_layout.h"
 #include "storage/reference_layout.h"
 #include "storage/reference_table.h"
 #include "storage/table_writer.h"

@@ -176,8 +176,8 @@ TEST_P(ReferenceTableTest, EveryBackendServesRowsBitExactWithScalesHeldOrRead) {
       EXPECT_EQ(s.io_bytes, s.io_reads * 4096);
       // Read-ahead lands verified rows as hits.
       std::vector<uint64_t> ahead{1, 2, 4};
-      ASSERT_TRUE((*store)->Prefetch(0, ahead).ok());
-      (*store)->WaitForPrefetches();
+      ASSERT_TRUE((*store)->ReadAhead(0, ahead).ok());
+      (*store)->WaitForReadAheads();
       std::vector<std::byte> out(ahead.size() * Record());
       GatherResult r = (*store)->Gather(0, ahead, out.data(), Record());
       ASSERT_TRUE(r.status.ok());

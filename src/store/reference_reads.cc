@@ -81,9 +81,9 @@ Status HoldReferenceScales(TableState& table, double share) {
   return Status::OK();
 }
 
-void StartReferenceReads(const std::shared_ptr<GatherTicket::State>& self,
+void StartReferenceReads(const std::shared_ptr<GatherState>& self,
                          std::vector<std::pair<uint64_t, uint32_t>> missed) {
-  GatherTicket::State& st = *self;
+  GatherState& st = *self;
   TableState& table = st.store->table_state(st.table);
   const size_t missed_rows = missed.size();
   st.reference = std::make_shared<ReferenceBatch>();
@@ -97,7 +97,7 @@ void StartReferenceReads(const std::shared_ptr<GatherTicket::State>& self,
     return st.Finish();
   }
   st.result.blocks_read = st.reference->blocks.blocks.size();
-  st.store->engine().SubmitBatch(st.reference->blocks.reads, [self] { GatherTicket::State::OnLanded(self); });
+  st.store->engine().SubmitBatch(st.reference->blocks.reads, [self] { GatherState::OnLanded(self); });
 }
 
 namespace {
@@ -116,7 +116,7 @@ void StartReferenceReadAhead(StoreImpl* store, size_t table_index, std::vector<u
   auto op = std::make_shared<ReferenceReadAhead>();
   op->store = store;
   op->table = table_index;
-  op->ticket = table.PrefetchStarted(rows);
+  op->ticket = table.ReadAheadStarted(rows);
   std::vector<std::pair<uint64_t, uint32_t>> refs;
   refs.reserve(rows.size());
   for (uint64_t r : rows) refs.emplace_back(r, 0);
@@ -126,7 +126,7 @@ void StartReferenceReadAhead(StoreImpl* store, size_t table_index, std::vector<u
     for (uint64_t r : rows) table.LandReadAheadRow(op->ticket.seq, r, false, {});
   }
   if (!s.ok() || op->batch.blocks.blocks.empty()) {
-    table.PrefetchDone(op->ticket.generation);
+    table.ReadAheadDone(op->ticket.generation);
     return;
   }
   store->engine().SubmitBatch(op->batch.blocks.reads, [op] {
@@ -138,7 +138,7 @@ void StartReferenceReadAhead(StoreImpl* store, size_t table_index, std::vector<u
                            status.ok() ? std::span<const std::byte>(rec, record) : std::span<const std::byte>());
       });
       op->batch.blocks.buffers.Release();
-      t.PrefetchDone(op->ticket.generation);
+      t.ReadAheadDone(op->ticket.generation);
     });
   });
 }

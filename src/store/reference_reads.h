@@ -15,6 +15,7 @@
 
 #include "engram/status.h"
 #include "src/store/gather_operation.h"
+#include "src/store/gather_ticket_access.h"
 #include "src/store/table_state.h"
 #include "storage/reference_layout.h"
 
@@ -57,10 +58,10 @@ Status HoldReferenceScales(TableState& table, double share);
 
 // The disk phase of a gather on a reference table: reads the missed rows
 // (row, distinct index) and completes like any gather.
-void StartReferenceReads(const std::shared_ptr<GatherTicket::State>& self,
+void StartReferenceReads(const std::shared_ptr<GatherState>& self,
                          std::vector<std::pair<uint64_t, uint32_t>> missed);
 
-// Read-ahead on a reference table (see StartPrefetch).
+// Read-ahead on a reference table (see StartReadAhead).
 void StartReferenceReadAhead(StoreImpl* store, size_t table, std::vector<uint64_t> rows);
 
 template <typename Fn>
