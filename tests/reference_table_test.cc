@@ -8,7 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <random>
+#include <thread>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -34,6 +37,7 @@ constexpr uint64_t kRows = 1651;
 
 struct Dtypes {
   std::string weight, scale;
+  friend void PrintTo(const Dtypes& d, std::ostream* os) { *os << d.weight << "+" << (d.scale.empty() ? "none" : d.scale); }
 };
 
 class ReferenceTableTest : public ::testing::TestWithParam<Dtypes> {
@@ -186,6 +190,37 @@ TEST_P(ReferenceTableTest, EveryBackendServesRowsBitExactWithScalesHeldOrRead) {
         EXPECT_EQ(std::memcmp(out.data() + i * Record(), Want(ahead[i]).data(), Record()), 0);
       }
     }
+  }
+}
+
+TEST_P(ReferenceTableTest, ConcurrentGathersAndReadAheadFromSeveralThreadsAreBitExact) {
+  for (double share : {0.25, 0.0}) {
+    SCOPED_TRACE(share);
+    auto store = Store::Open(Options("auto", share));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    std::atomic<int> wrong{0}, failed{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937_64 rng(t + 1);
+        std::vector<uint64_t> ids(32);
+        std::vector<std::byte> dst(ids.size() * Record());
+        for (int g = 0; g < 200; ++g) {
+          for (auto& id : ids) id = rng() % kRows;
+          if (g % 7 == 0) (void)(*store)->ReadAhead(0, std::span(ids).first(8));
+          GatherResult r = (*store)->Gather(0, ids, dst.data(), Record());
+          if (!r.status.ok()) ++failed;
+          for (size_t i = 0; i < ids.size(); ++i) {
+            if (std::memcmp(dst.data() + i * Record(), Want(ids[i]).data(), Record()) != 0) ++wrong;
+          }
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    (*store)->WaitForReadAheads();
+    EXPECT_EQ(wrong.load(), 0);
+    EXPECT_EQ(failed.load(), 0);
+    EXPECT_EQ((*store)->Stats(0).checksum_failures, 0u);
   }
 }
 

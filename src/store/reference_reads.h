@@ -15,6 +15,7 @@
 
 #include "engram/status.h"
 #include "src/store/gather_operation.h"
+#include "src/store/gather_ticket_access.h"
 #include "src/store/table_state.h"
 #include "storage/reference_layout.h"
 
