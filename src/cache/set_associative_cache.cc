@@ -224,25 +224,35 @@ int SetAssociativeRowCache::FindWay(SetView& s, uint64_t row_id) const {
   }
 }
 
-bool SetAssociativeRowCache::Lookup(uint64_t row_id, std::span<std::byte> dst, PinAction pin) {
-  return LookupHashed(row_id, hasher_.Hash(row_id), dst, pin);
+void SetAssociativeRowCache::LookupCounts::AddTo(StatShard& shard) const {
+  if (hits != 0) shard.hits.fetch_add(hits, std::memory_order_relaxed);
+  if (misses != 0) shard.misses.fetch_add(misses, std::memory_order_relaxed);
+  if (pinned_delta != 0) shard.pinned_delta.fetch_add(pinned_delta, std::memory_order_relaxed);
 }
 
-bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash, std::span<std::byte> dst, PinAction pin) {
+bool SetAssociativeRowCache::Lookup(uint64_t row_id, std::span<std::byte> dst, PinAction pin) {
   // Request every line this lookup needs before anything waits on one: the
   // sketch's counters, the first set's index line and, with two candidate
   // sets, the second's (probed when the row is not in the first). Counting
   // waits for the sketch line, and the clock's fetch_add and the set lock
   // (locked instructions) wait for every earlier load; with the prefetches
   // issued first, the index lines arrive during that wait, not after it.
+  const uint64_t hash = hasher_.Hash(row_id);
   const CandidateSets c = hasher_.Candidates(hash);
   sketch_.Prefetch(hash);
   __builtin_prefetch(index_.data() + c.first * layout_.stride);
   if (c.second != c.first) __builtin_prefetch(index_.data() + c.second * layout_.stride);
   sketch_.Increment(hash);
   const uint32_t now = static_cast<uint32_t>(Tick64());
-  StatShard& stats = Shard();
+  LookupCounts counts;
+  const bool found = LookupHashed(row_id, hash, now, dst, pin, &counts);
+  counts.AddTo(Shard());
+  return found;
+}
 
+bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash, uint32_t now, std::span<std::byte> dst,
+                                          PinAction pin, LookupCounts* counts) {
+  const CandidateSets c = hasher_.Candidates(hash);
   auto hit = [&](SetView& s, uint64_t set, int way) {
     if (row_bytes_ != 0 && !dst.empty()) {
       std::memcpy(dst.data(), Payload(set, way), std::min<size_t>(dst.size(), row_bytes_));
@@ -251,9 +261,9 @@ bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash, std::s
     const uint32_t bit = 1u << way;
     if (pin == PinAction::kConsume && (s.pinned() & bit)) {
       s.set_pinned(s.pinned() & ~bit);
-      stats.pinned_delta.fetch_sub(1, std::memory_order_relaxed);
+      --counts->pinned_delta;
     }
-    stats.hits.fetch_add(1, std::memory_order_relaxed);
+    ++counts->hits;
   };
 
   SetView first = View(c.first);
@@ -266,7 +276,7 @@ bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash, std::s
   }
   if (c.second == c.first) {
     first.Unlock();
-    stats.misses.fetch_add(1, std::memory_order_relaxed);
+    ++counts->misses;
     return false;
   }
   // Not in the first set. A relocation could be moving the row between its
@@ -287,7 +297,7 @@ bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash, std::s
     hit(second, c.second, way);
   } else {
     found = false;
-    stats.misses.fetch_add(1, std::memory_order_relaxed);
+    ++counts->misses;
   }
   second.Unlock();
   first.Unlock();

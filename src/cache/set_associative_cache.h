@@ -129,8 +129,18 @@ class SetAssociativeRowCache final : public RowCache {
     return slab_.data() + (set * layout_.ways + way) * uint64_t{row_bytes_};
   }
   int FindWay(SetView& s, uint64_t row_id) const;
-  // Lookup with the row's hash already computed.
-  bool LookupHashed(uint64_t row_id, uint64_t hash, std::span<std::byte> dst, PinAction pin);
+  // What lookups add to the statistics, summed by the caller and added to its
+  // shard once (LookupBatch adds a whole batch's with one add per counter).
+  struct LookupCounts {
+    uint64_t hits = 0, misses = 0;
+    int64_t pinned_delta = 0;
+    void AddTo(StatShard& shard) const;
+  };
+  // Lookup with the row's hash computed and its tick taken (the caller has
+  // done the tick's upkeep, TickUpkeep, after counting the row in the sketch:
+  // see Lookup); the outcome is added to *counts.
+  bool LookupHashed(uint64_t row_id, uint64_t hash, uint32_t now, std::span<std::byte> dst, PinAction pin,
+                    LookupCounts* counts);
   // Prefetches the index lines of a row's candidate sets.
   void PrefetchIndex(const CandidateSets& c) const;
   // Finds the row (locking one candidate set at a time, changing nothing) and
@@ -142,10 +152,17 @@ class SetAssociativeRowCache final : public RowCache {
   // maintain_ticks_ the ticking operation also does a bounded slice of clock
   // upkeep (Maintain). Called with no set lock held.
   uint64_t Tick64() {
-    const uint64_t t = clock_.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t t = TakeTicks(1);
+    TickUpkeep(t);
+    return t;
+  }
+  // n consecutive ticks at once (the first is returned): a batch of n
+  // operations takes the clock's locked add once. The operation holding tick
+  // t must then call TickUpkeep(t) where it would have called Tick64().
+  uint64_t TakeTicks(uint64_t n) { return clock_.fetch_add(n, std::memory_order_relaxed); }
+  void TickUpkeep(uint64_t t) {
     if (halving_ticks_ != 0 && t % halving_ticks_ == 0) sketch_.Halve();
     if ((t & (maintain_ticks_ - 1)) == 0) Maintain(t);
-    return t;
   }
   // Keeps the 32-bit stamps and the ghost history's epochs from wrapping
   // however long the cache only hits: clamps the ages of a slice of sets to

@@ -79,11 +79,15 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   // One pipelined batch lookup for the whole gather (RowCache::LookupBatch
   // overlaps the memory accesses of consecutive rows), then the bookkeeping.
   const size_t distinct = st.plan.distinct.size();
-  std::vector<std::byte*> outs(distinct);
-  for (size_t d = 0; d < distinct; ++d) outs[d] = st.dst + size_t(st.plan.first_pos[d]) * st.stride;
+  // Per-thread scratch, used only until the reads are submitted or the gather
+  // finishes (a callback that starts another gather on this thread comes later).
+  thread_local std::vector<std::byte*> outs;
   // hit[d]: bit 0 set by the lookup (a hit), bit 1 by ConsumePrefetched (a
   // read-ahead pin of the row was released), so the hit path allocates nothing more.
-  std::vector<uint8_t> hit(distinct);
+  thread_local std::vector<uint8_t> hit;
+  outs.resize(distinct);
+  hit.assign(distinct, 0);
+  for (size_t d = 0; d < distinct; ++d) outs[d] = st.dst + size_t(st.plan.first_pos[d]) * st.stride;
   // kKeep: the pin of a read-ahead row is dropped by ConsumePrefetched below,
   // under the lock that pairs it with the store's list (see TableState).
   table.cache->LookupBatch(st.plan.distinct, outs, PinAction::kKeep, hit);
