@@ -52,6 +52,17 @@ uint32_t StaleTicks(const RowCacheConfig& c, uint64_t capacity_rows) {
   return t >= double(kMaxStampAge) ? kMaxStampAge - 1 : std::max<uint32_t>(1, static_cast<uint32_t>(t));
 }
 
+// The empty-slot count at which the index and slab go to huge pages: when a
+// fraction f of the slots is filled, rows scattered by hash have committed
+// 1 - (1 - f)^k of the 4 KiB pages holding k slots each; at 90 % (f = 14 %
+// for 264-B rows) huge pages add at most ~10 % resident memory. Never later
+// than half full (large rows, a page or more each).
+uint64_t HugePagesAtEmpty(uint64_t capacity_rows, double bytes_per_slot) {
+  const double slots_per_page = std::max(1.0, 4096.0 / bytes_per_slot);
+  const double fill = std::min(0.5, 1.0 - std::pow(0.1, 1.0 / slots_per_page));
+  return capacity_rows - static_cast<uint64_t>(std::ceil(fill * static_cast<double>(capacity_rows)));
+}
+
 // The sketch's halving period in ticks (operations): the absolute one, or
 // the one tied to the capacity (at least kMinHalvingTicks, so a tiny cache
 // does not halve its sketch on every operation); 0 = never.
@@ -148,7 +159,8 @@ SetAssociativeRowCache::SetAssociativeRowCache(const RowCacheConfig& config, uin
       stale_ticks_(StaleTicks(config, num_sets * config.ways)),
       relocation_min_empty_(std::max<uint64_t>(1, num_sets * config.ways / 1024)),
       empty_slots_(num_sets * config.ways),
-      huge_pages_at_empty_(num_sets * config.ways / 2),
+      huge_pages_at_empty_(HugePagesAtEmpty(num_sets * config.ways,
+                                            row_bytes != 0 ? row_bytes : double(layout_.stride) / config.ways)),
       maintain_ticks_(MaintainTicks(num_sets * config.ways)),
       // Every set once per kStampRefreshTicks, which hold
       // kStampRefreshTicks / maintain_ticks_ calls.

@@ -40,6 +40,7 @@
 #include "src/cache/anonymous_memory.h"
 #include "src/cache/frequency_sketch.h"
 #include "src/cache/ghost_history.h"
+#include "src/cache/huge_page_promotion.h"
 #include "src/cache/row_cache.h"
 #include "src/cache/set_hasher.h"
 #include "src/cache/set_layout.h"
@@ -106,6 +107,9 @@ class SetAssociativeRowCache final : public RowCache {
   // upkeep those ticks would do (halving, Maintain) is done, without ticking
   // one by one -- so a test can age rows by 2^31 ticks in milliseconds.
   void AdvanceClockForTesting(uint64_t ticks);
+  // The background promotion of the index and slab to huge pages (see
+  // SlotFilled): tests wait for it and read its progress.
+  HugePagePromotion& huge_pages_for_testing() { return huge_pages_; }
 
  private:
   // The candidate sets of one operation, locked in ascending order.
@@ -209,13 +213,14 @@ class SetAssociativeRowCache final : public RowCache {
   // relocation_min_empty_ (capacity / 1024, at least 1) relocation is skipped.
   const uint64_t relocation_min_empty_;
   std::atomic<uint64_t> empty_slots_;
-  // A row took a free slot. When the cache is half full the index and slab
-  // get huge pages (AnonymousMemory::AdviseHugePages): by then most of their
-  // pages are committed anyway, and probes gain from fewer TLB misses.
+  // A row took a free slot. Once so many slots are filled that nearly all of
+  // the slab's 4 KiB pages are committed anyway (HugePagesAtEmpty), the index
+  // and slab are promoted to huge pages in the background
+  // (HugePagePromotion): probes then gain from far fewer TLB misses, for at
+  // most ~10 % more resident memory.
   void SlotFilled() {
     if (empty_slots_.fetch_sub(1, std::memory_order_relaxed) - 1 == huge_pages_at_empty_) {
-      index_.AdviseHugePages();
-      slab_.AdviseHugePages();
+      huge_pages_.Start({{index_.data(), index_.size()}, {slab_.data(), slab_.size()}});
     }
   }
   const uint64_t huge_pages_at_empty_;
@@ -226,6 +231,8 @@ class SetAssociativeRowCache final : public RowCache {
   const uint64_t maintain_ticks_;
   const uint64_t refresh_sets_per_call_;  // sets whose stamps one Maintain call clamps
   std::unique_ptr<StatShard[]> shards_;
+  // Last member: destroyed (its thread stopped) before the regions it works on.
+  HugePagePromotion huge_pages_;
 };
 
 }  // namespace engram::cache
