@@ -15,6 +15,7 @@
 #include "src/cache/huge_page_promotion.h"
 #include "src/cache/set_associative_cache.h"
 #include "src/cache/set_hasher.h"
+#include "tests/testing/cache_rows.h"
 
 namespace engram {
 namespace {
@@ -37,15 +38,7 @@ bool KernelCollapses() {
   return ::madvise(range, kHugePage, MADV_COLLAPSE) == 0;
 }
 
-std::vector<std::byte> RowOf(uint64_t id) {
-  std::vector<std::byte> r(kRowBytes);
-  uint64_t x = cache::Remix(id * 7 + 3);
-  for (uint32_t i = 0; i < kRowBytes; i += 8) {
-    x = cache::Remix(x + i);
-    std::memcpy(r.data() + i, &x, 8);
-  }
-  return r;
-}
+std::vector<std::byte> RowOf(uint64_t id) { return testing::CacheRowOf(id, kRowBytes); }
 
 TEST(HugePagePromotion, CollapsesCommittedRangesAndKeepsTheirBytes) {
   if (!KernelCollapses()) GTEST_SKIP() << "this kernel does not collapse ranges into huge pages (MADV_COLLAPSE)";
