@@ -5,7 +5,7 @@
 // int64 % prime with a floor correction (a hardware 64-bit division).
 // NgramHasher computes each order's mix once for all heads (incrementally
 // across orders) and replaces the division with a precomputed exact
-// multiply-shift (src/engram/floor_mod.h). Both are checked equal before
+// multiply-shift (src/ngram/floor_mod.h). Both are checked equal before
 // timing. Compare items_per_second (tokens/s) of the pairs.
 #include <cstdio>
 #include <cstdlib>

@@ -18,7 +18,6 @@ class ProgressMeter {
   // Draws the final state and ends the line (once).
   void Finish();
 
-  bool enabled() const { return enabled_; }
 
  private:
   void Draw(uint64_t done, bool final);

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "storage/file_util.h"
-#include "storage/hash_layout.h"
+#include "storage/embedded_hash_layout.h"
 #include "storage/npy_header.h"
 #include "storage/safetensors_header.h"
 

@@ -9,7 +9,7 @@
 
 #include "storage/bounded_json.h"
 #include "storage/file_util.h"
-#include "storage/hash_layout.h"
+#include "storage/embedded_hash_layout.h"
 
 namespace engram {
 

@@ -83,7 +83,6 @@ class TableWriter {
   // Deletes the temporary file; later calls fail. Idempotent.
   void Abandon();
 
-  uint64_t rows_written() const { return rows_written_; }
   uint32_t record_bytes() const { return options_.record_bytes; }
   const std::string& path() const { return path_; }
   const std::string& temp_path() const { return temp_path_; }

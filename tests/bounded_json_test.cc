@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "engram/hasher.h"
-#include "storage/hash_layout.h"
+#include "storage/embedded_hash_layout.h"
 #include "storage/safetensors_header.h"
 #include "storage/table_file.h"
 #include "storage/table_writer.h"

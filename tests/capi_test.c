@@ -76,6 +76,11 @@ int main(int argc, char** argv) {
   const char* paths[] = {table};
   engram_store_options o;
   memset(&o, 0, sizeof o);
+  /* A struct without its size is refused, with a message saying what to set. */
+  engram_store* unsized = NULL;
+  CHECK(engram_store_open(&o, &unsized) == ENGRAM_INVALID_ARGUMENT && unsized == NULL);
+  CHECK(strstr(engram_last_error(), "sizeof(engram_store_options)") != NULL);
+  o.size = sizeof o;
   o.table_paths = paths;
   o.table_count = 1;
   o.cache_bytes = 4 << 20;
@@ -90,6 +95,8 @@ int main(int argc, char** argv) {
   uint64_t ids[4] = {7, 4999, 7, 1234};
   unsigned char rows[4 * 264];
   engram_gather_result r;
+  memset(&r, 0, sizeof r);
+  r.size = sizeof r;
   CHECK(engram_gather_rows(store, 0, ids, 4, rows, 264, &r) == ENGRAM_OK);
   CHECK(memcmp(rows, expected, sizeof rows) == 0);
   CHECK(r.distinct_rows == 3 && r.misses == 3 && r.hits == 0);
@@ -107,16 +114,31 @@ int main(int argc, char** argv) {
   CHECK(strstr(engram_last_error(), "5000") != NULL);
 
   uint64_t ahead[2] = {10, 11};
-  CHECK(engram_prefetch(store, 0, ahead, 2) == ENGRAM_OK);
-  engram_prefetch_wait(store);
-  engram_prefetch_release(store, 0, ahead, 2);
+  CHECK(engram_read_ahead(store, 0, ahead, 2) == ENGRAM_OK);
+  engram_read_ahead_wait(store);
+  engram_read_ahead_release(store, 0, ahead, 2);
 
   engram_table_stats s;
+  memset(&s, 0, sizeof s);
+  CHECK(engram_table_stats_get(store, 0, &s) == ENGRAM_INVALID_ARGUMENT); /* size 0 */
+  s.size = sizeof s;
   CHECK(engram_table_stats_get(store, 0, &s) == ENGRAM_OK);
   CHECK(s.lookups == 6 && s.hits == 3 && s.misses == 3);
   CHECK(s.misses == s.inserts + s.refusals);
   CHECK(s.gathers == 3 && s.failed_gathers == 1);
-  CHECK(s.prefetch_rows == 2 && s.prefetch_wasted_rows == 2);
+  CHECK(s.read_ahead_rows == 2 && s.read_ahead_wasted_rows == 2);
+  CHECK(s.rows_requested == 9 && s.failed_rows == 0);
+  /* A caller built against an older, shorter struct gets only what fits:
+   * nothing past its size is written. */
+  {
+    engram_table_stats older;
+    memset(&older, 0xAB, sizeof older);
+    older.size = offsetof(engram_table_stats, lookups);
+    CHECK(engram_table_stats_get(store, 0, &older) == ENGRAM_OK);
+    CHECK(older.row_count == 5000 && older.record_bytes == 264);
+    CHECK(((const unsigned char*)&older)[offsetof(engram_table_stats, lookups)] == 0xAB);
+    CHECK(older.gathers == 0xABABABABABABABABull);
+  }
   CHECK(engram_table_stats_get(store, 9, &s) == ENGRAM_INVALID_ARGUMENT);
 
   size_t need = engram_metrics_text(store, NULL, 0);

@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "engram/hasher.h"
-#include "src/engram/floor_mod.h"
+#include "src/ngram/floor_mod.h"
 #include "storage/layout_json.h"
-#include "src/engram/prime.h"
-#include "src/engram/scaled_layout.h"
+#include "storage/prime.h"
+#include "src/ngram/scaled_layout.h"
 
 namespace engram {
 namespace {

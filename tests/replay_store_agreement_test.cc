@@ -7,7 +7,7 @@
 #include "engram/hasher.h"
 #include "engram/store.h"
 #include "src/cache/row_cache.h"
-#include "src/engram/scaled_layout.h"
+#include "src/ngram/scaled_layout.h"
 #include "src/replay/gather_trace.h"
 #include "src/replay/policy_runner.h"
 #include "src/workload/store_workload.h"

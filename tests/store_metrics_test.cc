@@ -91,9 +91,9 @@ TEST(StoreMetrics, LiveExpositionPassesPromtoolAndEqualsTheStoresCounters) {
     ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   }
   std::vector<uint64_t> ahead{1, 2, 3, 19999};
-  ASSERT_TRUE((*store)->Prefetch(0, ahead).ok());
-  (*store)->WaitForPrefetches();
-  (*store)->ReleasePrefetch(0, ahead);
+  ASSERT_TRUE((*store)->ReadAhead(0, ahead).ok());
+  (*store)->WaitForReadAheads();
+  (*store)->ReleaseReadAhead(0, ahead);
   std::vector<uint64_t> bad{kRows + 5};
   EXPECT_FALSE((*store)->Gather(0, bad, dst.data(), kRecord).status.ok());
 
@@ -114,8 +114,8 @@ TEST(StoreMetrics, LiveExpositionPassesPromtoolAndEqualsTheStoresCounters) {
   EXPECT_EQ(Sample(text, "engram_row_cache_resident_rows" + label), double(s.cache.resident_rows));
   EXPECT_EQ(Sample(text, "engram_gathers_total" + label), double(s.gathers));
   EXPECT_EQ(Sample(text, "engram_gather_failures_total" + label), double(s.failed_gathers));
-  EXPECT_EQ(Sample(text, "engram_readahead_rows_prefetched_total" + label), double(s.prefetch_rows));
-  EXPECT_EQ(Sample(text, "engram_readahead_rows_wasted_total" + label), double(s.prefetch_wasted_rows));
+  EXPECT_EQ(Sample(text, "engram_read_ahead_rows_total" + label), double(s.read_ahead_rows));
+  EXPECT_EQ(Sample(text, "engram_read_ahead_rows_wasted_total" + label), double(s.read_ahead_wasted_rows));
   EXPECT_EQ(Sample(text, "engram_io_reads_total" + label), double(s.io_reads));
   EXPECT_EQ(Sample(text, "engram_io_read_bytes_total" + label), double(s.io_bytes));
   EXPECT_NEAR(Sample(text, "engram_readiness_wait_cache_seconds_total" + label), double(s.readiness_wait_cache_nanoseconds) * 1e-9,

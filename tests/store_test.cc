@@ -2,6 +2,7 @@
 // backend: byte-exact rows, readiness accounting, read-ahead, bad input and
 // corrupt blocks.
 #include "engram/store.h"
+#include "engram/asio.h"
 
 #include <gtest/gtest.h>
 
@@ -54,6 +55,14 @@ class StoreTest : public ::testing::Test {
     o.io_backend = backend;
     o.cache_policy = "default";
     return o;
+  }
+
+  // A store whose io_uring setup fails, as where rings are blocked.
+  static Result<std::unique_ptr<Store>> OpenWithFailingRingSetup(const StoreOptions& o) {
+    return OpenStoreWithEngineFactory(o, [](io::IoOptions io) {
+      io.fail_ring_setup_for_testing = true;
+      return io::CreateIoEngine(io);
+    });
   }
 
   // pread, io_uring (where the kernel lets a ring be set up) and mmap.
@@ -123,9 +132,7 @@ TEST_F(StoreTest, MissedRowsOfOneBlockAreReadOnce) {
 
 TEST_F(StoreTest, FallsBackToPreadWhenRingSetupFailsWithIdenticalRows) {
   ENGRAM_SKIP_WITHOUT_IO_URING();
-  StoreOptions o = Options("auto");
-  o.fail_ring_setup_for_testing = true;
-  auto fallback = Store::Open(o);
+  auto fallback = OpenWithFailingRingSetup(Options("auto"));
   ASSERT_TRUE(fallback.ok()) << fallback.status().ToString();
   EXPECT_NE((*fallback)->io_description().find("pread"), std::string::npos) << (*fallback)->io_description();
   auto ring = Store::Open(Options("io_uring"));
@@ -140,9 +147,7 @@ TEST_F(StoreTest, FallsBackToPreadWhenRingSetupFailsWithIdenticalRows) {
   EXPECT_EQ(ra.misses, rb.misses);
   EXPECT_EQ(ra.hits, rb.hits);
   // io_uring alone does not fall back: it fails with a clear error.
-  StoreOptions strict = Options("io_uring");
-  strict.fail_ring_setup_for_testing = true;
-  EXPECT_FALSE(Store::Open(strict).ok());
+  EXPECT_FALSE(OpenWithFailingRingSetup(Options("io_uring")).ok());
 }
 
 TEST_F(StoreTest, ConcurrentGathersFromSeveralThreadsAreByteExact) {
@@ -334,47 +339,47 @@ TEST_F(StoreTest, OpenRejectsTruncatedAndMissingTablesWithClearErrors) {
   EXPECT_NE(none.status().message().find("completion_threads"), std::string::npos) << none.status().ToString();
 }
 
-TEST_F(StoreTest, PrefetchedRowsAreHitsAndCountedUsedOrWasted) {
+TEST_F(StoreTest, ReadAheadRowsAreHitsAndCountedUsedOrWasted) {
   auto store = Store::Open(Options("auto"));
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   std::vector<uint64_t> ahead{100, 200, 300, 400};
-  ASSERT_TRUE((*store)->Prefetch(0, ahead).ok());
-  (*store)->WaitForPrefetches();
+  ASSERT_TRUE((*store)->ReadAhead(0, ahead).ok());
+  (*store)->WaitForReadAheads();
   TableStats s = (*store)->Stats(0);
-  EXPECT_EQ(s.prefetch_rows, 4u);
+  EXPECT_EQ(s.read_ahead_rows, 4u);
   EXPECT_EQ(s.cache.pinned_rows, 4u);
   std::vector<uint64_t> ids{100, 200, 5};
   std::vector<std::byte> dst(ids.size() * kRecord);
   GatherResult r = (*store)->Gather(0, ids, dst.data(), kRecord);
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(r.hits, 2u);
-  EXPECT_EQ(r.prefetched_used, 2u);
+  EXPECT_EQ(r.read_ahead_used, 2u);
   ExpectRowsExact(ids, dst, kRecord);
-  (*store)->ReleasePrefetch(0, ahead);
+  (*store)->ReleaseReadAhead(0, ahead);
   s = (*store)->Stats(0);
-  EXPECT_EQ(s.prefetch_used_rows, 2u);
-  EXPECT_EQ(s.prefetch_wasted_rows, 2u);
+  EXPECT_EQ(s.read_ahead_used_rows, 2u);
+  EXPECT_EQ(s.read_ahead_wasted_rows, 2u);
   EXPECT_EQ(s.cache.pinned_rows, 0u);
-  EXPECT_FALSE((*store)->Prefetch(0, std::vector<uint64_t>{kRows + 1}).ok());
+  EXPECT_FALSE((*store)->ReadAhead(0, std::vector<uint64_t>{kRows + 1}).ok());
 }
 
-TEST_F(StoreTest, ReleaseRightAfterPrefetchLeavesNoPinBehind) {
+TEST_F(StoreTest, ReleaseRightAfterReadAheadLeavesNoPinBehind) {
   auto store = Store::Open(Options("auto"));
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   for (int round = 0; round < 20; ++round) {
     // Released before the reads can have landed (page cache dropped): the
     // release must not miss the pins that land afterwards.
     auto ahead = RandomRows(64, 100 + round);
-    ASSERT_TRUE((*store)->Prefetch(0, ahead).ok());
-    (*store)->ReleasePrefetch(0, ahead);
+    ASSERT_TRUE((*store)->ReadAhead(0, ahead).ok());
+    (*store)->ReleaseReadAhead(0, ahead);
     ASSERT_EQ((*store)->Stats(0).cache.pinned_rows, 0u) << "round " << round;
   }
   TableStats s = (*store)->Stats(0);
-  EXPECT_EQ(s.prefetch_wasted_rows, s.prefetch_rows);
+  EXPECT_EQ(s.read_ahead_wasted_rows, s.read_ahead_rows);
 }
 
-TEST_F(StoreTest, PinsAndTheReadAheadSetAgreeUnderConcurrentPrefetchGatherAndRelease) {
-  // Prefetches, gathers and releases of the same rows race. However they
+TEST_F(StoreTest, PinsAndTheReadAheadSetAgreeUnderConcurrentReadAheadGatherAndRelease) {
+  // ReadAheads, gathers and releases of the same rows race. However they
   // interleave, a row is pinned exactly while the store lists it as read
   // ahead: after the last read-ahead lands and everything is released, no
   // pin may remain (a pin the store forgot would hold its slot for good).
@@ -382,13 +387,13 @@ TEST_F(StoreTest, PinsAndTheReadAheadSetAgreeUnderConcurrentPrefetchGatherAndRel
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   const auto rows = RandomRows(48, 5);
   std::atomic<bool> stop{false};
-  std::thread prefetcher([&] {
-    for (int i = 0; i < 400; ++i) ASSERT_TRUE((*store)->Prefetch(0, rows).ok());
+  std::thread read_aheader([&] {
+    for (int i = 0; i < 400; ++i) ASSERT_TRUE((*store)->ReadAhead(0, rows).ok());
     stop = true;
   });
   std::thread releaser([&] {
     while (!stop) {
-      (*store)->ReleasePrefetch(0, std::span<const uint64_t>(rows).first(8));
+      (*store)->ReleaseReadAhead(0, std::span<const uint64_t>(rows).first(8));
       std::this_thread::yield();
     }
   });
@@ -397,14 +402,14 @@ TEST_F(StoreTest, PinsAndTheReadAheadSetAgreeUnderConcurrentPrefetchGatherAndRel
     GatherResult r = (*store)->Gather(0, rows, dst.data(), kRecord);
     ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   }
-  prefetcher.join();
+  read_aheader.join();
   releaser.join();
   ExpectRowsExact(rows, dst, kRecord);
-  (*store)->WaitForPrefetches();
-  (*store)->ReleasePrefetch(0, rows);
+  (*store)->WaitForReadAheads();
+  (*store)->ReleaseReadAhead(0, rows);
   TableStats s = (*store)->Stats(0);
   EXPECT_EQ(s.cache.pinned_rows, 0u);
-  EXPECT_EQ(s.prefetch_rows, s.prefetch_used_rows + s.prefetch_wasted_rows);
+  EXPECT_EQ(s.read_ahead_rows, s.read_ahead_used_rows + s.read_ahead_wasted_rows);
 }
 
 // Holds the completions of one file's batches until Open() (the reads
@@ -512,54 +517,54 @@ class GatedStoreTest : public StoreTest {
 TEST_F(GatedStoreTest, ReleasingOneTablesReadAheadDoesNotWaitForAnotherTables) {
   // Table 1's read-ahead is held in flight; table 0's lands.
   std::vector<uint64_t> held_rows{10, 20, 30}, ahead{100, 200, 300, 400};
-  ASSERT_TRUE(store_->Prefetch(1, held_rows).ok());
-  ASSERT_TRUE(store_->Prefetch(0, ahead).ok());
+  ASSERT_TRUE(store_->ReadAhead(1, held_rows).ok());
+  ASSERT_TRUE(store_->ReadAhead(0, ahead).ok());
   ASSERT_EQ(WaitUntilHeld(1), 1u);
 
   // Releasing table 0's rows returns although table 1's read is still held
   // (it used to wait for every table's read-ahead: here, forever).
-  auto release = std::async(std::launch::async, [&] { store_->ReleasePrefetch(0, ahead); });
+  auto release = std::async(std::launch::async, [&] { store_->ReleaseReadAhead(0, ahead); });
   ASSERT_EQ(release.wait_for(std::chrono::seconds(10)), std::future_status::ready)
-      << "ReleasePrefetch(0) waited for table 1's read-ahead";
+      << "ReleaseReadAhead(0) waited for table 1's read-ahead";
   release.get();
   TableStats s0 = store_->Stats(0);
   EXPECT_EQ(s0.cache.pinned_rows, 0u);
-  EXPECT_EQ(s0.prefetch_wasted_rows, s0.prefetch_rows);
-  EXPECT_EQ(store_->Stats(1).prefetch_rows, 0u);  // not landed yet
+  EXPECT_EQ(s0.read_ahead_wasted_rows, s0.read_ahead_rows);
+  EXPECT_EQ(store_->Stats(1).read_ahead_rows, 0u);  // not landed yet
 
   // Table 1's release still waits for its own read, so no pin lands after it.
-  auto release1 = std::async(std::launch::async, [&] { store_->ReleasePrefetch(1, held_rows); });
+  auto release1 = std::async(std::launch::async, [&] { store_->ReleaseReadAhead(1, held_rows); });
   EXPECT_EQ(release1.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
   gate_->Open();
   release1.get();
   TableStats s1 = store_->Stats(1);
-  EXPECT_EQ(s1.prefetch_rows, 3u);
-  EXPECT_EQ(s1.prefetch_wasted_rows, 3u);
+  EXPECT_EQ(s1.read_ahead_rows, 3u);
+  EXPECT_EQ(s1.read_ahead_wasted_rows, 3u);
   EXPECT_EQ(s1.cache.pinned_rows, 0u);
 }
 
 TEST_F(GatedStoreTest, ReleasingReadAheadDoesNotWaitForReadAheadIssuedAfterTheCall) {
   std::vector<uint64_t> first{10, 20, 30}, later{40, 50};
-  ASSERT_TRUE(store_->Prefetch(1, first).ok());
+  ASSERT_TRUE(store_->ReadAhead(1, first).ok());
   ASSERT_EQ(WaitUntilHeld(1), 1u);
   // The release waits for the read-ahead issued before it...
-  auto release = std::async(std::launch::async, [&] { store_->ReleasePrefetch(1, first); });
+  auto release = std::async(std::launch::async, [&] { store_->ReleaseReadAhead(1, first); });
   ASSERT_EQ(release.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
   // ...not for one issued while it waits (another thread's, say): a steady
   // stream of read-ahead used to keep it waiting for as long as it lasted.
-  ASSERT_TRUE(store_->Prefetch(1, later).ok());
+  ASSERT_TRUE(store_->ReadAhead(1, later).ok());
   ASSERT_EQ(WaitUntilHeld(2), 2u);
   gate_->RunOldestHeld();
   const bool returned = release.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
   gate_->Open();  // lets the later read land whatever happened above
-  ASSERT_TRUE(returned) << "ReleasePrefetch waited for read-ahead issued after it";
+  ASSERT_TRUE(returned) << "ReleaseReadAhead waited for read-ahead issued after it";
   release.get();
-  store_->WaitForPrefetches();
+  store_->WaitForReadAheads();
   TableStats s = store_->Stats(1);
-  EXPECT_EQ(s.prefetch_rows, 5u);
-  EXPECT_EQ(s.prefetch_wasted_rows, 3u);
+  EXPECT_EQ(s.read_ahead_rows, 5u);
+  EXPECT_EQ(s.read_ahead_wasted_rows, 3u);
   EXPECT_EQ(s.cache.pinned_rows, 2u);  // the later rows, still pinned for a gather
-  store_->ReleasePrefetch(1, later);
+  store_->ReleaseReadAhead(1, later);
   EXPECT_EQ(store_->Stats(1).cache.pinned_rows, 0u);
 }
 
@@ -567,7 +572,7 @@ TEST_F(GatedStoreTest, ReadAheadLandingAfterItsGatherLeavesNoPinAndCountsAsWaste
   // The README's pattern with no wait in between: the gather reads the rows
   // itself while the read-ahead is still in flight, then the read-ahead lands.
   std::vector<uint64_t> rows{11, 22, 33, 4000, 4001, 9000};
-  ASSERT_TRUE(store_->Prefetch(1, rows).ok());
+  ASSERT_TRUE(store_->ReadAhead(1, rows).ok());
   ASSERT_EQ(WaitUntilHeld(1), 1u);
   std::vector<std::byte> dst(rows.size() * kRecord);
   GatherTicket gather = store_->StartGather(1, rows, dst.data(), kRecord);
@@ -575,12 +580,12 @@ TEST_F(GatedStoreTest, ReadAheadLandingAfterItsGatherLeavesNoPinAndCountsAsWaste
   gate_->Open();  // the read-ahead lands first, then the gather's own reads
   GatherResult r = store_->Wait(std::move(gather));
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-  store_->WaitForPrefetches();
+  store_->WaitForReadAheads();
   TableStats s = store_->Stats(1);
   EXPECT_EQ(s.cache.pinned_rows, 0u) << "a read-ahead its gather no longer needs pinned rows for good";
-  EXPECT_EQ(s.prefetch_rows, rows.size());
-  EXPECT_EQ(s.prefetch_wasted_rows, rows.size());
-  EXPECT_EQ(s.prefetch_used_rows, 0u);
+  EXPECT_EQ(s.read_ahead_rows, rows.size());
+  EXPECT_EQ(s.read_ahead_wasted_rows, rows.size());
+  EXPECT_EQ(s.read_ahead_used_rows, 0u);
 }
 
 TEST_F(GatedStoreTest, ReadAheadIssuedAfterAGatherStartedStillPinsForTheNextGather) {
@@ -588,18 +593,18 @@ TEST_F(GatedStoreTest, ReadAheadIssuedAfterAGatherStartedStillPinsForTheNextGath
   std::vector<std::byte> dst(rows.size() * kRecord);
   GatherTicket gather = store_->StartGather(1, rows, dst.data(), kRecord);
   ASSERT_EQ(WaitUntilHeld(1), 1u);
-  ASSERT_TRUE(store_->Prefetch(1, rows).ok());  // meant for a later gather
+  ASSERT_TRUE(store_->ReadAhead(1, rows).ok());  // meant for a later gather
   ASSERT_EQ(WaitUntilHeld(2), 2u);
   gate_->Open();
   ASSERT_TRUE(store_->Wait(std::move(gather)).status.ok());
-  store_->WaitForPrefetches();
+  store_->WaitForReadAheads();
   EXPECT_EQ(store_->Stats(1).cache.pinned_rows, rows.size());
   GatherResult again = store_->Gather(1, rows, dst.data(), kRecord);
   ASSERT_TRUE(again.status.ok());
-  EXPECT_EQ(again.prefetched_used, rows.size());
+  EXPECT_EQ(again.read_ahead_used, rows.size());
   TableStats s = store_->Stats(1);
   EXPECT_EQ(s.cache.pinned_rows, 0u);
-  EXPECT_EQ(s.prefetch_rows, s.prefetch_used_rows + s.prefetch_wasted_rows);
+  EXPECT_EQ(s.read_ahead_rows, s.read_ahead_used_rows + s.read_ahead_wasted_rows);
 }
 
 TEST_F(StoreTest, ReadAheadRacingItsGatherFromAnotherThreadLeavesNoPins) {
@@ -614,7 +619,7 @@ TEST_F(StoreTest, ReadAheadRacingItsGatherFromAnotherThreadLeavesNoPins) {
     std::atomic<int> issued{0};
     std::thread ahead([&] {
       for (int i = 0; i < 2000; ++i) {
-        ASSERT_TRUE((*store)->Prefetch(0, rounds[i]).ok());
+        ASSERT_TRUE((*store)->ReadAhead(0, rounds[i]).ok());
         issued.store(i + 1, std::memory_order_release);
       }
     });
@@ -625,10 +630,10 @@ TEST_F(StoreTest, ReadAheadRacingItsGatherFromAnotherThreadLeavesNoPins) {
       ASSERT_TRUE(r.status.ok()) << r.status.ToString();
     }
     ahead.join();
-    (*store)->WaitForPrefetches();
+    (*store)->WaitForReadAheads();
     TableStats s = (*store)->Stats(0);
     EXPECT_EQ(s.cache.pinned_rows, 0u);
-    EXPECT_EQ(s.prefetch_rows, s.prefetch_used_rows + s.prefetch_wasted_rows);
+    EXPECT_EQ(s.read_ahead_rows, s.read_ahead_used_rows + s.read_ahead_wasted_rows);
     // A hot set that fits hits again once it has been read.
     auto hot = RandomRows(500, 99);
     std::vector<std::byte> hot_dst(hot.size() * kRecord);
@@ -739,7 +744,7 @@ TEST_F(StoreTest, AsyncGatherKeepsItsExecutorBusyAndDestroysTheHandlerThere) {
     std::thread::id destroyed_on;
     bool called = false;
     auto owned = std::make_shared<DestroyRecorder>(&destroyed_on);
-    (*store)->AsyncGather(0, ids, dst.data(), kRecord,
+    AsyncGather(**store, 0, ids, dst.data(), kRecord,
                           boost::asio::bind_executor(ctx, [&called, owned = std::move(owned)](GatherResult r) {
                             EXPECT_TRUE(r.status.ok());
                             called = true;
@@ -765,7 +770,7 @@ TEST_F(StoreTest, AsyncGatherRunsHandlerOnCallersExecutor) {
   std::thread::id handler_thread;
   GatherResult got;
   auto work = boost::asio::make_work_guard(ctx);  // keeps run() going until the handler
-  (*store)->AsyncGather(0, ids, dst.data(), kRecord,
+  AsyncGather(**store, 0, ids, dst.data(), kRecord,
                         boost::asio::bind_executor(ctx, [&](GatherResult r) {
                           handler_thread = std::this_thread::get_id();
                           got = std::move(r);
@@ -776,7 +781,7 @@ TEST_F(StoreTest, AsyncGatherRunsHandlerOnCallersExecutor) {
   ASSERT_TRUE(got.status.ok());
   ExpectRowsExact(ids, dst, kRecord);
   // use_future
-  std::future<GatherResult> f = (*store)->AsyncGather(0, ids, dst.data(), kRecord, boost::asio::use_future);
+  std::future<GatherResult> f = AsyncGather(**store, 0, ids, dst.data(), kRecord, boost::asio::use_future);
   GatherResult r2 = f.get();
   ASSERT_TRUE(r2.status.ok());
   EXPECT_EQ(r2.hits, r2.distinct_rows);

@@ -1,6 +1,6 @@
 // The per-layer hash layout embedded in table metadata: selection from the
 // layout file and validation against the table's row count.
-#include "storage/hash_layout.h"
+#include "storage/embedded_hash_layout.h"
 
 #include <gtest/gtest.h>
 

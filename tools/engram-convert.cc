@@ -8,7 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "src/common/logging.h"
-#include "storage/hash_layout.h"
+#include "storage/embedded_hash_layout.h"
 #include "storage/progress_meter.h"
 #include "storage/table_converter.h"
 #include "storage/temp_file_cleanup.h"

@@ -14,7 +14,7 @@
 
 #include "src/common/logging.h"
 #include "src/common/stdout_written.h"
-#include "storage/hash_layout.h"
+#include "storage/embedded_hash_layout.h"
 #include "storage/progress_meter.h"
 #include "storage/row_generator.h"
 #include "storage/table_generator.h"

@@ -3,12 +3,20 @@
  * Every function returns an engram_status (0 = OK). On failure the message
  * for the calling thread is available from engram_last_error() until the
  * next call on that thread. Handles are opaque; all functions are thread-safe
- * except closing a store while other calls on it are running. */
+ * except closing a store while other calls on it are running.
+ *
+ * Structs carry their size: set `size` to sizeof the struct before passing
+ * one (engram_table_stats s = {sizeof s};). The library reads and writes only
+ * that many bytes, so a struct can grow new fields at its end without
+ * breaking a caller built against an older header. A size of 0 is refused
+ * with ENGRAM_INVALID_ARGUMENT. */
 #ifndef ENGRAM_ENGRAM_H_
 #define ENGRAM_ENGRAM_H_
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "engram/counters.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,6 +39,7 @@ typedef struct engram_store engram_store;
 typedef struct engram_gather engram_gather;
 
 typedef struct engram_store_options {
+  size_t size;                    /* sizeof(engram_store_options) */
   const char* const* table_paths; /* one file per table */
   size_t table_count;
   uint64_t cache_bytes;           /* 0 = 1 GiB */
@@ -45,20 +54,23 @@ typedef struct engram_store_options {
 } engram_store_options;
 
 typedef struct engram_gather_result {
-  uint64_t rows, distinct_rows, hits, misses, inserts, refusals, prefetched_used;
+  size_t size; /* sizeof(engram_gather_result) */
+  uint64_t rows, distinct_rows, hits, misses, inserts, refusals, read_ahead_used;
   uint64_t blocks_read, bytes_read;
   uint64_t wait_nanoseconds, cache_nanoseconds, disk_nanoseconds;
 } engram_gather_result;
 
 typedef struct engram_table_stats {
+  size_t size; /* sizeof(engram_table_stats) */
   uint64_t row_count;
   uint32_t record_bytes;
+  /* The row cache. */
   uint64_t lookups, hits, misses, inserts, evictions, refusals, refusals_lost_admission, refusals_all_pinned;
   uint64_t relocations, capacity_rows, resident_rows, pinned_rows;
-  uint64_t gathers, failed_gathers;
-  uint64_t readiness_wait_nanoseconds, readiness_wait_cache_nanoseconds, readiness_wait_disk_nanoseconds;
-  uint64_t prefetch_rows, prefetch_used_rows, prefetch_wasted_rows;
-  uint64_t io_reads, io_bytes, io_errors, checksum_failures;
+  /* The table's counters, one field each (engram/counters.h). */
+#define ENGRAM_X(member, metric, unit, help) uint64_t member;
+  ENGRAM_TABLE_COUNTERS(ENGRAM_X)
+#undef ENGRAM_X
 } engram_table_stats;
 
 const char* engram_last_error(void);
@@ -88,9 +100,9 @@ engram_status engram_gather_rows_checked(engram_store* store, size_t table, cons
 engram_status engram_gather_wait_checked(engram_gather* gather, engram_gather_result* result,
                                          unsigned char* row_written);
 
-engram_status engram_prefetch(engram_store* store, size_t table, const uint64_t* row_ids, size_t count);
-void engram_prefetch_wait(engram_store* store);
-void engram_prefetch_release(engram_store* store, size_t table, const uint64_t* row_ids, size_t count);
+engram_status engram_read_ahead(engram_store* store, size_t table, const uint64_t* row_ids, size_t count);
+void engram_read_ahead_wait(engram_store* store);
+void engram_read_ahead_release(engram_store* store, size_t table, const uint64_t* row_ids, size_t count);
 
 engram_status engram_table_stats_get(const engram_store* store, size_t table, engram_table_stats* out);
 /* The Prometheus exposition; returns its length. Writes at most capacity

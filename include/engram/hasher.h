@@ -92,7 +92,7 @@ class NgramHasher {
   Result<std::vector<uint64_t>> Hash(std::span<const uint32_t> tokens) const;
 
  private:
-  struct Plan;  // precomputed per-(order, head) exact divisors; src/engram/ngram_hasher.cc
+  struct Plan;  // precomputed per-(order, head) exact divisors; src/ngram/ngram_hasher.cc
   NgramHasher() = default;
 
   EngramHashLayout layout_;

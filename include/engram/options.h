@@ -65,9 +65,6 @@ struct StoreOptions {
 
   // If set ("127.0.0.1:9464"), the store serves GET /metrics and /healthz.
   std::string metrics_listen;
-
-  // Testing: make io_uring setup fail so "auto" falls back to pread.
-  bool fail_ring_setup_for_testing = false;
 };
 
 }  // namespace engram

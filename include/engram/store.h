@@ -14,8 +14,8 @@
 // waits is reported split into cache time and disk time, per gather and as
 // cumulative counters per table.
 //
-// Read-ahead: Prefetch() starts reads of rows known early; they are inserted
-// pinned (never evicted) until a gather consumes them or ReleasePrefetch().
+// Read-ahead: ReadAhead() starts reads of rows known early; they are inserted
+// pinned (never evicted) until a gather consumes them or ReleaseReadAhead().
 //
 // Thread safety: every method may be called concurrently from any thread.
 #pragma once
@@ -29,14 +29,9 @@
 #include <vector>
 
 #include <algorithm>
-#include <vector>
-
-#include <boost/asio/associated_executor.hpp>
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/post.hpp>
 
 #include "engram/cache_config.h"
+#include "engram/counters.h"
 #include "engram/options.h"
 #include "engram/status.h"
 
@@ -52,7 +47,7 @@ struct GatherResult {
   uint64_t misses = 0;          // distinct rows read from disk
   uint64_t inserts = 0;         // misses kept by the cache
   uint64_t refusals = 0;        // misses the cache refused to keep
-  uint64_t prefetched_used = 0; // hits on rows a Prefetch brought in
+  uint64_t read_ahead_used = 0; // hits on rows a ReadAhead brought in
   uint64_t blocks_read = 0;
   uint64_t bytes_read = 0;
   // The readiness wait: wall time from the start of the gather until its rows
@@ -85,33 +80,58 @@ struct TableStats {
   uint32_t record_bytes = 0;
   uint64_t cache_budget_bytes = 0;
   RowCacheStats cache;
-  uint64_t gathers = 0;
-  uint64_t failed_gathers = 0;
-  uint64_t rows_requested = 0;
-  uint64_t failed_rows = 0;  // misses whose read or checksum failed (never offered to the cache)
-  uint64_t readiness_wait_nanoseconds = 0;
-  uint64_t readiness_wait_cache_nanoseconds = 0;
-  uint64_t readiness_wait_disk_nanoseconds = 0;
-  // Read-ahead: rows it delivered (pinned, or dropped on landing because a
-  // gather had asked for them meanwhile), of those consumed by a gather
-  // while pinned, and wasted (released unused, or landed too late).
-  // prefetch_rows == used + wasted + rows still pinned for a gather.
-  uint64_t prefetch_rows = 0;
-  uint64_t prefetch_used_rows = 0;
-  uint64_t prefetch_wasted_rows = 0;
-  uint64_t io_reads = 0;
-  uint64_t io_bytes = 0;
-  uint64_t io_errors = 0;
-  uint64_t checksum_failures = 0;
+  // The counters of include/engram/counters.h: gathers, failed_gathers,
+  // rows_requested, failed_rows (misses whose read or checksum failed, never
+  // offered to the cache), the readiness wait and its cache and disk parts,
+  // read-ahead rows delivered / used / wasted (read_ahead_rows ==
+  // used + wasted + rows still pinned for a gather), and I/O.
+#define ENGRAM_X(member, metric, unit, help) uint64_t member = 0;
+  ENGRAM_TABLE_COUNTERS(ENGRAM_X)
+#undef ENGRAM_X
 };
 
-// A started gather. Wait() on it exactly once (or destroy it: the store then
-// waits for its reads internally, the buffers must stay valid until then).
+// The table of counters as data: for code that lists every counter (the
+// metrics exposition, language bindings) without naming each one.
+struct TableCounterInfo {
+  const char* name;    // the TableStats member's name
+  const char* metric;  // Prometheus family
+  int unit;            // ENGRAM_UNIT_COUNT or ENGRAM_UNIT_NANOSECONDS
+  const char* help;
+  uint64_t TableStats::*member;
+};
+inline constexpr TableCounterInfo kTableCounters[] = {
+#define ENGRAM_X(member, metric, unit, help) {#member, metric, unit, help, &TableStats::member},
+    ENGRAM_TABLE_COUNTERS(ENGRAM_X)
+#undef ENGRAM_X
+};
+
+// A started gather: what Store::StartGather returns and Store::Wait takes.
+// Opaque and move-only. Hand it to Wait() exactly once; Wait() returns when
+// every row of the gather is in dst (or the gather failed) and may itself do
+// the gather's disk phase (verify, copy, cache fill) on the calling thread.
+// A ticket may also just be destroyed: the store then finishes the gather on
+// its completion pool, and row_ids and dst must stay valid until it has.
 class GatherTicket {
  public:
   GatherTicket() = default;
+  GatherTicket(GatherTicket&&) noexcept = default;
+  GatherTicket& operator=(GatherTicket&&) noexcept = default;
+  GatherTicket(const GatherTicket&) = delete;
+  GatherTicket& operator=(const GatherTicket&) = delete;
+  ~GatherTicket() = default;
+
+  // False for a default-constructed or moved-from ticket.
   bool valid() const { return state_ != nullptr; }
+
+  // Waits for the gather and returns its result, consuming the ticket (the
+  // same as Store::Wait). Needs no Store: a store finishes every gather it
+  // started before it is destroyed, so a ticket may be waited on after its
+  // store is gone. An invalid ticket gives InvalidArgument.
+  GatherResult Wait();
+
+ private:
   struct State;
+  friend struct GatherTicketAccess;  // the store's implementation
   explicit GatherTicket(std::shared_ptr<State> s) : state_(std::move(s)) {}
   std::shared_ptr<State> state_;
 };
@@ -148,60 +168,24 @@ class Store {
   // (StoreOptions::completion_threads), or on the calling thread if the gather
   // completes at once; it must only hand the result off, and must not drop
   // the last reference to the Store (its teardown waits for that pool).
-  // AsyncGather below is what applications use.
+  // engram::AsyncGather (engram/asio.h) is what Asio applications use.
   virtual void StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
                            std::function<void(GatherResult)> done) = 0;
-
-  // Boost.Asio form: any completion token (a callback, asio::use_future,
-  // asio::use_awaitable, ...). The handler runs on its associated executor
-  // (bind one with asio::bind_executor; a handler with none runs on Asio's
-  // system executor, a thread of Asio's own pool), never on a store thread,
-  // and is destroyed there too. The gather counts as outstanding work on that
-  // executor until the handler has run, so io_context::run() does not return
-  // while a gather is in flight. The executor's execution context (e.g. the
-  // io_context) must outlive the Store: the store's thread may still be
-  // returning from post() after the handler has already run, so destroy the
-  // Store first.
-  template <typename CompletionToken>
-  auto AsyncGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
-                   CompletionToken&& token) {
-    return boost::asio::async_initiate<CompletionToken, void(GatherResult)>(
-        [this, table, row_ids, dst, stride](auto handler) {
-          using Handler = decltype(handler);
-          auto executor = boost::asio::get_associated_executor(handler);
-          struct Pending {
-            Handler handler;
-            boost::asio::executor_work_guard<decltype(executor)> work;
-          };
-          auto pending = std::make_shared<Pending>(Pending{std::move(handler), boost::asio::make_work_guard(executor)});
-          StartGather(table, row_ids, dst, stride, [pending](GatherResult result) {
-            auto ex = pending->work.get_executor();
-            boost::asio::post(ex, [pending, result = std::move(result)]() mutable {
-              // Moved out so the handler (and what it owns) dies here, on
-              // its executor, not on whichever thread drops `pending` last.
-              Handler h = std::move(pending->handler);
-              auto work = std::move(pending->work);
-              h(std::move(result));
-            });
-          });
-        },
-        token);
-  }
 
   // Read-ahead: reads the rows (cached ones too, which are then pinned in
   // place) and inserts them pinned. Returns once the reads are issued; the
   // rows become hits when they land. Pins are released when a gather
-  // consumes the row or by ReleasePrefetch. A row that a gather asks for
+  // consumes the row or by ReleaseReadAhead. A row that a gather asks for
   // before its read-ahead lands is served by that gather (a hit, or its own
-  // read) and is not pinned when the read-ahead lands: Prefetch then Gather
+  // read) and is not pinned when the read-ahead lands: ReadAhead then Gather
   // with no wait in between leaves no pin behind.
-  virtual Status Prefetch(size_t table, std::span<const uint64_t> row_ids) = 0;
-  // Waits until every prefetch issued so far has landed (or failed).
-  virtual void WaitForPrefetches() = 0;
-  // Unpins rows that were prefetched and not consumed (counted as wasted).
+  virtual Status ReadAhead(size_t table, std::span<const uint64_t> row_ids) = 0;
+  // Waits until every read-ahead issued so far has landed (or failed).
+  virtual void WaitForReadAheads() = 0;
+  // Unpins rows that were read_ahead_pinned and not consumed (counted as wasted).
   // Waits first for this table's read-ahead still in flight, so no pin lands
   // after it (never for other tables' reads).
-  virtual void ReleasePrefetch(size_t table, std::span<const uint64_t> row_ids) = 0;
+  virtual void ReleaseReadAhead(size_t table, std::span<const uint64_t> row_ids) = 0;
 
   virtual TableStats Stats(size_t table) const = 0;
   // Every metric in the Prometheus text exposition format 0.0.4.

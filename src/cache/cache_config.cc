@@ -38,47 +38,8 @@ RowCacheConfig Legacy() {
   return c;
 }
 
-// THE DEFAULT POLICY. The one place that defines what Engram Store runs when
-// nothing is configured (measurements in bench/RESULTS.md, "Default
-// policy"):
-//  - two candidate sets of 5 ways plus cuckoo relocation (depth 2): a row is
-//    evicted only when both of its sets and their residents' other sets are
-//    full, so at the report's fill the cache keeps every row (= Belady). Five
-//    ways, not four, because a 5-way set is exactly one 64-byte line (lock,
-//    masks, stamps, keys: set_layout.h), i.e. 12.8 B of index per row
-//    instead of 16 at the same one-line probe;
-//  - under pressure the victim is the lowest (estimate, last access) of the
-//    10 candidates, and it is replaced only if the candidate's previous
-//    access is more recent than the victim's last one (reuse distance,
-//    LIRS's test; AdmissionRule::kReuseDistance). Previous accesses of rows
-//    not in the cache come from a ghost history of 1 B per cached row
-//    (half an entry per slot, 13-bit fingerprints): rows missed or evicted
-//    within the last ~1.5 cache-fulls of operations, as many as fit. A
-//    first-seen row is refused, so a once-used scan never displaces anyone
-//    and a working set larger than the cache stays put instead of
-//    thrashing; a row that comes back sooner than the victim has been idle
-//    gets in. Counts alone (TinyLFU's rule, the previous default) cannot
-//    tell a row about to be re-read from an old popular one: at half and a
-//    quarter of the matched capacity this rule has 1.07-1.22x the optimum's
-//    avoidable misses where TinyLFU had 1.27-1.36x (bench/RESULTS.md,
-//    "Default policy": reuse-distance admission);
-//  - a count-min sketch, which picks the victim (the least used of the
-//    candidates), sized from the capacity: two 8-bit counters per slot, and
-//    a row's two counters in one 64-byte block (one sketch cache line per
-//    lookup; 2 B per cached row at any cache size). A fixed-size sketch
-//    either wastes memory on small caches or, on large ones, shares each
-//    counter among many rows, so hot rows look cold and get evicted.
-//    Conservative update (only a row's lowest counters are bumped) keeps
-//    rows that share a counter from inflating each other;
-//  - counters are halved every 4 cache-fulls of operations, so a working
-//    set that was popular once (request A, before a long request B) does
-//    not outrank the rows in use now for longer than that. With Caffeine's
-//    10 (and plain updates) A stayed resident through B: 0.2-1.7 % more
-//    avoidable misses at a quarter of the capacity, for 0.1-0.6 % fewer at
-//    half (bench/RESULTS.md, "Default policy");
-//  - recency guard: a resident untouched for 16 cache-fulls of operations is
-//    stale and loses to any candidate, so neither saturated counters nor a
-//    flooded sketch can lock new rows out for good.
+// The default policy: what Engram Store runs when nothing is configured.
+// Why each choice, and what it was measured against: docs/cache-policy.md.
 RowCacheConfig Default() {
   RowCacheConfig c = Legacy();
   c.name = "default";
@@ -185,69 +146,120 @@ Status ParseDouble(std::string_view spec, std::string_view key, std::string_view
   return Status::OK();
 }
 
-const char* AdmissionName(AdmissionRule a) {
-  switch (a) {
-    case AdmissionRule::kAlways: return "always";
-    case AdmissionRule::kEstimateAtLeast: return "ge";
-    case AdmissionRule::kEstimateGreater: return "gt";
-    case AdmissionRule::kReuseDistance: return "reuse";
+// ---- the spec's keys -----------------------------------------------------
+// Every key is one row of kSpecKeys: the parser, the unknown-key message and
+// ToSpec (in the table's order) all read it.
+
+template <typename T>
+struct Choice {
+  const char* name;
+  T value;
+  bool alias = false;  // accepted, never written (the canonical name comes first)
+};
+
+constexpr Choice<AdmissionRule> kAdmissionChoices[] = {
+    {"always", AdmissionRule::kAlways},          {"ge", AdmissionRule::kEstimateAtLeast},
+    {">=", AdmissionRule::kEstimateAtLeast, true}, {"gt", AdmissionRule::kEstimateGreater},
+    {">", AdmissionRule::kEstimateGreater, true},  {"reuse", AdmissionRule::kReuseDistance},
+};
+constexpr Choice<VictimOrder> kVictimChoices[] = {
+    {"estimate", VictimOrder::kLowestEstimateThenOldest},
+    {"oldest", VictimOrder::kOldest},
+    {"lru", VictimOrder::kOldest, true},
+};
+constexpr Choice<bool> kUpdateChoices[] = {{"all", false}, {"conservative", true}};
+constexpr Choice<bool> kSketchLayoutChoices[] = {{"rows", false}, {"blocked", true}};
+
+template <auto Field>
+Status ParseUnsignedField(std::string_view spec, std::string_view key, std::string_view v, RowCacheConfig* c) {
+  return ParseUnsigned(spec, key, v, &(c->*Field));
+}
+template <auto Field>
+std::string FormatUnsignedField(const RowCacheConfig& c) {
+  return std::to_string(c.*Field);
+}
+
+template <auto Field>
+Status ParseDoubleField(std::string_view spec, std::string_view key, std::string_view v, RowCacheConfig* c) {
+  return ParseDouble(spec, key, v, &(c->*Field));
+}
+template <auto Field>
+std::string FormatDoubleField(const RowCacheConfig& c) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof(buf), c.*Field);  // shortest round-trip form
+  return std::string(buf, r.ptr);
+}
+
+template <auto Field, const auto& kChoices>
+Status ParseChoiceField(std::string_view spec, std::string_view key, std::string_view v, RowCacheConfig* c) {
+  std::string want = "one of ";
+  for (const auto& choice : kChoices) {
+    if (v == choice.name) {
+      c->*Field = choice.value;
+      return Status::OK();
+    }
+    if (!choice.alias) want += std::string(want.size() > 7 ? ", " : "") + choice.name;
+  }
+  return BadValue(spec, key, v, want);
+}
+template <auto Field, const auto& kChoices>
+std::string FormatChoiceField(const RowCacheConfig& c) {
+  for (const auto& choice : kChoices) {
+    if (!choice.alias && choice.value == c.*Field) return choice.name;
   }
   return "?";
 }
 
-const char* VictimName(VictimOrder v) {
-  switch (v) {
-    case VictimOrder::kLowestEstimateThenOldest: return "estimate";
-    case VictimOrder::kOldest: return "oldest";
-  }
-  return "?";
+struct SpecKey {
+  const char* key;
+  Status (*parse)(std::string_view spec, std::string_view key, std::string_view value, RowCacheConfig* c);
+  std::string (*format)(const RowCacheConfig& c);
+};
+
+template <auto Field>
+constexpr SpecKey UnsignedKey(const char* key) {
+  return {key, &ParseUnsignedField<Field>, &FormatUnsignedField<Field>};
 }
+template <auto Field>
+constexpr SpecKey DoubleKey(const char* key) {
+  return {key, &ParseDoubleField<Field>, &FormatDoubleField<Field>};
+}
+template <auto Field, const auto& kChoices>
+constexpr SpecKey ChoiceKey(const char* key) {
+  return {key, &ParseChoiceField<Field, kChoices>, &FormatChoiceField<Field, kChoices>};
+}
+
+using C = RowCacheConfig;
+constexpr SpecKey kSpecKeys[] = {
+    UnsignedKey<&C::ways>("ways"),
+    UnsignedKey<&C::candidate_sets>("sets"),
+    UnsignedKey<&C::relocation_depth>("relocate"),
+    ChoiceKey<&C::admission, kAdmissionChoices>("admission"),
+    DoubleKey<&C::warm_admit_probability>("warm_p"),
+    UnsignedKey<&C::warm_threshold>("warm_threshold"),
+    DoubleKey<&C::stale_after>("stale"),
+    ChoiceKey<&C::victim_order, kVictimChoices>("victim"),
+    UnsignedKey<&C::sketch_bytes>("sketch_bytes"),
+    UnsignedKey<&C::sketch_depth>("sketch_depth"),
+    ChoiceKey<&C::sketch_blocked, kSketchLayoutChoices>("sketch_layout"),
+    UnsignedKey<&C::counter_bits>("counter_bits"),
+    ChoiceKey<&C::conservative_update, kUpdateChoices>("update"),
+    UnsignedKey<&C::halving_period>("halving"),
+    DoubleKey<&C::halving_per_capacity>("halving_x"),
+    DoubleKey<&C::ghost_per_row>("ghost_x"),
+    UnsignedKey<&C::ghost_epoch_bits>("ghost_bits"),
+    UnsignedKey<&C::ghost_epochs>("ghost_epochs"),
+    UnsignedKey<&C::seed>("seed"),
+};
 
 Status ApplyOverride(std::string_view spec, std::string_view key, std::string_view v, RowCacheConfig* c) {
-  if (key == "ways") return ParseUnsigned(spec, key, v, &c->ways);
-  if (key == "sets") return ParseUnsigned(spec, key, v, &c->candidate_sets);
-  if (key == "relocate") return ParseUnsigned(spec, key, v, &c->relocation_depth);
-  if (key == "admission") {
-    if (v == "always") c->admission = AdmissionRule::kAlways;
-    else if (v == "ge" || v == ">=") c->admission = AdmissionRule::kEstimateAtLeast;
-    else if (v == "gt" || v == ">") c->admission = AdmissionRule::kEstimateGreater;
-    else if (v == "reuse") c->admission = AdmissionRule::kReuseDistance;
-    else return BadValue(spec, key, v, "one of always, ge, gt, reuse");
-    return Status::OK();
+  for (const SpecKey& k : kSpecKeys) {
+    if (key == k.key) return k.parse(spec, key, v, c);
   }
-  if (key == "warm_p") return ParseDouble(spec, key, v, &c->warm_admit_probability);
-  if (key == "stale") return ParseDouble(spec, key, v, &c->stale_after);
-  if (key == "warm_threshold") return ParseUnsigned(spec, key, v, &c->warm_threshold);
-  if (key == "victim") {
-    if (v == "estimate") c->victim_order = VictimOrder::kLowestEstimateThenOldest;
-    else if (v == "oldest" || v == "lru") c->victim_order = VictimOrder::kOldest;
-    else return BadValue(spec, key, v, "one of estimate, oldest");
-    return Status::OK();
-  }
-  if (key == "sketch_bytes") return ParseUnsigned(spec, key, v, &c->sketch_bytes);
-  if (key == "sketch_depth") return ParseUnsigned(spec, key, v, &c->sketch_depth);
-  if (key == "update") {
-    if (v == "all") c->conservative_update = false;
-    else if (v == "conservative") c->conservative_update = true;
-    else return BadValue(spec, key, v, "one of all, conservative");
-    return Status::OK();
-  }
-  if (key == "sketch_layout") {
-    if (v == "rows") c->sketch_blocked = false;
-    else if (v == "blocked") c->sketch_blocked = true;
-    else return BadValue(spec, key, v, "one of rows, blocked");
-    return Status::OK();
-  }
-  if (key == "counter_bits") return ParseUnsigned(spec, key, v, &c->counter_bits);
-  if (key == "halving") return ParseUnsigned(spec, key, v, &c->halving_period);
-  if (key == "halving_x") return ParseDouble(spec, key, v, &c->halving_per_capacity);
-  if (key == "seed") return ParseUnsigned(spec, key, v, &c->seed);
-  if (key == "ghost_x") return ParseDouble(spec, key, v, &c->ghost_per_row);
-  if (key == "ghost_bits") return ParseUnsigned(spec, key, v, &c->ghost_epoch_bits);
-  if (key == "ghost_epochs") return ParseUnsigned(spec, key, v, &c->ghost_epochs);
+  std::string known;
+  for (const SpecKey& k : kSpecKeys) known += std::string(known.empty() ? "" : ", ") + k.key;
   return Status::InvalidArgument("row cache spec '" + std::string(spec) + "': unknown key '" + std::string(key) +
-                                 "' (known: ways, sets, relocate, admission, warm_p, warm_threshold, stale, victim, "
-                                 "sketch_bytes, sketch_depth, sketch_layout, counter_bits, update, halving, halving_x, ghost_x, ghost_bits, ghost_epochs, seed)");
+                                 "' (known: " + known + ")");
 }
 
 }  // namespace
@@ -385,23 +397,12 @@ std::string RowCacheConfig::ToSpec() const {
     s = name;
     s += ',';
   }
-  char warm[64];
-  auto r = std::to_chars(warm, warm + sizeof(warm), warm_admit_probability);  // shortest round-trip form
-  char stale[64];
-  auto rs = std::to_chars(stale, stale + sizeof(stale), stale_after);
-  char halving_x[64];
-  auto rh = std::to_chars(halving_x, halving_x + sizeof(halving_x), halving_per_capacity);
-  char ghost_x[64];
-  auto rg = std::to_chars(ghost_x, ghost_x + sizeof(ghost_x), ghost_per_row);
-  s += "ways=" + std::to_string(ways) + ",sets=" + std::to_string(candidate_sets) +
-       ",relocate=" + std::to_string(relocation_depth) + ",admission=" + AdmissionName(admission) +
-       ",warm_p=" + std::string(warm, r.ptr) + ",warm_threshold=" + std::to_string(warm_threshold) +
-       ",stale=" + std::string(stale, rs.ptr) + ",victim=" + VictimName(victim_order) +
-       ",sketch_bytes=" + std::to_string(sketch_bytes) + ",sketch_depth=" + std::to_string(sketch_depth) +
-       ",sketch_layout=" + (sketch_blocked ? "blocked" : "rows") + ",counter_bits=" + std::to_string(counter_bits) + ",update=" + (conservative_update ? "conservative" : "all") +
-       ",halving=" + std::to_string(halving_period) + ",halving_x=" + std::string(halving_x, rh.ptr) +
-       ",ghost_x=" + std::string(ghost_x, rg.ptr) + ",ghost_bits=" + std::to_string(ghost_epoch_bits) +
-       ",ghost_epochs=" + std::to_string(ghost_epochs) + ",seed=" + std::to_string(seed);
+  for (const SpecKey& k : kSpecKeys) {
+    if (&k != &kSpecKeys[0]) s += ',';
+    s += k.key;
+    s += '=';
+    s += k.format(*this);
+  }
   return s;
 }
 

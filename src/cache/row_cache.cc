@@ -1,42 +1,14 @@
-// RowCache factories: size a SetAssociativeRowCache from a byte budget or a
-// row count.
+// RowCache factories: a SetAssociativeRowCache sized from a byte budget or a
+// row count (the sizing itself is in cache_sizing.cc).
 #include "src/cache/row_cache.h"
 
 #include <algorithm>
 #include <string>
 
+#include "src/cache/cache_sizing.h"
 #include "src/cache/set_associative_cache.h"
 
 namespace engram {
-
-namespace {
-
-// Whole sets of a cache capped at max_rows: rounded down, so the slots never
-// outnumber the rows, but at least one set.
-uint64_t SetsForRows(const RowCacheConfig& config, uint64_t max_rows) {
-  return std::max<uint64_t>(1, max_rows / config.ways);
-}
-
-}  // namespace
-
-Result<uint64_t> RowCache::CapacityForBudget(const RowCacheConfig& config, uint64_t budget_bytes,
-                                             uint32_t row_bytes, uint64_t max_rows) {
-  ENGRAM_RETURN_IF_ERROR(config.Validate());
-  uint64_t sets = cache::SetsForBudget(config, budget_bytes, row_bytes);
-  if (sets == 0) {
-    cache::CacheFootprint one = cache::FootprintFor(config, 1, row_bytes);
-    return Status::InvalidArgument("row cache budget of " + std::to_string(budget_bytes) +
-                                   " bytes is below the " + std::to_string(one.total()) + " bytes of one " +
-                                   std::to_string(config.ways) + "-way set of " + std::to_string(row_bytes) +
-                                   "-byte rows plus the sketch");
-  }
-  return std::min(sets, SetsForRows(config, max_rows)) * config.ways;
-}
-
-Result<uint64_t> RowCache::BudgetForRows(const RowCacheConfig& config, uint64_t max_rows, uint32_t row_bytes) {
-  ENGRAM_RETURN_IF_ERROR(config.Validate());
-  return cache::FootprintFor(config, SetsForRows(config, max_rows), row_bytes).total();
-}
 
 Result<std::unique_ptr<RowCache>> RowCache::Create(const RowCacheConfig& config, uint64_t budget_bytes,
                                                    uint32_t row_bytes, uint64_t max_rows) {
@@ -54,8 +26,8 @@ Result<std::unique_ptr<RowCache>> RowCache::CreateWithCapacity(const RowCacheCon
                                                                uint32_t row_bytes) {
   ENGRAM_RETURN_IF_ERROR(config.Validate());
   if (capacity_rows == 0) return Status::InvalidArgument("row cache: capacity_rows must be at least 1");
-  uint64_t sets = capacity_rows / config.ways + (capacity_rows % config.ways != 0);
-  ENGRAM_ASSIGN_OR_RETURN(auto cache, cache::SetAssociativeRowCache::Make(config, sets, row_bytes));
+  ENGRAM_ASSIGN_OR_RETURN(auto cache,
+                          cache::SetAssociativeRowCache::Make(config, cache::SetsForCapacity(config, capacity_rows), row_bytes));
   return std::unique_ptr<RowCache>(std::move(cache));
 }
 

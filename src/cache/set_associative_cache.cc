@@ -8,48 +8,14 @@
 #include <string>
 #include <utility>
 
+#include "src/cache/free_way.h"
+#include "src/cache/logical_clock.h"
+
 namespace engram::cache {
 namespace {
 
-constexpr uint64_t kMaxSets = uint64_t{1} << 40;
-// Bound on the sets one relocation search may visit (and lock): bounded work
-// and bounded lock holding per insert, whatever relocation_depth is.
-constexpr int kMaxRelocationNodes = 64;
-
-uint32_t FullMask(uint32_t ways) { return ways == 32 ? ~0u : (1u << ways) - 1; }
-
-// Sketch of sketch_bytes == 0: one counter per slot in each sketch row.
-uint64_t AutoSketchBytes(const RowCacheConfig& c, uint64_t capacity_rows) {
-  uint64_t bits = capacity_rows * c.sketch_depth * c.counter_bits;
-  uint64_t bytes = (bits + 7) / 8;
-  return std::max<uint64_t>(64, (bytes + 63) & ~uint64_t{63});
-}
-
-// How long ago (in ticks) a stamp was written. A stamp from a racing thread
-// may be a little ahead of `now`: that is age 0, not 4 billion. Stamps are
-// 32-bit; Maintain() clamps every age to kMaxStampAge at least once per
-// kStampRefreshTicks, so a true age never reaches 2^31 and reads as negative.
-uint32_t AgeOf(uint32_t now, uint32_t stamp) {
-  int32_t age = static_cast<int32_t>(now - stamp);
-  return age < 0 ? 0 : static_cast<uint32_t>(age);
-}
-
-// Ages are exact up to kMaxStampAge and saturate there (any older row is
-// "at least this old"); kMaxStampAge + kStampRefreshTicks + the ticks one
-// Maintain call may lag stays far below 2^31.
-constexpr uint32_t kMaxStampAge = 1u << 30;
-constexpr uint64_t kStampRefreshTicks = uint64_t{1} << 29;
-
 uint64_t MaintainTicks(uint64_t capacity_rows) {
   return std::bit_floor(std::clamp<uint64_t>(capacity_rows / 64, 1, 4096));
-}
-
-// config.stale_after x capacity, clamped to the ages stamps keep exactly
-// (up to kMaxStampAge); 0 = off.
-uint32_t StaleTicks(const RowCacheConfig& c, uint64_t capacity_rows) {
-  if (c.stale_after <= 0.0) return 0;
-  double t = std::ceil(c.stale_after * static_cast<double>(capacity_rows));
-  return t >= double(kMaxStampAge) ? kMaxStampAge - 1 : std::max<uint32_t>(1, static_cast<uint32_t>(t));
 }
 
 // The empty-slot count at which the index and slab go to huge pages: when a
@@ -72,50 +38,7 @@ uint64_t HalvingPeriod(const RowCacheConfig& c, uint64_t capacity_rows) {
                             static_cast<uint64_t>(std::ceil(c.halving_per_capacity * double(capacity_rows))));
 }
 
-// Ghost history: ghost_per_row bytes per slot, in whole 64-byte buckets.
-uint64_t GhostBytes(const RowCacheConfig& c, uint64_t capacity_rows) {
-  const uint64_t bytes = static_cast<uint64_t>(std::ceil(c.ghost_per_row * static_cast<double>(capacity_rows)));
-  return std::max<uint64_t>(64, (bytes + 63) & ~uint64_t{63});
-}
-
 }  // namespace
-
-CacheFootprint FootprintFor(const RowCacheConfig& config, uint64_t num_sets, uint32_t row_bytes) {
-  SetLayout layout = SetLayout::For(config.ways);
-  CacheFootprint f;
-  f.num_sets = num_sets;
-  f.index_bytes = num_sets * layout.stride;
-  f.slab_bytes = num_sets * config.ways * uint64_t{row_bytes};
-  f.sketch_bytes = config.sketch_bytes != 0 ? config.sketch_bytes : AutoSketchBytes(config, num_sets * config.ways);
-  f.ghost_bytes = config.admission == AdmissionRule::kReuseDistance ? GhostBytes(config, num_sets * config.ways) : 0;
-  f.fixed_bytes = kStatShards * sizeof(StatShard);
-  return f;
-}
-
-uint64_t SetsForBudget(const RowCacheConfig& config, uint64_t budget_bytes, uint32_t row_bytes) {
-  SetLayout layout = SetLayout::For(config.ways);
-  const bool auto_sketch = config.sketch_bytes == 0;
-  uint64_t per_set = layout.stride + config.ways * uint64_t{row_bytes};
-  uint64_t fixed = kStatShards * sizeof(StatShard);
-  if (auto_sketch) {
-    per_set += (uint64_t{config.ways} * config.sketch_depth * config.counter_bits + 7) / 8;
-    fixed += 64;  // the sketch's rounding up to whole 64-byte lines
-  } else {
-    fixed += config.sketch_bytes;
-  }
-  if (config.admission == AdmissionRule::kReuseDistance) {
-    per_set += static_cast<uint64_t>(std::ceil(config.ghost_per_row * config.ways));
-    fixed += 64;  // rounding up to whole buckets
-  }
-  if (budget_bytes <= fixed) return 0;
-  uint64_t sets = std::min((budget_bytes - fixed) / per_set, kMaxSets);
-  while (sets > 0 && FootprintFor(config, sets, row_bytes).total() > budget_bytes) --sets;
-  // The estimate charges the sketch's and history's rounding to whole lines
-  // up front, so it can fall a set short (a budget of exactly N sets'
-  // footprint, as BudgetForRows gives, must give N sets).
-  while (sets < kMaxSets && FootprintFor(config, sets + 1, row_bytes).total() <= budget_bytes) ++sets;
-  return sets;
-}
 
 Result<std::unique_ptr<SetAssociativeRowCache>> SetAssociativeRowCache::Make(const RowCacheConfig& config,
                                                                              uint64_t num_sets, uint32_t row_bytes) {
@@ -156,8 +79,9 @@ SetAssociativeRowCache::SetAssociativeRowCache(const RowCacheConfig& config, uin
       sketch_(footprint.sketch_bytes, config.sketch_depth, config.counter_bits, config.seed, config.conservative_update,
               config.sketch_blocked),
       halving_ticks_(HalvingPeriod(config, num_sets * config.ways)),
-      stale_ticks_(StaleTicks(config, num_sets * config.ways)),
-      relocation_min_empty_(std::max<uint64_t>(1, num_sets * config.ways / 1024)),
+      relocation_(config.relocation_depth, num_sets * config.ways),
+      victim_choice_(config, num_sets * config.ways),
+      admission_(AdmissionFor(config)),
       empty_slots_(num_sets * config.ways),
       huge_pages_at_empty_(HugePagesAtEmpty(num_sets * config.ways,
                                             row_bytes != 0 ? row_bytes : double(layout_.stride) / config.ways)),
@@ -364,183 +288,31 @@ void SetAssociativeRowCache::WriteEntry(uint64_t set, uint32_t way, uint64_t row
   }
 }
 
-void SetAssociativeRowCache::MoveEntry(uint64_t from_set, uint32_t from_way, uint64_t to_set, uint32_t to_way) {
-  SetView from = View(from_set);
-  SetView to = View(to_set);
-  to.keys()[to_way] = from.keys()[from_way];
-  to.stamps()[to_way] = from.stamps()[from_way];
-  to.set_occupied(to.occupied() | (1u << to_way));
-  to.set_pinned(to.pinned() & ~(1u << to_way));  // pinned rows are never moved
-  from.set_occupied(from.occupied() & ~(1u << from_way));
-  if (row_bytes_ != 0) std::memcpy(Payload(to_set, to_way), Payload(from_set, from_way), row_bytes_);
-}
-
-bool SetAssociativeRowCache::Relocate(const LockedSets& l, uint64_t* set, uint32_t* way) {
-  // Breadth-first search for the shortest chain of moves: a resident of a
-  // candidate set moves to its other set, whose resident moves on, ... until
-  // a set with a free way. Node i's row sits in way `way` of its parent's set.
-  struct Node {
-    uint64_t set;
-    int parent;
-    uint32_t way;
-    uint32_t depth;
-  };
-  Node nodes[kMaxRelocationNodes];
-  int n = 0;
-  nodes[n++] = {l.sets.first, -1, 0, 0};
-  nodes[n++] = {l.sets.second, -1, 0, 0};
-  const int roots = n;
-  const uint32_t full = FullMask(layout_.ways);
-  auto visited = [&](uint64_t s) {
-    for (int i = 0; i < n; ++i) {
-      if (nodes[i].set == s) return true;
-    }
-    return false;
-  };
-
-  int found = -1;
-  for (int i = 0; i < n && found < 0 && n < kMaxRelocationNodes; ++i) {
-    if (nodes[i].depth >= config_.relocation_depth) break;  // BFS order: all later nodes are as deep
-    SetView s = View(nodes[i].set);
-    const uint32_t movable = s.occupied() & ~s.pinned();
-    for (uint32_t w = 0; w < layout_.ways && n < kMaxRelocationNodes; ++w) {
-      if (!((movable >> w) & 1)) continue;
-      const uint64_t alt = hasher_.OtherSet(s.keys()[w], nodes[i].set);
-      if (visited(alt)) continue;
-      // Never wait for a lock out of order: a busy set is simply not explored.
-      if (!View(alt).TryLock()) continue;
-      nodes[n++] = {alt, i, w, nodes[i].depth + 1};
-      if (View(alt).occupied() != full) {
-        found = n - 1;
-        break;
-      }
-    }
-  }
-
-  if (found >= 0) {
-    uint64_t moves = 0;
-    int child = found;
-    uint32_t freed_way = 0;
-    while (nodes[child].parent >= 0) {
-      const Node& c = nodes[child];
-      const uint32_t to_way = std::countr_zero(~View(c.set).occupied() & full);
-      MoveEntry(nodes[c.parent].set, c.way, c.set, to_way);
-      freed_way = c.way;
-      child = c.parent;
-      ++moves;
-    }
-    *set = nodes[child].set;
-    *way = freed_way;
-    Shard().relocations.fetch_add(moves, std::memory_order_relaxed);
-  }
-  for (int i = roots; i < n; ++i) View(nodes[i].set).Unlock();
-  return found >= 0;
-}
-
-bool SetAssociativeRowCache::Admit(uint32_t candidate_estimate, uint32_t victim_estimate, uint64_t row_id,
-                                   uint32_t now) const {
-  switch (config_.admission) {
-    case AdmissionRule::kAlways: return true;
-    case AdmissionRule::kEstimateAtLeast:
-      if (candidate_estimate >= victim_estimate) return true;
-      break;
-    case AdmissionRule::kEstimateGreater:
-    case AdmissionRule::kReuseDistance:  // decided in Place(), never here
-      if (candidate_estimate > victim_estimate) return true;
-      break;
-  }
-  // Caffeine's hash-flooding defense: an attacker (or an unlucky workload)
-  // cannot keep a warm row out forever by inflating a victim's estimate.
-  if (config_.warm_admit_probability <= 0.0 || candidate_estimate < config_.warm_threshold) return false;
-  if (config_.warm_admit_probability >= 1.0) return true;
-  // Deterministic draw from (row, tick, seed): replayable, and no shared RNG state.
-  uint64_t draw = Remix(row_id ^ Remix(uint64_t{now} ^ config_.seed ^ 0xa0761d6478bd642fULL));
-  return static_cast<double>(draw >> 11) * 0x1.0p-53 < config_.warm_admit_probability;
-}
-
 SetAssociativeRowCache::Placement SetAssociativeRowCache::Place(const LockedSets& l, uint64_t row_id, uint64_t hash,
                                                                 uint32_t now, PlaceMode mode,
                                                                 uint64_t candidate_age) {
-  const uint32_t full = FullMask(layout_.ways);
+  const SetStorage storage = Storage();
   const uint64_t candidates[2] = {l.sets.first, l.sets.second};
   const int count = l.two ? 2 : 1;
+  uint64_t set;
+  uint32_t way;
+  if (FreeWay::Find(storage, candidates, count, &set, &way)) return {InsertOutcome::kInserted, set, way};
 
-  // 1. A free way, in the emptier candidate set (the first on a tie).
-  int best_free = 0;
-  int best_set = -1;
-  for (int i = 0; i < count; ++i) {
-    int free_ways = std::popcount(~View(candidates[i]).occupied() & full);
-    if (free_ways > best_free) {
-      best_free = free_ways;
-      best_set = i;
-    }
-  }
-  if (best_set >= 0) {
-    uint32_t way = std::countr_zero(~View(candidates[best_set]).occupied() & full);
-    return {InsertOutcome::kInserted, candidates[best_set], way};
+  uint64_t moves;
+  if (relocation_.Worthwhile(l.two, empty_slots_.load(std::memory_order_relaxed)) &&
+      relocation_.FreeWay(storage, hasher_, l.sets, &set, &way, &moves)) {
+    Shard().relocations.fetch_add(moves, std::memory_order_relaxed);
+    return {InsertOutcome::kInserted, set, way};
   }
 
-  // 2. Cuckoo relocation makes a free way without evicting anyone -- while
-  // enough ways are free anywhere for the search to find one. The search
-  // visits up to 64 sets (each a cache miss, ~8 us in all); with under
-  // 1/1024 of the slots free it mostly fails, and since slots only ever fill
-  // (nothing is erased) the cache stays that full: every insert under
-  // pressure would pay it for nothing. The last <= 0.1 % of the slots are
-  // then filled only by rows whose own candidate set has the free way.
-  if (config_.relocation_depth > 0 && l.two &&
-      empty_slots_.load(std::memory_order_relaxed) >= relocation_min_empty_) {
-    uint64_t set;
-    uint32_t way;
-    if (Relocate(l, &set, &way)) return {InsertOutcome::kInserted, set, way};
-  }
+  const Victim victim = victim_choice_.Choose(storage, candidates, count, now, sketch_, hasher_);
+  if (!victim.found) return {InsertOutcome::kRefusedAllPinned, 0, 0};
 
-  // 3. The victim among unpinned residents: a stale one (the oldest) if any,
-  // else the lowest (estimate, last access), or the oldest.
-  const bool by_estimate = config_.victim_order == VictimOrder::kLowestEstimateThenOldest;
-  bool have_victim = false, victim_stale = false;
-  uint64_t victim_set = 0;
-  uint32_t victim_way = 0, victim_estimate = 0, victim_age = 0;
-  for (int i = 0; i < count; ++i) {
-    SetView s = View(candidates[i]);
-    const uint32_t unpinned = s.occupied() & ~s.pinned();
-    for (uint32_t w = 0; w < layout_.ways; ++w) {
-      if (!((unpinned >> w) & 1)) continue;
-      const uint32_t age = AgeOf(now, s.stamps()[w]);
-      const bool stale = stale_ticks_ != 0 && age > stale_ticks_;
-      if (victim_stale && !stale) continue;
-      const uint32_t estimate = by_estimate && !stale ? sketch_.Estimate(hasher_.Hash(s.keys()[w])) : 0;
-      bool better = !have_victim || (stale && !victim_stale) || estimate < victim_estimate ||
-                    (estimate == victim_estimate && age > victim_age);
-      if (better) {
-        have_victim = true;
-        victim_stale = stale;
-        victim_set = candidates[i];
-        victim_way = w;
-        victim_estimate = estimate;
-        victim_age = age;
-      }
-    }
+  if (mode == PlaceMode::kAdmit &&
+      !Admits(admission_, AdmissionCandidate{row_id, hash, now, candidate_age}, victim, sketch_, hasher_)) {
+    return {InsertOutcome::kRefusedLostAdmission, 0, 0};
   }
-  if (!have_victim) return {InsertOutcome::kRefusedAllPinned, 0, 0};
-
-  // 4. Admission (read-ahead rows bypass it; a stale victim always loses).
-  // Reuse distance (LIRS's test) decides alone: a row whose previous access
-  // is remembered and more recent than the victim's last access is expected
-  // back sooner than the victim; one not remembered (first seen, or seen too
-  // long ago) or older than the victim is refused. The sketch only orders
-  // the victims: a count cannot tell a row about to be re-read from an old
-  // popular one (bench/RESULTS.md, "Default policy").
-  if (mode == PlaceMode::kAdmit && ghost_ && !victim_stale) {
-    if (!(candidate_age < victim_age)) return {InsertOutcome::kRefusedLostAdmission, 0, 0};
-    return {InsertOutcome::kInsertedEvicted, victim_set, victim_way};
-  }
-  if (mode == PlaceMode::kAdmit && config_.admission != AdmissionRule::kAlways && !victim_stale) {
-    if (!by_estimate) victim_estimate = sketch_.Estimate(hasher_.Hash(View(victim_set).keys()[victim_way]));
-    if (!Admit(sketch_.Estimate(hash), victim_estimate, row_id, now)) {
-      return {InsertOutcome::kRefusedLostAdmission, 0, 0};
-    }
-  }
-  return {InsertOutcome::kInsertedEvicted, victim_set, victim_way};
+  return {InsertOutcome::kInsertedEvicted, victim.set, victim.way};
 }
 
 InsertOutcome SetAssociativeRowCache::Insert(uint64_t row_id, std::span<const std::byte> row) {

@@ -1,16 +1,16 @@
-// SetAssociativeRowCache: the one RowCache implementation.
+// SetAssociativeRowCache: the one RowCache implementation -- the mechanism
+// (sets, locks, clock, sketch upkeep, statistics); the policy is in the four
+// placement steps it runs, each its own type chosen by RowCacheConfig.
 //
-// Policy (all from RowCacheConfig):
 //  - A row lives in one of its candidate sets (1 or 2, SetHasher).
-//  - Insert: a free way in the emptier candidate set (the first on a tie,
-//    lowest free way); else, with relocation, a BFS of at most
-//    relocation_depth cuckoo moves frees a way in a candidate set; else the
-//    victim is the unpinned resident of the candidate sets with the lowest
-//    (estimate, last access) -- or the oldest, with VictimOrder::kOldest --
-//    and the admission rule decides between the row and the victim.
-//  - Recency guard (stale_after > 0): a resident older than stale_after x
-//    capacity ticks is stale; the oldest stale resident is the victim before
-//    any fresh one, and a stale victim always loses admission.
+//  - Placement of a missed row (Place), in this order:
+//      1. FreeWay (free_way.h): a free way in the emptier candidate set;
+//      2. CuckooRelocation (cuckoo_relocation.h): with relocation_depth > 0,
+//         moves residents to their other sets to free a way, evicting no one;
+//      3. VictimChoice (victim_choice.h): else the unpinned resident to
+//         replace (lowest estimate then oldest, or oldest; stale first);
+//      4. Admission (admission.h): whether the row replaces that victim.
+//    Read-ahead rows (InsertPinned) skip step 4.
 //  - Pinned rows (InsertPinned) are never evicted and never relocated.
 //
 // Logical clock: every Lookup, Insert and InsertPinned takes one tick from a
@@ -37,40 +37,21 @@
 #include <vector>
 
 #include "engram/cache_config.h"
+#include "src/cache/admission.h"
 #include "src/cache/anonymous_memory.h"
+#include "src/cache/cache_sizing.h"
+#include "src/cache/cuckoo_relocation.h"
 #include "src/cache/frequency_sketch.h"
 #include "src/cache/ghost_history.h"
 #include "src/cache/huge_page_promotion.h"
 #include "src/cache/row_cache.h"
 #include "src/cache/set_hasher.h"
 #include "src/cache/set_layout.h"
+#include "src/cache/set_storage.h"
+#include "src/cache/stat_shard.h"
+#include "src/cache/victim_choice.h"
 
 namespace engram::cache {
-
-// Statistics are sharded by thread: a relaxed add to a line other threads
-// rarely touch, summed by Stats(). Quiescent sums are exact.
-struct alignas(64) StatShard {
-  std::atomic<uint64_t> hits{0}, misses{0}, inserts{0}, evictions{0}, relocations{0};
-  std::atomic<uint64_t> refusals[static_cast<int>(RefusalReason::kCount)] = {};
-  std::atomic<uint64_t> pinned_inserts{0}, pinned_refusals{0};
-  std::atomic<int64_t> pinned_delta{0}, resident_delta{0};
-};
-constexpr int kStatShards = 16;
-
-// Bytes a cache of these dimensions charges to its budget (index, slab,
-// sketch, counters), and the sketch size it uses.
-struct CacheFootprint {
-  uint64_t num_sets = 0;
-  uint64_t index_bytes = 0;
-  uint64_t slab_bytes = 0;
-  uint64_t sketch_bytes = 0;
-  uint64_t ghost_bytes = 0;  // ghost history (AdmissionRule::kReuseDistance only)
-  uint64_t fixed_bytes = 0;  // statistics shards
-  uint64_t total() const { return index_bytes + slab_bytes + sketch_bytes + ghost_bytes + fixed_bytes; }
-};
-CacheFootprint FootprintFor(const RowCacheConfig& config, uint64_t num_sets, uint32_t row_bytes);
-// The most sets whose footprint fits budget_bytes (0 if not even one).
-uint64_t SetsForBudget(const RowCacheConfig& config, uint64_t budget_bytes, uint32_t row_bytes);
 
 class SetAssociativeRowCache final : public RowCache {
  public:
@@ -128,10 +109,9 @@ class SetAssociativeRowCache final : public RowCache {
   SetAssociativeRowCache(const RowCacheConfig& config, uint64_t num_sets, uint32_t row_bytes,
                          const CacheFootprint& footprint, AnonymousMemory index, AnonymousMemory slab);
 
-  SetView View(uint64_t set) const { return SetView(index_.data() + set * layout_.stride, layout_); }
-  uint8_t* Payload(uint64_t set, uint32_t way) const {
-    return slab_.data() + (set * layout_.ways + way) * uint64_t{row_bytes_};
-  }
+  SetStorage Storage() const { return {index_.data(), slab_.data(), &layout_, row_bytes_}; }
+  SetView View(uint64_t set) const { return Storage().View(set); }
+  uint8_t* Payload(uint64_t set, uint32_t way) const { return Storage().Payload(set, way); }
   int FindWay(SetView& s, uint64_t row_id) const;
   // What lookups add to the statistics, summed by the caller and added to its
   // shard once (LookupBatch adds a whole batch's with one add per counter).
@@ -180,17 +160,14 @@ class SetAssociativeRowCache final : public RowCache {
   // Finds the row in the locked candidate sets.
   bool FindLocked(const LockedSets& l, uint64_t row_id, uint64_t* set, int* way);
 
-  // Places row_id in the locked candidate sets (which do not hold it).
+  // Places row_id in the locked candidate sets (which do not hold it): free
+  // way, relocation, victim choice, admission (kAdmit only).
   // candidate_age: ticks since the row's previous access (GhostHistory), for
   // AdmissionRule::kReuseDistance.
   Placement Place(const LockedSets& l, uint64_t row_id, uint64_t hash, uint32_t now, PlaceMode mode,
                   uint64_t candidate_age = GhostHistory::kNever);
-  // Frees a way in a full candidate set by cuckoo moves; false if none found.
-  bool Relocate(const LockedSets& l, uint64_t* set, uint32_t* way);
-  void MoveEntry(uint64_t from_set, uint32_t from_way, uint64_t to_set, uint32_t to_way);
   void WriteEntry(uint64_t set, uint32_t way, uint64_t row_id, uint32_t stamp, std::span<const std::byte> row,
                   bool pinned);
-  bool Admit(uint32_t candidate_estimate, uint32_t victim_estimate, uint64_t row_id, uint32_t now) const;
 
   const RowCacheConfig config_;
   const SetLayout layout_;
@@ -205,13 +182,13 @@ class SetAssociativeRowCache final : public RowCache {
   // Only with AdmissionRule::kReuseDistance: previous accesses of rows not
   // in the cache (recorded on refusal and eviction).
   std::unique_ptr<GhostHistory> ghost_;
-  // Age (ticks) beyond which a resident is stale (config.stale_after x
-  // capacity); 0 = no recency guard.
-  const uint32_t stale_ticks_;
+  // Placement steps 2-4 (step 1, FreeWay, has no parameters).
+  const CuckooRelocation relocation_;
+  const VictimChoice victim_choice_;
+  const Admission admission_;
   // Slots never filled yet: decremented after a row takes a free way, so it
-  // is never below the true count (rows are replaced, never erased). Below
-  // relocation_min_empty_ (capacity / 1024, at least 1) relocation is skipped.
-  const uint64_t relocation_min_empty_;
+  // is never below the true count (rows are replaced, never erased); tells
+  // relocation when a search is no longer worthwhile.
   std::atomic<uint64_t> empty_slots_;
   // A row took a free slot. Once so many slots are filled that nearly all of
   // the slab's 4 KiB pages are committed anyway (HugePagesAtEmpty), the index

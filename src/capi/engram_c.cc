@@ -13,7 +13,6 @@
 #include <string>
 
 #include "engram/store.h"
-#include "src/store/gather_operation.h"
 
 struct engram_store {
   std::unique_ptr<engram::Store> store;
@@ -53,20 +52,50 @@ engram_status Guarded(const char* what, Fn&& fn) noexcept {
   }
 }
 
+// A caller's struct of `size` bytes (its header's sizeof): sizes up to ours
+// are read or written as far as they go, larger ones (a newer header) as far
+// as ours does.
+template <typename T>
+engram::Status CheckSize(const T& sized, const char* what) {
+  if (sized.size < sizeof(size_t)) {
+    return engram::Status::InvalidArgument(std::string(what) + ".size is " + std::to_string(sized.size) +
+                                           "; set it to sizeof(" + what + ")");
+  }
+  return engram::Status::OK();
+}
+
+// Reads a caller's struct: its fields up to its size, the rest zero.
+template <typename T>
+T ReadSized(const T& in) {
+  T full{};
+  std::memcpy(&full, &in, std::min(in.size, sizeof(T)));
+  return full;
+}
+
+// Writes `full` into a caller's struct, as far as its size reaches.
+template <typename T>
+void WriteSized(const T& full, T* out) {
+  const size_t size = out->size;
+  std::memcpy(static_cast<void*>(out), &full, std::min(size, sizeof(T)));
+  out->size = size;
+}
+
 void Fill(const engram::GatherResult& r, engram_gather_result* out) {
   if (!out) return;
-  out->rows = r.rows;
-  out->distinct_rows = r.distinct_rows;
-  out->hits = r.hits;
-  out->misses = r.misses;
-  out->inserts = r.inserts;
-  out->refusals = r.refusals;
-  out->prefetched_used = r.prefetched_used;
-  out->blocks_read = r.blocks_read;
-  out->bytes_read = r.bytes_read;
-  out->wait_nanoseconds = r.wait_nanoseconds;
-  out->cache_nanoseconds = r.cache_nanoseconds;
-  out->disk_nanoseconds = r.disk_nanoseconds;
+  engram_gather_result full{};
+  full.rows = r.rows;
+  full.distinct_rows = r.distinct_rows;
+  full.hits = r.hits;
+  full.misses = r.misses;
+  full.inserts = r.inserts;
+  full.refusals = r.refusals;
+  full.read_ahead_used = r.read_ahead_used;
+  full.blocks_read = r.blocks_read;
+  full.bytes_read = r.bytes_read;
+  full.wait_nanoseconds = r.wait_nanoseconds;
+  full.cache_nanoseconds = r.cache_nanoseconds;
+  full.disk_nanoseconds = r.disk_nanoseconds;
+  WriteSized(full, out);
 }
 
 }  // namespace
@@ -82,10 +111,13 @@ const char* engram_status_string(engram_status status) {
   return engram::StatusCodeName(static_cast<engram::StatusCode>(status));
 }
 
-engram_status engram_store_open(const engram_store_options* options, engram_store** out) {
+engram_status engram_store_open(const engram_store_options* options_in, engram_store** out) {
   return Guarded("engram_store_open", [&] {
-  if (!options || !out) return Report(engram::Status::InvalidArgument("engram_store_open: null argument"));
+  if (!options_in || !out) return Report(engram::Status::InvalidArgument("engram_store_open: null argument"));
   *out = nullptr;
+  if (auto st = CheckSize(*options_in, "engram_store_options"); !st.ok()) return Report(st);
+  const engram_store_options read = ReadSized(*options_in);
+  const engram_store_options* options = &read;
   if (options->table_count > 0 && !options->table_paths) {
     return Report(engram::Status::InvalidArgument("engram_store_open: table_paths is null"));
   }
@@ -125,6 +157,12 @@ engram_status engram_gather_rows(engram_store* store, size_t table, const uint64
 engram_status engram_gather_rows_checked(engram_store* store, size_t table, const uint64_t* row_ids, size_t count,
                                          void* dst, size_t stride, engram_gather_result* result,
                                          unsigned char* row_written) {
+  if (result) {
+    if (auto st = CheckSize(*result, "engram_gather_result"); !st.ok()) {
+      if (row_written && count > 0) std::memset(row_written, 0, count);
+      return Report(st);
+    }
+  }
   engram_gather* g = nullptr;
   engram_status s = engram_gather_start(store, table, row_ids, count, dst, stride, &g);
   if (s != ENGRAM_OK) {
@@ -158,7 +196,11 @@ engram_status engram_gather_wait_checked(engram_gather* gather, engram_gather_re
   if (!gather) return Report(engram::Status::InvalidArgument("engram_gather_wait: null gather"));
   std::unique_ptr<engram_gather> g(gather);
   return Guarded("engram_gather_wait", [&] {
-    engram::GatherResult r = engram::WaitForGather(std::move(g->ticket));
+    engram::GatherResult r = g->ticket.Wait();
+    if (result) {
+      // Checked after the wait: the handle is freed either way.
+      if (auto st = CheckSize(*result, "engram_gather_result"); !st.ok()) return Report(st);
+    }
     Fill(r, result);
     if (row_written) {
       for (size_t i = 0; i < g->count; ++i) row_written[i] = r.RowWritten(i) ? 1 : 0;
@@ -167,58 +209,51 @@ engram_status engram_gather_wait_checked(engram_gather* gather, engram_gather_re
   });
 }
 
-engram_status engram_prefetch(engram_store* store, size_t table, const uint64_t* row_ids, size_t count) {
-  if (!store || (count > 0 && !row_ids)) return Report(engram::Status::InvalidArgument("engram_prefetch: null"));
-  return Guarded("engram_prefetch",
-                 [&] { return Report(store->store->Prefetch(table, std::span<const uint64_t>(row_ids, count))); });
+engram_status engram_read_ahead(engram_store* store, size_t table, const uint64_t* row_ids, size_t count) {
+  if (!store || (count > 0 && !row_ids)) return Report(engram::Status::InvalidArgument("engram_read_ahead: null"));
+  return Guarded("engram_read_ahead",
+                 [&] { return Report(store->store->ReadAhead(table, std::span<const uint64_t>(row_ids, count))); });
 }
 
-void engram_prefetch_wait(engram_store* store) {
-  if (store) store->store->WaitForPrefetches();
+void engram_read_ahead_wait(engram_store* store) {
+  if (store) store->store->WaitForReadAheads();
 }
 
-void engram_prefetch_release(engram_store* store, size_t table, const uint64_t* row_ids, size_t count) {
+void engram_read_ahead_release(engram_store* store, size_t table, const uint64_t* row_ids, size_t count) {
   if (!store || (!row_ids && count > 0)) return;
-  (void)Guarded("engram_prefetch_release", [&] {
-    store->store->ReleasePrefetch(table, std::span<const uint64_t>(row_ids, count));
+  (void)Guarded("engram_read_ahead_release", [&] {
+    store->store->ReleaseReadAhead(table, std::span<const uint64_t>(row_ids, count));
     return ENGRAM_OK;
   });
 }
 
 engram_status engram_table_stats_get(const engram_store* store, size_t table, engram_table_stats* out) {
   if (!store || !out) return Report(engram::Status::InvalidArgument("engram_table_stats_get: null argument"));
+  if (auto st = CheckSize(*out, "engram_table_stats"); !st.ok()) return Report(st);
   if (table >= store->store->table_count()) {
     return Report(engram::Status::InvalidArgument("engram_table_stats_get: no table " + std::to_string(table)));
   }
   return Guarded("engram_table_stats_get", [&] {
   engram::TableStats s = store->store->Stats(table);
-  *out = engram_table_stats{};
-  out->row_count = s.row_count;
-  out->record_bytes = s.record_bytes;
-  out->lookups = s.cache.lookups;
-  out->hits = s.cache.hits;
-  out->misses = s.cache.misses;
-  out->inserts = s.cache.inserts;
-  out->evictions = s.cache.evictions;
-  out->refusals = s.cache.total_refusals();
-  out->refusals_lost_admission = s.cache.refusals[int(engram::RefusalReason::kLostAdmission)];
-  out->refusals_all_pinned = s.cache.refusals[int(engram::RefusalReason::kAllPinned)];
-  out->relocations = s.cache.relocations;
-  out->capacity_rows = s.cache.capacity_rows;
-  out->resident_rows = s.cache.resident_rows;
-  out->pinned_rows = s.cache.pinned_rows;
-  out->gathers = s.gathers;
-  out->failed_gathers = s.failed_gathers;
-  out->readiness_wait_nanoseconds = s.readiness_wait_nanoseconds;
-  out->readiness_wait_cache_nanoseconds = s.readiness_wait_cache_nanoseconds;
-  out->readiness_wait_disk_nanoseconds = s.readiness_wait_disk_nanoseconds;
-  out->prefetch_rows = s.prefetch_rows;
-  out->prefetch_used_rows = s.prefetch_used_rows;
-  out->prefetch_wasted_rows = s.prefetch_wasted_rows;
-  out->io_reads = s.io_reads;
-  out->io_bytes = s.io_bytes;
-  out->io_errors = s.io_errors;
-  out->checksum_failures = s.checksum_failures;
+  engram_table_stats full{};
+  full.row_count = s.row_count;
+  full.record_bytes = s.record_bytes;
+  full.lookups = s.cache.lookups;
+  full.hits = s.cache.hits;
+  full.misses = s.cache.misses;
+  full.inserts = s.cache.inserts;
+  full.evictions = s.cache.evictions;
+  full.refusals = s.cache.total_refusals();
+  full.refusals_lost_admission = s.cache.refusals[int(engram::RefusalReason::kLostAdmission)];
+  full.refusals_all_pinned = s.cache.refusals[int(engram::RefusalReason::kAllPinned)];
+  full.relocations = s.cache.relocations;
+  full.capacity_rows = s.cache.capacity_rows;
+  full.resident_rows = s.cache.resident_rows;
+  full.pinned_rows = s.cache.pinned_rows;
+#define ENGRAM_X(member, metric, unit, help) full.member = s.member;
+  ENGRAM_TABLE_COUNTERS(ENGRAM_X)
+#undef ENGRAM_X
+  WriteSized(full, out);
   return Report(engram::Status::OK());
   });
 }

@@ -8,7 +8,7 @@
 #include "src/replay/cli_values.h"
 #include "src/replay/gather_trace.h"
 #include "src/replay/policy_runner.h"
-#include "src/replay/report.h"
+#include "src/replay/replay_output.h"
 #include "src/replay/request_spec.h"
 #include "src/replay/trace_files.h"
 #include "src/replay/trace_index.h"

@@ -82,18 +82,18 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   // Per-thread scratch, used only until the reads are submitted or the gather
   // finishes (a callback that starts another gather on this thread comes later).
   thread_local std::vector<std::byte*> outs;
-  // hit[d]: bit 0 set by the lookup (a hit), bit 1 by ConsumePrefetched (a
+  // hit[d]: bit 0 set by the lookup (a hit), bit 1 by ConsumeReadAhead (a
   // read-ahead pin of the row was released), so the hit path allocates nothing more.
   thread_local std::vector<uint8_t> hit;
   outs.resize(distinct);
   hit.assign(distinct, 0);
   for (size_t d = 0; d < distinct; ++d) outs[d] = st.dst + size_t(st.plan.first_pos[d]) * st.stride;
-  // kKeep: the pin of a read-ahead row is dropped by ConsumePrefetched below,
+  // kKeep: the pin of a read-ahead row is dropped by ConsumeReadAhead below,
   // under the lock that pairs it with the store's list (see TableState).
   table.cache->LookupBatch(st.plan.distinct, outs, PinAction::kKeep, hit);
   // Every row asked for is served by this gather, hit or miss: a read-ahead
   // of it still in flight must not pin it when it lands.
-  table.ConsumePrefetched(st.plan.distinct, hit);
+  table.ConsumeReadAhead(st.plan.distinct, hit);
   std::vector<std::pair<uint64_t, uint32_t>> missed;
   for (size_t d = 0; d < distinct; ++d) {
     const uint64_t row = st.plan.distinct[d];
@@ -102,14 +102,14 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
     if (hit[d] & 1) {
       ++st.result.hits;
       if (consumed) {
-        ++st.result.prefetched_used;
-        table.counters.Add(table.counters.prefetch_used_rows, 1);
+        ++st.result.read_ahead_used;
+        table.counters.Add(table.counters.read_ahead_used_rows, 1);
       }
       st.plan.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(st.dst + size_t(p) * st.stride, out, record); });
     } else {
       // Pinned by a read-ahead that landed between the lookup and the
       // consume: unpinned above, and of no use to this gather.
-      if (consumed) table.counters.Add(table.counters.prefetch_wasted_rows, 1);
+      if (consumed) table.counters.Add(table.counters.read_ahead_wasted_rows, 1);
       missed.emplace_back(row, static_cast<uint32_t>(d));
     }
   }
@@ -232,9 +232,9 @@ void GatherTicket::State::Finish() {
   c.Add(c.gathers, 1);
   c.Add(c.rows_requested, result.rows);
   if (!result.status.ok()) c.Add(c.failed_gathers, 1);
-  c.Add(c.wait_ns, result.wait_nanoseconds);
-  c.Add(c.wait_cache_ns, result.cache_nanoseconds);
-  c.Add(c.wait_disk_ns, result.disk_nanoseconds);
+  c.Add(c.readiness_wait_nanoseconds, result.wait_nanoseconds);
+  c.Add(c.readiness_wait_cache_nanoseconds, result.cache_nanoseconds);
+  c.Add(c.readiness_wait_disk_nanoseconds, result.disk_nanoseconds);
   if (done) {
     // The callback form hands the result off; it must not block.
     auto cb = std::move(done);
@@ -250,7 +250,7 @@ namespace engram {
 
 namespace {
 
-struct PrefetchOperation {
+struct ReadAheadOperation {
   StoreImpl* store;
   size_t table;
   TableState::ReadAheadTicket ticket;
@@ -258,7 +258,7 @@ struct PrefetchOperation {
 };
 
 // On the completion pool: verify the landed blocks and pin their rows.
-void FinishPrefetch(const PrefetchOperation& op) {
+void FinishReadAhead(const ReadAheadOperation& op) {
   TableState& t = op.store->table_state(op.table);
   const uint32_t record = t.file->record_bytes();
   const TableGeometry& g = t.file->geometry();
@@ -271,10 +271,16 @@ void FinishPrefetch(const PrefetchOperation& op) {
                                                     : std::span<const std::byte>());
     }
   }
-  t.PrefetchDone(op.ticket.generation);
+  t.ReadAheadDone(op.ticket.generation);
 }
 
 }  // namespace
+
+}  // namespace engram
+
+engram::GatherResult engram::GatherTicket::Wait() { return WaitForGather(std::move(*this)); }
+
+namespace engram {
 
 GatherResult WaitForGather(GatherTicket ticket) {
   if (!ticket.valid()) {
@@ -282,7 +288,7 @@ GatherResult WaitForGather(GatherTicket ticket) {
     r.status = Status::InvalidArgument("wait on an empty gather ticket");
     return r;
   }
-  GatherTicket::State& st = *ticket.state_;
+  GatherState& st = GatherTicketAccess::Get(ticket);
   std::unique_lock lock(st.mu);
   st.waiting = true;
   // Unless a pool thread has already taken the gather, this thread runs its
@@ -309,12 +315,12 @@ GatherResult WaitForGather(GatherTicket ticket) {
   return std::move(st.result);
 }
 
-void StartPrefetch(StoreImpl* store, size_t table_index, std::vector<uint64_t> rows) {
+void StartReadAhead(StoreImpl* store, size_t table_index, std::vector<uint64_t> rows) {
   TableState& table = store->table_state(table_index);
-  auto op = std::make_shared<PrefetchOperation>();
+  auto op = std::make_shared<ReadAheadOperation>();
   op->store = store;
   op->table = table_index;
-  op->ticket = table.PrefetchStarted(rows);
+  op->ticket = table.ReadAheadStarted(rows);
   std::vector<std::pair<uint64_t, uint32_t>> refs;
   refs.reserve(rows.size());
   // Rows already resident are read again too: InsertPinned then pins them in
@@ -326,12 +332,12 @@ void StartPrefetch(StoreImpl* store, size_t table_index, std::vector<uint64_t> r
     for (uint64_t r : rows) table.LandReadAheadRow(op->ticket.seq, r, false, {});
   }
   if (!s.ok() || op->batch.blocks.empty()) {
-    table.PrefetchDone(op->ticket.generation);
+    table.ReadAheadDone(op->ticket.generation);
     return;
   }
   // The engine's completion thread only hands the blocks off.
   store->engine().SubmitBatch(op->batch.reads, [op] {
-    boost::asio::post(op->store->completion_pool(), [op] { FinishPrefetch(*op); });
+    boost::asio::post(op->store->completion_pool(), [op] { FinishReadAhead(*op); });
   });
 }
 

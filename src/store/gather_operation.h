@@ -27,6 +27,7 @@
 
 #include "engram/store.h"
 #include "src/store/gather_plan.h"
+#include "src/store/gather_ticket_access.h"
 #include "src/store/read_buffer_pool.h"
 #include "storage/io/aligned_buffer.h"
 #include "storage/io/io_engine.h"
@@ -109,15 +110,14 @@ struct engram::GatherTicket::State {
 };
 
 namespace engram {
-// Store::Wait: waits for the ticket's gather (running its disk phase on this
-// thread if the blocks have landed and nobody has taken them) and returns its
-// result. Needs only the ticket: a store finishes every pending gather before
-// it is destroyed, so a gather may be waited on after its store is gone.
+// GatherTicket::Wait and Store::Wait: waits for the ticket's gather (running
+// its disk phase on this thread if the blocks have landed and nobody has
+// taken them) and returns its result.
 GatherResult WaitForGather(GatherTicket ticket);
 
 // Reads the blocks of `rows` (distinct, in range; resident ones too) and
 // inserts the rows pinned, except those a gather served while the reads were
 // in flight. Completes asynchronously (the inserts run on the store's
-// completion pool); then calls the table's PrefetchDone.
-void StartPrefetch(StoreImpl* store, size_t table, std::vector<uint64_t> rows);
+// completion pool); then calls the table's ReadAheadDone.
+void StartReadAhead(StoreImpl* store, size_t table, std::vector<uint64_t> rows);
 }  // namespace engram

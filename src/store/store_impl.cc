@@ -54,7 +54,6 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
   io.queue_depth = options.queue_depth;
   io.threads = options.io_threads;
   io.use_direct_io = options.direct_io;
-  io.fail_ring_setup_for_testing = options.fail_ring_setup_for_testing;
   if (engine_factory) {
     ENGRAM_ASSIGN_OR_RETURN(store->engine_, engine_factory(io));
     if (store->engine_ == nullptr) return Status::Internal("store: the I/O engine factory returned no engine");
@@ -144,10 +143,10 @@ std::string StoreImpl::metadata_json(size_t table) const {
   return table < tables_.size() ? tables_[table]->file->metadata_text() : std::string();
 }
 
-std::shared_ptr<GatherTicket::State> StoreImpl::Begin(size_t table, std::span<const uint64_t> row_ids,
+std::shared_ptr<GatherState> StoreImpl::Begin(size_t table, std::span<const uint64_t> row_ids,
                                                       std::byte* dst, size_t stride,
                                                       std::function<void(GatherResult)> done) {
-  auto st = std::make_shared<GatherTicket::State>();
+  auto st = std::make_shared<GatherState>();
   st->t0 = io::MonotonicNanos();
   st->store = this;
   st->table = table;
@@ -196,12 +195,12 @@ std::shared_ptr<GatherTicket::State> StoreImpl::Begin(size_t table, std::span<co
     return st;
   }
   if (trace_) trace_->Record(table, row_ids);
-  GatherTicket::State::Start(st);
+  GatherState::Start(st);
   return st;
 }
 
 GatherTicket StoreImpl::StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride) {
-  return GatherTicket(Begin(table, row_ids, dst, stride, nullptr));
+  return GatherTicketAccess::Make(Begin(table, row_ids, dst, stride, nullptr));
 }
 
 void StoreImpl::StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
@@ -212,38 +211,38 @@ void StoreImpl::StartGather(size_t table, std::span<const uint64_t> row_ids, std
 
 GatherResult StoreImpl::Wait(GatherTicket ticket) { return WaitForGather(std::move(ticket)); }
 
-Status StoreImpl::Prefetch(size_t table, std::span<const uint64_t> row_ids) {
-  if (table >= tables_.size()) return Status::InvalidArgument("prefetch: no table " + std::to_string(table));
+Status StoreImpl::ReadAhead(size_t table, std::span<const uint64_t> row_ids) {
+  if (table >= tables_.size()) return Status::InvalidArgument("read-ahead: no table " + std::to_string(table));
   const TableGeometry& g = tables_[table]->file->geometry();
   std::vector<uint64_t> rows;
   rows.reserve(row_ids.size());
   for (uint64_t id : row_ids) {
-    ENGRAM_RETURN_IF_ERROR(g.CheckRow(id).WithContext("prefetch on table " + tables_[table]->name));
+    ENGRAM_RETURN_IF_ERROR(g.CheckRow(id).WithContext("read-ahead on table " + tables_[table]->name));
     rows.push_back(id);
   }
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-  StartPrefetch(this, table, std::move(rows));
+  StartReadAhead(this, table, std::move(rows));
   return Status::OK();
 }
 
-void StoreImpl::WaitForPrefetches() {
-  for (auto& t : tables_) t->WaitForPrefetches();
+void StoreImpl::WaitForReadAheads() {
+  for (auto& t : tables_) t->WaitForReadAheads();
 }
 
-void StoreImpl::ReleasePrefetch(size_t table, std::span<const uint64_t> row_ids) {
+void StoreImpl::ReleaseReadAhead(size_t table, std::span<const uint64_t> row_ids) {
   if (table >= tables_.size()) return;
   // A read-ahead still in flight would pin its rows after this release and
   // leak the pins (slots nothing could evict until some gather consumed them).
   // Only this table's: other tables' reads cannot pin rows here.
   TableState& t = *tables_[table];
-  t.WaitForPrefetches();
-  std::lock_guard lock(t.prefetch_mu);
+  t.WaitForReadAheads();
+  std::lock_guard lock(t.read_ahead_mu);
   for (uint64_t id : row_ids) {
-    if (t.prefetched.erase(id) == 0) continue;
-    t.prefetched_count.fetch_sub(1, std::memory_order_relaxed);
+    if (t.read_ahead_pinned.erase(id) == 0) continue;
+    t.read_ahead_count.fetch_sub(1, std::memory_order_relaxed);
     t.cache->Unpin(id);
-    t.counters.Add(t.counters.prefetch_wasted_rows, 1);
+    t.counters.Add(t.counters.read_ahead_wasted_rows, 1);
   }
 }
 
@@ -251,28 +250,13 @@ TableStats StoreImpl::Stats(size_t table) const {
   TableStats s;
   if (table >= tables_.size()) return s;
   const TableState& t = *tables_[table];
-  const TableCounters& c = t.counters;
-  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   s.name = t.name;
   s.path = t.file->path();
   s.row_count = t.file->row_count();
   s.record_bytes = t.file->record_bytes();
   s.cache_budget_bytes = t.cache_budget_bytes;
   s.cache = t.cache->Stats();
-  s.gathers = get(c.gathers);
-  s.failed_gathers = get(c.failed_gathers);
-  s.rows_requested = get(c.rows_requested);
-  s.failed_rows = get(c.failed_rows);
-  s.readiness_wait_nanoseconds = get(c.wait_ns);
-  s.readiness_wait_cache_nanoseconds = get(c.wait_cache_ns);
-  s.readiness_wait_disk_nanoseconds = get(c.wait_disk_ns);
-  s.prefetch_rows = get(c.prefetch_rows);
-  s.prefetch_used_rows = get(c.prefetch_used_rows);
-  s.prefetch_wasted_rows = get(c.prefetch_wasted_rows);
-  s.io_reads = get(c.io_reads);
-  s.io_bytes = get(c.io_bytes);
-  s.io_errors = get(c.io_errors);
-  s.checksum_failures = get(c.checksum_failures);
+  t.counters.CopyTo(s);
   return s;
 }
 

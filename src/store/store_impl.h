@@ -12,6 +12,7 @@
 
 #include "engram/store.h"
 #include "src/metrics/http_endpoint.h"
+#include "src/store/gather_ticket_access.h"
 #include "src/store/read_buffer_pool.h"
 #include "src/store/table_state.h"
 #include "src/store/trace_writer.h"
@@ -45,15 +46,15 @@ class StoreImpl final : public Store {
   void StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
                    std::function<void(GatherResult)> done) override;
 
-  Status Prefetch(size_t table, std::span<const uint64_t> row_ids) override;
-  void WaitForPrefetches() override;
-  void ReleasePrefetch(size_t table, std::span<const uint64_t> row_ids) override;
+  Status ReadAhead(size_t table, std::span<const uint64_t> row_ids) override;
+  void WaitForReadAheads() override;
+  void ReleaseReadAhead(size_t table, std::span<const uint64_t> row_ids) override;
 
   TableStats Stats(size_t table) const override;
   std::string MetricsText() const override;
   uint16_t metrics_port() const override { return endpoint_ ? endpoint_->port() : 0; }
 
-  // For the gather and prefetch operations.
+  // For the gather and read-ahead operations.
   TableState& table_state(size_t i) { return *tables_[i]; }
   io::IoEngine& engine() { return *engine_; }
   TraceWriter* trace() { return trace_.get(); }
@@ -64,7 +65,7 @@ class StoreImpl final : public Store {
 
  private:
   StoreImpl() = default;
-  std::shared_ptr<GatherTicket::State> Begin(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
+  std::shared_ptr<GatherState> Begin(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
                                              size_t stride, std::function<void(GatherResult)> done);
 
   StoreOptions options_;

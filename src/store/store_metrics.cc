@@ -44,30 +44,10 @@ MetricsSnapshot BuildStoreMetrics(const std::vector<TableStats>& tables, const i
     m.AddGauge("engram_row_cache_budget_bytes", "The table's share of the store's cache budget.", l,
                double(t.cache_budget_bytes));
 
-    m.AddCounter("engram_gathers_total", "Gathers served.", l, double(t.gathers));
-    m.AddCounter("engram_gather_failures_total", "Gathers that failed (bad row ID, I/O error, corrupt block).", l,
-                 double(t.failed_gathers));
-    m.AddCounter("engram_gather_rows_total", "Row IDs requested by gathers (before deduplication).", l,
-                 double(t.rows_requested));
-    m.AddCounter("engram_readiness_wait_seconds_total", "Time from gather start until its rows were ready.", l,
-                 double(t.readiness_wait_nanoseconds) * kNs);
-    m.AddCounter("engram_readiness_wait_cache_seconds_total",
-                 "Part of the readiness wait spent on cache work (lookups, copies of hits).", l,
-                 double(t.readiness_wait_cache_nanoseconds) * kNs);
-    m.AddCounter("engram_readiness_wait_disk_seconds_total",
-                 "Part of the readiness wait spent on disk work (reads, verification, inserts of misses).", l,
-                 double(t.readiness_wait_disk_nanoseconds) * kNs);
-    m.AddCounter("engram_readahead_rows_prefetched_total", "Rows delivered by read-ahead (pinned, or dropped because a gather already served them).", l,
-                 double(t.prefetch_rows));
-    m.AddCounter("engram_readahead_rows_used_total", "Read-ahead rows consumed by a gather.", l,
-                 double(t.prefetch_used_rows));
-    m.AddCounter("engram_readahead_rows_wasted_total", "Read-ahead rows not used: released, or landed after a gather had served them.", l,
-                 double(t.prefetch_wasted_rows));
-    m.AddCounter("engram_io_reads_total", "Block reads issued for this table.", l, double(t.io_reads));
-    m.AddCounter("engram_io_read_bytes_total", "Bytes read for this table.", l, double(t.io_bytes));
-    m.AddCounter("engram_io_errors_total", "Block reads that failed.", l, double(t.io_errors));
-    m.AddCounter("engram_checksum_failures_total", "Blocks that failed checksum verification.", l,
-                 double(t.checksum_failures));
+    for (const TableCounterInfo& counter : kTableCounters) {
+      const double value = double(t.*counter.member);
+      m.AddCounter(counter.metric, counter.help, l, counter.unit == ENGRAM_UNIT_NANOSECONDS ? value * kNs : value);
+    }
   }
   std::vector<double> bounds;
   std::vector<uint64_t> counts;

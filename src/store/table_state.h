@@ -13,6 +13,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engram/counters.h"
+#include "engram/store.h"
 #include "src/cache/row_cache.h"
 #include "src/common/log_rate_limiter.h"
 #include "storage/io/io_engine.h"
@@ -20,23 +22,19 @@
 
 namespace engram {
 
+// The table's counters (include/engram/counters.h), updated by concurrent
+// gathers and read-aheads; Stats() reads them with CopyTo.
 struct TableCounters {
-  std::atomic<uint64_t> gathers{0};
-  std::atomic<uint64_t> failed_gathers{0};
-  std::atomic<uint64_t> rows_requested{0};
-  std::atomic<uint64_t> failed_rows{0};
-  std::atomic<uint64_t> wait_ns{0};
-  std::atomic<uint64_t> wait_cache_ns{0};
-  std::atomic<uint64_t> wait_disk_ns{0};
-  std::atomic<uint64_t> prefetch_rows{0};
-  std::atomic<uint64_t> prefetch_used_rows{0};
-  std::atomic<uint64_t> prefetch_wasted_rows{0};
-  std::atomic<uint64_t> io_reads{0};
-  std::atomic<uint64_t> io_bytes{0};
-  std::atomic<uint64_t> io_errors{0};
-  std::atomic<uint64_t> checksum_failures{0};
+#define ENGRAM_X(member, metric, unit, help) std::atomic<uint64_t> member{0};
+  ENGRAM_TABLE_COUNTERS(ENGRAM_X)
+#undef ENGRAM_X
 
   void Add(std::atomic<uint64_t>& c, uint64_t v) { c.fetch_add(v, std::memory_order_relaxed); }
+  void CopyTo(TableStats& s) const {
+#define ENGRAM_X(member, metric, unit, help) s.member = member.load(std::memory_order_relaxed);
+    ENGRAM_TABLE_COUNTERS(ENGRAM_X)
+#undef ENGRAM_X
+  }
 };
 
 struct TableState {
@@ -50,19 +48,19 @@ struct TableState {
   // a rate limit (a corrupt table can fail every gather).
   LogRateLimiter block_error_log;
 
-  // Rows inserted pinned by Prefetch and not yet consumed or released. The
+  // Rows inserted pinned by ReadAhead and not yet consumed or released. The
   // count lets gathers skip the lock when no read-ahead is outstanding.
   // Invariant: a row is pinned in `cache` exactly while it is in this set.
-  // Every pin and unpin happens under prefetch_mu together with the set
+  // Every pin and unpin happens under read_ahead_mu together with the set
   // change (InsertPinned + insert when read-ahead lands, erase + Unpin when
-  // a gather consumes or ReleasePrefetch releases), so no interleaving of
+  // a gather consumes or ReleaseReadAhead releases), so no interleaving of
   // gathers, landings and releases can leave a pin the set forgot (its slot
   // would be lost for good) or a listed row with no pin.
-  std::mutex prefetch_mu;
-  std::unordered_set<uint64_t> prefetched;
-  std::atomic<uint64_t> prefetched_count{0};
+  std::mutex read_ahead_mu;
+  std::unordered_set<uint64_t> read_ahead_pinned;
+  std::atomic<uint64_t> read_ahead_count{0};
 
-  // Rows of read-ahead batches still in flight (guarded by prefetch_mu).
+  // Rows of read-ahead batches still in flight (guarded by read_ahead_mu).
   // A gather that asks for such a row before its read lands has been served
   // (from the cache or by its own read): the read-ahead must not pin the row
   // when it lands, since no later gather is owed it and the pin would never
@@ -76,44 +74,44 @@ struct TableState {
   };
   std::unordered_map<uint64_t, InFlightRow> in_flight_rows;
   std::atomic<uint64_t> in_flight_row_count{0};  // in_flight_rows.size(), for the lock-free skip
-  uint64_t readahead_seq = 0;                    // last batch sequence issued
+  uint64_t read_ahead_seq = 0;                    // last batch sequence issued
 
   // Read-ahead batches of this table still in flight, by generation (guarded
-  // by prefetch_mu). Per table, so releasing one table's rows never waits for
+  // by read_ahead_mu). Per table, so releasing one table's rows never waits for
   // another table's reads; by generation, so a wait covers the batches issued
   // before it and is not prolonged by read-ahead other threads keep issuing.
-  uint64_t prefetch_generation = 0;
-  std::map<uint64_t, uint64_t> prefetches_in_flight;  // generation -> batches
-  std::condition_variable prefetch_landed;
+  uint64_t read_ahead_generation = 0;
+  std::map<uint64_t, uint64_t> read_aheads_in_flight;  // generation -> batches
+  std::condition_variable read_ahead_landed;
 
   struct ReadAheadTicket {
-    uint64_t generation;  // for PrefetchDone
+    uint64_t generation;  // for ReadAheadDone
     uint64_t seq;         // for LandReadAheadRow
   };
   // Registers a batch of distinct rows about to be read ahead.
-  ReadAheadTicket PrefetchStarted(std::span<const uint64_t> rows) {
-    std::lock_guard lock(prefetch_mu);
-    ++prefetches_in_flight[prefetch_generation];
-    const uint64_t seq = ++readahead_seq;
+  ReadAheadTicket ReadAheadStarted(std::span<const uint64_t> rows) {
+    std::lock_guard lock(read_ahead_mu);
+    ++read_aheads_in_flight[read_ahead_generation];
+    const uint64_t seq = ++read_ahead_seq;
     for (uint64_t row : rows) ++in_flight_rows[row].batches;
     in_flight_row_count.store(in_flight_rows.size(), std::memory_order_relaxed);
-    return {prefetch_generation, seq};
+    return {read_ahead_generation, seq};
   }
-  void PrefetchDone(uint64_t generation) {
-    std::lock_guard lock(prefetch_mu);
-    auto it = prefetches_in_flight.find(generation);
+  void ReadAheadDone(uint64_t generation) {
+    std::lock_guard lock(read_ahead_mu);
+    auto it = read_aheads_in_flight.find(generation);
     if (--it->second == 0) {
-      prefetches_in_flight.erase(it);
-      prefetch_landed.notify_all();
+      read_aheads_in_flight.erase(it);
+      read_ahead_landed.notify_all();
     }
   }
   // Waits until every read-ahead of this table issued before the call has
   // landed (its rows are pinned or dropped).
-  void WaitForPrefetches() {
-    std::unique_lock lock(prefetch_mu);
-    const uint64_t mine = prefetch_generation++;  // later batches start a new generation
-    prefetch_landed.wait(lock, [&] {
-      return prefetches_in_flight.empty() || prefetches_in_flight.begin()->first > mine;
+  void WaitForReadAheads() {
+    std::unique_lock lock(read_ahead_mu);
+    const uint64_t mine = read_ahead_generation++;  // later batches start a new generation
+    read_ahead_landed.wait(lock, [&] {
+      return read_aheads_in_flight.empty() || read_aheads_in_flight.begin()->first > mine;
     });
   }
 
@@ -121,7 +119,7 @@ struct TableState {
   // block failed). Pins it unless a gather already served it after the
   // batch was issued; those rows count as read-ahead delivered but wasted.
   void LandReadAheadRow(uint64_t seq, uint64_t row, bool read_ok, std::span<const std::byte> bytes) {
-    std::lock_guard lock(prefetch_mu);  // the pin and the list change together (see above)
+    std::lock_guard lock(read_ahead_mu);  // the pin and the list change together (see above)
     auto it = in_flight_rows.find(row);
     const bool served = it != in_flight_rows.end() && it->second.served_through >= seq;
     if (it != in_flight_rows.end() && --it->second.batches == 0) {
@@ -130,15 +128,15 @@ struct TableState {
     }
     if (!read_ok) return;  // counted by the block check; a later gather reads it again
     if (served) {
-      counters.Add(counters.prefetch_rows, 1);
-      counters.Add(counters.prefetch_wasted_rows, 1);
+      counters.Add(counters.read_ahead_rows, 1);
+      counters.Add(counters.read_ahead_wasted_rows, 1);
       return;
     }
     InsertOutcome o = cache->InsertPinned(row, bytes);
     if (o == InsertOutcome::kRefusedAllPinned || o == InsertOutcome::kRefusedLostAdmission) return;
-    if (prefetched.insert(row).second) {
-      prefetched_count.fetch_add(1, std::memory_order_relaxed);
-      counters.Add(counters.prefetch_rows, 1);
+    if (read_ahead_pinned.insert(row).second) {
+      read_ahead_count.fetch_add(1, std::memory_order_relaxed);
+      counters.Add(counters.read_ahead_rows, 1);
     }
   }
 
@@ -147,19 +145,19 @@ struct TableState {
   // flight as served.
   // One lock for the whole gather, and none when no read-ahead is pending.
   static constexpr uint8_t kConsumedPin = 2;
-  void ConsumePrefetched(std::span<const uint64_t> rows, std::span<uint8_t> flags) {
-    if (prefetched_count.load(std::memory_order_relaxed) == 0 &&
+  void ConsumeReadAhead(std::span<const uint64_t> rows, std::span<uint8_t> flags) {
+    if (read_ahead_count.load(std::memory_order_relaxed) == 0 &&
         in_flight_row_count.load(std::memory_order_relaxed) == 0) {
       return;
     }
-    std::lock_guard lock(prefetch_mu);
+    std::lock_guard lock(read_ahead_mu);
     for (size_t i = 0; i < rows.size(); ++i) {
       if (!in_flight_rows.empty()) {
         auto it = in_flight_rows.find(rows[i]);
-        if (it != in_flight_rows.end()) it->second.served_through = readahead_seq;
+        if (it != in_flight_rows.end()) it->second.served_through = read_ahead_seq;
       }
-      if (prefetched.erase(rows[i]) == 0) continue;
-      prefetched_count.fetch_sub(1, std::memory_order_relaxed);
+      if (read_ahead_pinned.erase(rows[i]) == 0) continue;
+      read_ahead_count.fetch_sub(1, std::memory_order_relaxed);
       cache->Unpin(rows[i]);
       flags[i] |= kConsumedPin;
     }

@@ -9,7 +9,7 @@
 
 #include "engram/cache_config.h"
 #include "src/cache/row_cache.h"
-#include "src/engram/scaled_layout.h"
+#include "src/ngram/scaled_layout.h"
 #include "storage/file_util.h"
 #include "storage/table_file.h"
 #include "storage/table_generator.h"

@@ -17,6 +17,13 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
 pc=$(find "$work/prefix" -name engram.pc)
+# The installed library is the core only: no tool code (engram_tools).
+lib=$(find "$work/prefix" -name libengram.a)
+tool_objects=$(ar t "$lib" | grep -E '^(replay_|policy_runner|reference_policies|report_|store_workload|stress_|truncation_run|read_benchmark|row_generator|table_generator|progress_meter|gnuplot|logging|cli_values|gather_trace|request_spec|trace_files|trace_index)' || true)
+[[ -z $tool_objects ]] || { echo "FAIL: libengram.a holds tool-only code: $tool_objects" >&2; exit 1; }
+# Only engram/asio.h may include Boost.
+boosty=$(grep -l 'include <boost/' "$work/prefix"/include/engram/*.h | grep -v '/asio\.h$' || true)
+[[ -z $boosty ]] || { echo "FAIL: public headers include Boost: $boosty" >&2; exit 1; }
 [[ -n $pc ]] || { echo "FAIL: no engram.pc installed" >&2; exit 1; }
 # Moved after installation: the .pc finds its prefix from its own place.
 mv "$work/prefix" "$work/moved"

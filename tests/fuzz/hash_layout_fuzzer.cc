@@ -1,6 +1,6 @@
 // Fuzz target: the hash layout JSON (EngramHashLayout::FromJson in
-// include/engram/hasher.h, src/engram/) and the table-metadata layout checks
-// (SelectLayerHashLayout / ValidateHashLayout in storage/hash_layout.*).
+// include/engram/hasher.h, src/ngram/) and the table-metadata layout checks
+// (SelectLayerHashLayout / ValidateHashLayout in storage/embedded_hash_layout.*).
 //
 // Input: one control byte (layer index and the row count to validate
 // against), then the JSON text. An accepted layout must round-trip through
@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engram/hasher.h"
-#include "storage/hash_layout.h"
+#include "storage/embedded_hash_layout.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace engram::fuzz {

@@ -1,6 +1,6 @@
 // Fuzz target: the table header + metadata parser (storage/table_format.*,
 // storage/table_file.*, and the embedded hash layout check of
-// storage/hash_layout.*), through TableFile::Open on an in-memory file.
+// storage/embedded_hash_layout.*), through TableFile::Open on an in-memory file.
 //
 // Input: one control byte, then up to 256 header bytes (FORMAT.md offsets),
 // then the metadata section's bytes. Random bytes almost never carry valid

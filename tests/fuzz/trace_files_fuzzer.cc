@@ -1,6 +1,6 @@
 // Fuzz target: the user-provided trace and token files and request specs of
 // engram-replay / engram-hash (src/replay/trace_files.*, request_spec.*,
-// gather_trace.*, TokenMap::FromFile in src/engram/).
+// gather_trace.*, TokenMap::FromFile in src/ngram/).
 //
 // Input: one control byte, then the file's bytes. The same bytes are read as
 // a row trace (text, one decimal row ID per line), as a token file and as a

@@ -1,5 +1,8 @@
-// Validation of the Engram hash layout, and reading it from layout-v41.json
-// text or files (the JSON codec itself is storage/layout_json.cc).
+// EngramHashLayout (include/engram/hasher.h): its validation, and reading it
+// from layout-v41.json text or files (the JSON codec itself is
+// storage/layout_json.cc). The layout is part of the table format -- a table
+// embeds its layer's layout (storage/embedded_hash_layout.h) -- so its rules
+// live in the storage layer, where the hasher (src/ngram) can use them too.
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -8,7 +11,7 @@
 #include "engram/hasher.h"
 #include "storage/bounded_json.h"
 #include "storage/layout_json.h"
-#include "src/engram/prime.h"
+#include "storage/prime.h"
 
 namespace engram {
 

@@ -1,4 +1,4 @@
-#include "src/replay/report.h"
+#include "src/replay/replay_output.h"
 
 #include <cerrno>
 #include <cstdio>

@@ -1,12 +1,12 @@
 // The hash loop. Per position: the max_order products tok[t-k] * mult[k] are
 // XORed incrementally, so each order's mix is one XOR on top of the previous
 // order's and is computed once for all of its heads; each head then needs only
-// an exact multiply-shift floor modulo (src/engram/floor_mod.h).
+// an exact multiply-shift floor modulo (src/ngram/floor_mod.h).
 #include <bit>
 #include <string>
 
 #include "engram/hasher.h"
-#include "src/engram/floor_mod.h"
+#include "src/ngram/floor_mod.h"
 
 namespace engram {
 

@@ -1,4 +1,4 @@
-#include "storage/hash_layout.h"
+#include "storage/embedded_hash_layout.h"
 
 #include <fstream>
 #include <sstream>

@@ -1,4 +1,4 @@
-#include "src/engram/prime.h"
+#include "storage/prime.h"
 
 namespace engram {
 namespace {

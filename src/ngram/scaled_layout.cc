@@ -1,6 +1,6 @@
-#include "src/engram/scaled_layout.h"
+#include "src/ngram/scaled_layout.h"
 
-#include "src/engram/prime.h"
+#include "storage/prime.h"
 
 namespace engram {
 

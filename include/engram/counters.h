@@ -1,0 +1,46 @@
+/* The store's per-table counters, defined once.
+ *
+ * Each entry is X(member, metric, unit, help):
+ *   member  the field name in engram::TableStats, the C engram_table_stats,
+ *           the Python binding's stats() dict and the store's internal
+ *           atomic counters;
+ *   metric  the Prometheus family name (a counter, labelled by table);
+ *   unit    ENGRAM_UNIT_COUNT, or ENGRAM_UNIT_NANOSECONDS for times that are
+ *           counted in nanoseconds and exposed to Prometheus in seconds;
+ *   help    the Prometheus HELP text.
+ * Everything that lists the counters expands this table, so adding one here
+ * adds it to the C++ and C stats, the exposition and the binding at once.
+ * Plain C preprocessor: the C API (engram.h) expands it too. */
+#ifndef ENGRAM_COUNTERS_H_
+#define ENGRAM_COUNTERS_H_
+
+#define ENGRAM_UNIT_COUNT 0
+#define ENGRAM_UNIT_NANOSECONDS 1
+
+#define ENGRAM_TABLE_COUNTERS(X)                                                                                \
+  X(gathers, "engram_gathers_total", ENGRAM_UNIT_COUNT, "Gathers served.")                                      \
+  X(failed_gathers, "engram_gather_failures_total", ENGRAM_UNIT_COUNT,                                          \
+    "Gathers that failed (bad row ID, I/O error, corrupt block).")                                              \
+  X(rows_requested, "engram_gather_rows_total", ENGRAM_UNIT_COUNT,                                              \
+    "Row IDs requested by gathers (before deduplication).")                                                     \
+  X(failed_rows, "engram_gather_failed_rows_total", ENGRAM_UNIT_COUNT,                                          \
+    "Missed rows whose read or checksum failed (never offered to the cache).")                                  \
+  X(readiness_wait_nanoseconds, "engram_readiness_wait_seconds_total", ENGRAM_UNIT_NANOSECONDS,                 \
+    "Time from gather start until its rows were ready.")                                                        \
+  X(readiness_wait_cache_nanoseconds, "engram_readiness_wait_cache_seconds_total", ENGRAM_UNIT_NANOSECONDS,     \
+    "Part of the readiness wait spent on cache work (lookups, copies of hits).")                                \
+  X(readiness_wait_disk_nanoseconds, "engram_readiness_wait_disk_seconds_total", ENGRAM_UNIT_NANOSECONDS,       \
+    "Part of the readiness wait spent on disk work (reads, verification, inserts of misses).")                  \
+  X(read_ahead_rows, "engram_read_ahead_rows_total", ENGRAM_UNIT_COUNT,                                         \
+    "Rows delivered by read-ahead (pinned, or dropped because a gather already served them).")                  \
+  X(read_ahead_used_rows, "engram_read_ahead_rows_used_total", ENGRAM_UNIT_COUNT,                               \
+    "Read-ahead rows consumed by a gather.")                                                                    \
+  X(read_ahead_wasted_rows, "engram_read_ahead_rows_wasted_total", ENGRAM_UNIT_COUNT,                           \
+    "Read-ahead rows not used: released, or landed after a gather had served them.")                            \
+  X(io_reads, "engram_io_reads_total", ENGRAM_UNIT_COUNT, "Block reads issued for this table.")                 \
+  X(io_bytes, "engram_io_read_bytes_total", ENGRAM_UNIT_COUNT, "Bytes read for this table.")                    \
+  X(io_errors, "engram_io_errors_total", ENGRAM_UNIT_COUNT, "Block reads that failed.")                         \
+  X(checksum_failures, "engram_checksum_failures_total", ENGRAM_UNIT_COUNT,                                     \
+    "Blocks that failed checksum verification.")
+
+#endif /* ENGRAM_COUNTERS_H_ */
