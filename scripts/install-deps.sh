@@ -9,6 +9,7 @@ PACKAGES=(
   liburing-dev libxxhash-dev libboost-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
   gnuplot-nox fio curl python3 prometheus
+  pybind11-dev python3-dev python3-numpy python3-pytest python3-torch
 )
 # Extra groups, asked for by the scripts that need them.
 for extra in "$@"; do

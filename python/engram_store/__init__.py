@@ -1,0 +1,159 @@
+"""engram_store: Engram Store for Python serving runtimes.
+
+A pybind11 binding of Engram Store's C++ API (include/engram/). One process
+opens a ``Store`` over its Engram tables (one table per Engram layer) and, per
+forward step, either gathers rows it has hashed itself or lets the store do the
+whole step::
+
+    import numpy as np, engram_store
+
+    with engram_store.Store(tables=["layer1.engram", "layer14.engram"],
+                            cache_bytes=8 << 30, token_map="token-map.u32") as store:
+        rb = store.record_bytes(0)
+        ids = np.array([5, 17, 5], dtype=np.uint64)
+        out = np.empty((len(ids), rb), dtype=np.uint8)       # or a (pinned) torch uint8 tensor
+        r = store.gather(0, ids, out)                        # GIL released; out written in place
+        print(r.hits, r.misses, r.wait_nanoseconds)
+
+        step = np.empty((len(tokens), 2, 24, rb), dtype=np.uint8)
+        pending = store.stage_async(tokens, history, step)   # step k+1 stages while step k computes
+        ...
+        pending.wait()                                       # or: await pending
+
+Buffers
+    ``row_ids`` and ``tokens``: any integer array -- numpy, a torch CPU tensor,
+    anything with the buffer protocol or ``__dlpack__`` -- in any layout; arrays
+    that are not contiguous uint64/int64 are converted once (IDs are small next
+    to the rows). Negative IDs are a ``ValueError``.
+
+    ``out``: a caller-owned, writable, **C-contiguous** array (numpy, or a torch
+    CPU tensor, pinned or not) of exactly the documented dtype and shape. Rows
+    are written into it in place, never through a temporary. A non-contiguous,
+    read-only, wrongly typed or wrongly shaped ``out`` is refused with a
+    ``ValueError`` (it is never copied).
+
+    The asynchronous forms keep ``row_ids`` and ``out`` alive until the work has
+    completed; dropping a handle waits for its gather.
+
+Threads
+    Every call releases the GIL while the store works, so other Python threads
+    run during a gather; any number of threads may use one Store.
+
+Errors
+    ``ValueError``: a bad argument (dtype, shape, size, read-only out, unknown
+    table, a row ID past the end, a token outside the token map).
+    ``OSError``: the operating system failed a read (``FileNotFoundError`` for a
+    missing file). ``CorruptionError`` (a subclass of ``OSError``): a block
+    failed its checksum. Each carries the store's status text as its message
+    and its status code name as ``.code``; a failed gather's exception also has
+    ``.failed_positions``, the positions of ``row_ids`` whose rows were not
+    written (every other row was written and verified).
+
+API
+    ``Store(tables, cache_bytes=1 GiB, policy="default", io_backend="auto",
+    metrics_listen=None, token_map=None, direct_io=True, completion_threads=2)``
+        A context manager; ``close()``. ``tables`` are table file paths; a table
+        is then named by its index or its name (the file's stem).
+        ``token_map`` (a token-map.u32 path or an integer array; None = raw token
+        IDs) is used by ``stage``.
+    ``record_bytes(table)``, ``row_count(table)``, ``stats()`` (a dict per table
+    name), ``metrics_text()`` (Prometheus text), ``metadata_json(table)``.
+    ``gather(table, row_ids, out) -> GatherResult`` with ``out`` uint8
+    ``[len(row_ids), record_bytes]``.
+    ``gather_async(table, row_ids, out) -> GatherHandle``: ``wait()`` (GIL
+    released) or ``await handle``.
+    ``prefetch(table, row_ids)`` (alias ``read_ahead``): disk read-ahead; the rows
+    are pinned in the cache until a gather uses them or
+    ``release_read_ahead(table, row_ids)``. ``wait_for_read_aheads()``.
+    ``stage(tokens, history, out, *, layers=None) -> StageResult`` and
+    ``stage_async(...) -> StageHandle``: hashes the step's ``tokens`` (after
+    ``history``, the request's earlier tokens) with every layer's hash layout
+    (embedded in each table), dedups across the step and gathers into ``out``
+    laid out ``[tokens, layers, rows_per_token, record_bytes]`` (uint8, raw
+    records; the default) or ``[tokens, layers, rows_per_token, values]``
+    (float16 or float32: fp8 e4m3 weights times their ue8m0 scales, for a
+    table whose records are such). ``layers``: table indexes or names (default:
+    every table, in order).
+    ``Hasher(layout_path, layer=0, token_map=None).row_ids(tokens, history=None)``
+        The row IDs of ``engram-hash --layer``: uint64 ``[len(tokens),
+        rows_per_token]`` (24 for V4.1).
+"""
+
+import asyncio as _asyncio
+import os as _os
+
+from ._engram_store import (  # noqa: F401
+    CorruptionError,
+    GatherHandle,
+    GatherResult,
+    StageHandle,
+    StageResult,
+    _cxx_gather_seconds,
+    _cxx_hash_gather_seconds,
+)
+from ._engram_store import Hasher as _Hasher
+from ._engram_store import Store as _Store
+
+__all__ = [
+    "CorruptionError",
+    "GatherHandle",
+    "GatherResult",
+    "Hasher",
+    "StageHandle",
+    "StageResult",
+    "Store",
+]
+
+
+def _path_or_array(value):
+    if isinstance(value, (str, bytes)) or hasattr(value, "__fspath__"):
+        return _os.fsdecode(value)
+    return value
+
+
+class Store(_Store):
+    __doc__ = _Store.__doc__
+
+    def __init__(self, tables, cache_bytes=1 << 30, policy="default", io_backend="auto", metrics_listen=None,
+                 token_map=None, direct_io=True, completion_threads=2):
+        if isinstance(tables, (str, bytes)) or hasattr(tables, "__fspath__"):
+            raise ValueError("tables must be a list of table paths")
+        super().__init__([_os.fsdecode(t) for t in tables], cache_bytes, policy, io_backend, metrics_listen,
+                         _path_or_array(token_map), direct_io, completion_threads)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class Hasher(_Hasher):
+    __doc__ = _Hasher.__doc__
+
+    def __init__(self, layout_path, layer=0, token_map=None):
+        super().__init__(_os.fsdecode(layout_path), layer, _path_or_array(token_map))
+
+
+def _await(handle):
+    """``await handle``: resumes when the store has finished, without a thread."""
+    fd = handle._completion_fd()
+    if fd >= 0:
+        loop = _asyncio.get_running_loop()
+        future = loop.create_future()
+
+        def ready():
+            if not future.done():
+                future.set_result(None)
+
+        loop.add_reader(fd, ready)
+        try:
+            yield from future.__await__()
+        finally:
+            loop.remove_reader(fd)
+    return handle.wait()
+
+
+GatherHandle.__await__ = _await
+StageHandle.__await__ = _await

@@ -1,0 +1,80 @@
+// ArrayView: a borrowed view of a caller's array -- anything with the buffer
+// protocol (numpy, bytearray, memoryview, ...) or with __dlpack__ (torch
+// tensors on the CPU, pinned or not) -- without copying it.
+//
+// The view keeps what it borrowed alive (the Py_buffer or the DLPack
+// capsule) until it is destroyed; destroy it with the GIL held.
+#pragma once
+
+#include <Python.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <pybind11/pybind11.h>
+
+namespace engram::python {
+
+enum class ElementKind { kSignedInt, kUnsignedInt, kFloat, kOther };
+
+class ArrayView {
+ public:
+  // Borrows `obj`. writable: the caller will write into it (a read-only
+  // buffer is a ValueError naming `what`). Throws ValueError if obj is
+  // neither a buffer nor a CPU DLPack tensor.
+  static ArrayView Borrow(pybind11::handle obj, bool writable, const char* what);
+
+  ArrayView(ArrayView&& other) noexcept;
+  ArrayView& operator=(ArrayView&&) = delete;
+  ArrayView(const ArrayView&) = delete;
+  ~ArrayView();
+
+  std::byte* data() const { return data_; }
+  ElementKind kind() const { return kind_; }
+  size_t itemsize() const { return itemsize_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  size_t size() const;  // elements
+  // Row-major contiguous: element i at data() + i * itemsize().
+  bool contiguous() const { return contiguous_; }
+  // Byte strides per dimension.
+  const std::vector<int64_t>& strides() const { return strides_; }
+  // "uint8[24, 264]"
+  std::string Describe() const;
+
+ private:
+  ArrayView() = default;
+  void FinishLayout();
+
+  Py_buffer buffer_{};
+  bool has_buffer_ = false;
+  pybind11::object capsule_;  // the consumed DLPack capsule (owns the tensor)
+  void* managed_ = nullptr;   // DLManagedTensor*, deleted with the view
+  std::byte* data_ = nullptr;
+  ElementKind kind_ = ElementKind::kOther;
+  size_t itemsize_ = 0;
+  std::vector<int64_t> shape_;
+  std::vector<int64_t> strides_;
+  bool contiguous_ = true;
+};
+
+// Row IDs from any integer array, as uint64 (copied once when the array is
+// not already contiguous uint64/int64). Negative IDs are a ValueError.
+class RowIds {
+ public:
+  RowIds(pybind11::handle obj, const char* what);
+  const uint64_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  ArrayView view_;
+  std::vector<uint64_t> copy_;
+  const uint64_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Token IDs (uint32) from any integer array or a Python sequence; None = empty.
+std::vector<uint32_t> TokenIds(pybind11::handle obj, const char* what);
+
+}  // namespace engram::python

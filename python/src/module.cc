@@ -1,0 +1,132 @@
+// engram_store._engram_store: the extension module behind the engram_store
+// package (python/engram_store/__init__.py documents the API).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdio>
+#include <string>
+
+#include "python/src/cxx_baseline.h"
+#include "python/src/errors.h"
+#include "python/src/py_hasher.h"
+#include "python/src/py_store.h"
+
+namespace py = pybind11;
+using namespace engram;
+using namespace engram::python;
+
+namespace {
+
+std::string Repr(const GatherResult& r) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "GatherResult(rows=%llu, distinct_rows=%llu, hits=%llu, misses=%llu, refusals=%llu, "
+                "wait_ns=%llu, cache_ns=%llu, disk_ns=%llu)",
+                (unsigned long long)r.rows, (unsigned long long)r.distinct_rows, (unsigned long long)r.hits,
+                (unsigned long long)r.misses, (unsigned long long)r.refusals, (unsigned long long)r.wait_nanoseconds,
+                (unsigned long long)r.cache_nanoseconds, (unsigned long long)r.disk_nanoseconds);
+  return buf;
+}
+
+std::string Repr(const StageResult& r) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "StageResult(tokens=%llu, rows=%llu, distinct_rows=%llu, hits=%llu, misses=%llu, hash_ns=%llu, "
+                "wait_ns=%llu)",
+                (unsigned long long)r.tokens, (unsigned long long)r.rows, (unsigned long long)r.distinct_rows,
+                (unsigned long long)r.hits, (unsigned long long)r.misses, (unsigned long long)r.hash_nanoseconds,
+                (unsigned long long)r.wait_nanoseconds);
+  return buf;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_engram_store, m) {
+  m.doc() = "Engram Store's C++ API for Python; see the engram_store package.";
+  RegisterErrors(m);
+
+  py::class_<GatherResult>(m, "GatherResult", "What a gather did and how long the caller waited.")
+      .def_readonly("rows", &GatherResult::rows)
+      .def_readonly("distinct_rows", &GatherResult::distinct_rows)
+      .def_readonly("hits", &GatherResult::hits)
+      .def_readonly("misses", &GatherResult::misses)
+      .def_readonly("inserts", &GatherResult::inserts)
+      .def_readonly("refusals", &GatherResult::refusals)
+      .def_readonly("read_ahead_used", &GatherResult::read_ahead_used)
+      .def_readonly("blocks_read", &GatherResult::blocks_read)
+      .def_readonly("bytes_read", &GatherResult::bytes_read)
+      .def_readonly("wait_nanoseconds", &GatherResult::wait_nanoseconds)
+      .def_readonly("cache_nanoseconds", &GatherResult::cache_nanoseconds)
+      .def_readonly("disk_nanoseconds", &GatherResult::disk_nanoseconds)
+      .def("__repr__", [](const GatherResult& r) { return Repr(r); });
+
+  py::class_<StageResult>(m, "StageResult", "What a step's staging did, summed over its layers.")
+      .def_readonly("tokens", &StageResult::tokens)
+      .def_readonly("rows", &StageResult::rows)
+      .def_readonly("distinct_rows", &StageResult::distinct_rows)
+      .def_readonly("hits", &StageResult::hits)
+      .def_readonly("misses", &StageResult::misses)
+      .def_readonly("refusals", &StageResult::refusals)
+      .def_readonly("blocks_read", &StageResult::blocks_read)
+      .def_readonly("bytes_read", &StageResult::bytes_read)
+      .def_readonly("hash_nanoseconds", &StageResult::hash_nanoseconds)
+      .def_readonly("wait_nanoseconds", &StageResult::wait_nanoseconds)
+      .def_readonly("cache_nanoseconds", &StageResult::cache_nanoseconds)
+      .def_readonly("disk_nanoseconds", &StageResult::disk_nanoseconds)
+      .def("__repr__", [](const StageResult& r) { return Repr(r); });
+
+  py::class_<GatherHandle>(m, "GatherHandle", "A gather in flight; wait() (GIL released) or await it.")
+      .def("wait", &GatherHandle::Wait, "Waits (GIL released) and returns the GatherResult, or raises.")
+      .def("done", &GatherHandle::done)
+      .def("_completion_fd", &GatherHandle::EventFd);
+
+  py::class_<StageHandle>(m, "StageHandle", "A step's staging in flight; wait() (GIL released) or await it.")
+      .def("wait", &StageHandle::Wait, "Waits (GIL released) and returns the StageResult, or raises.")
+      .def("done", &StageHandle::done)
+      .def("_completion_fd", &StageHandle::EventFd);
+
+  py::class_<PyStore>(m, "Store")
+      .def(py::init<const std::vector<std::string>&, uint64_t, const std::string&, const std::string&,
+                    const std::optional<std::string>&, py::handle, bool, uint32_t>(),
+           py::arg("tables"), py::arg("cache_bytes") = uint64_t(1) << 30, py::arg("policy") = "default",
+           py::arg("io_backend") = "auto", py::arg("metrics_listen") = py::none(), py::arg("token_map") = py::none(),
+           py::arg("direct_io") = true, py::arg("completion_threads") = 2)
+      .def("close", &PyStore::Close)
+      .def_property_readonly("closed", &PyStore::closed)
+      .def_property_readonly("table_count", &PyStore::table_count)
+      .def_property_readonly("table_names", &PyStore::table_names)
+      .def_property_readonly("io_description", &PyStore::io_description)
+      .def_property_readonly("metrics_port", &PyStore::metrics_port)
+      .def("record_bytes", &PyStore::record_bytes, py::arg("table"))
+      .def("row_count", &PyStore::row_count, py::arg("table"))
+      .def("metadata_json", &PyStore::metadata_json, py::arg("table"))
+      .def("stats", &PyStore::Stats)
+      .def("metrics_text", &PyStore::metrics_text)
+      .def("gather", &PyStore::Gather, py::arg("table"), py::arg("row_ids"), py::arg("out"))
+      .def("gather_async", &PyStore::GatherAsync, py::arg("table"), py::arg("row_ids"), py::arg("out"))
+      .def("prefetch", &PyStore::ReadAhead, py::arg("table"), py::arg("row_ids"))
+      .def("read_ahead", &PyStore::ReadAhead, py::arg("table"), py::arg("row_ids"))
+      .def("release_read_ahead", &PyStore::ReleaseReadAhead, py::arg("table"), py::arg("row_ids"))
+      .def("wait_for_read_aheads", &PyStore::WaitForReadAheads)
+      .def("stage", &PyStore::Stage, py::arg("tokens"), py::arg("history"), py::arg("out"), py::kw_only(),
+           py::arg("layers") = py::none())
+      .def("stage_async", &PyStore::StageAsync, py::arg("tokens"), py::arg("history"), py::arg("out"), py::kw_only(),
+           py::arg("layers") = py::none())
+      .def("stage_rows_per_token",
+           [](PyStore& s, py::handle layers) { return s.Stager(layers)->rows_per_token(); },
+           py::arg("layers") = py::none())
+      .def("stage_layers", [](PyStore& s, py::handle layers) { return s.Stager(layers)->layers(); },
+           py::arg("layers") = py::none())
+      .def("history_tokens", &PyStore::history_tokens, py::arg("layers") = py::none());
+
+  py::class_<PyHasher>(m, "Hasher")
+      .def(py::init<const std::string&, uint32_t, py::handle>(), py::arg("layout_path"), py::arg("layer") = 0,
+           py::arg("token_map") = py::none())
+      .def("row_ids", &PyHasher::RowIds, py::arg("tokens"), py::arg("history") = py::none())
+      .def_property_readonly("rows_per_token", [](const PyHasher& h) { return h.hasher().rows_per_token(); })
+      .def_property_readonly("history_tokens", [](const PyHasher& h) { return h.hasher().history_tokens(); })
+      .def_property_readonly("layer_id", [](const PyHasher& h) { return h.hasher().layout().layer_id; })
+      .def_property_readonly("total_rows", [](const PyHasher& h) { return h.hasher().layout().total_rows; });
+
+  BindCxxBaselines(m);
+}

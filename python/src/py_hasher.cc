@@ -1,0 +1,39 @@
+#include "python/src/py_hasher.h"
+
+#include <vector>
+
+#include "python/src/array_view.h"
+#include "python/src/errors.h"
+#include "python/src/py_store.h"
+
+namespace py = pybind11;
+
+namespace engram::python {
+namespace {
+
+NgramHasher Create(const std::string& layout_path, uint32_t layer, py::handle token_map) {
+  EngramHashLayout layout = ValueOrRaise(EngramHashLayout::FromFile(layout_path, layer));
+  return ValueOrRaise(NgramHasher::Create(std::move(layout), TokenMapArgument(token_map)));
+}
+
+}  // namespace
+
+PyHasher::PyHasher(const std::string& layout_path, uint32_t layer, py::handle token_map)
+    : hasher_(Create(layout_path, layer, token_map)) {}
+
+py::array_t<uint64_t> PyHasher::RowIds(py::handle tokens, py::handle history) const {
+  const std::vector<uint32_t> step = TokenIds(tokens, "tokens");
+  const std::vector<uint32_t> before = TokenIds(history, "history");
+  const size_t per_token = hasher_.rows_per_token();
+  py::array_t<uint64_t> out({step.size(), size_t(per_token)});
+  uint64_t* data = out.mutable_data();
+  Status st;
+  {
+    py::gil_scoped_release release;
+    st = hasher_.Hash(before, step, std::span<uint64_t>(data, step.size() * per_token));
+  }
+  ThrowIfError(st);
+  return out;
+}
+
+}  // namespace engram::python

@@ -1,0 +1,332 @@
+#include "python/src/py_store.h"
+
+#include <utility>
+
+#include "python/src/errors.h"
+
+namespace py = pybind11;
+
+namespace engram::python {
+namespace {
+
+// out for a gather of n rows: writable, C-contiguous uint8 [n, record_bytes].
+ArrayView GatherOutput(py::handle out, size_t n, uint32_t record_bytes) {
+  ArrayView v = ArrayView::Borrow(out, /*writable=*/true, "out");
+  if (v.kind() != ElementKind::kUnsignedInt || v.itemsize() != 1) {
+    throw py::value_error("out must be a uint8 array, got " + v.Describe());
+  }
+  if (v.shape().size() != 2 || size_t(v.shape()[0]) != n || size_t(v.shape()[1]) != record_bytes) {
+    throw py::value_error("out must have shape [" + std::to_string(n) + ", " + std::to_string(record_bytes) +
+                          "] (len(row_ids), record_bytes), got " + v.Describe());
+  }
+  if (!v.contiguous()) {
+    throw py::value_error("out must be C-contiguous: rows are written in place, never through a temporary copy");
+  }
+  return v;
+}
+
+GatherResult Checked(GatherResult r) {
+  if (!r.status.ok()) {
+    RaiseStatus(r.status, r.failed_positions.empty() ? nullptr : &r.failed_positions);
+  }
+  return r;
+}
+
+}  // namespace
+
+std::shared_ptr<const TokenMap> TokenMapArgument(py::handle token_map) {
+  if (token_map.is_none()) return nullptr;
+  if (py::isinstance<py::str>(token_map) || py::hasattr(token_map, "__fspath__")) {
+    const std::string path = py::str(py::module_::import("os").attr("fspath")(token_map));
+    return std::make_shared<const TokenMap>(ValueOrRaise(TokenMap::FromFile(path)));
+  }
+  std::vector<uint32_t> ids = TokenIds(token_map, "token_map");
+  if (ids.empty()) throw py::value_error("token_map is empty");
+  return std::make_shared<const TokenMap>(std::move(ids));
+}
+
+GatherHandle::~GatherHandle() {
+  if (started_ && !completion_->done()) {
+    py::gil_scoped_release release;
+    completion_->Wait();
+  }
+}
+
+GatherResult GatherHandle::Wait() {
+  {
+    py::gil_scoped_release release;
+    completion_->Wait();
+  }
+  // Done: the buffers are no longer the store's.
+  ids_.reset();
+  out_.reset();
+  row_ids_obj_ = py::object();
+  out_obj_ = py::object();
+  return Checked(completion_->Wait());
+}
+
+StageHandle::~StageHandle() {
+  if (started_ && !completion_->done()) {
+    py::gil_scoped_release release;
+    completion_->Wait();
+  }
+}
+
+StageResult StageHandle::Wait() {
+  StageResult* r;
+  {
+    py::gil_scoped_release release;
+    r = &completion_->Wait();
+    if (r->status.ok() && fp8_ && !dequantized_) {
+      const size_t count = raw_.size() / stager_->record_bytes();
+      if (half_) {
+        Dequantize(raw_.data(), count, stager_->record_bytes(), *fp8_, reinterpret_cast<_Float16*>(out_->data()));
+      } else {
+        Dequantize(raw_.data(), count, stager_->record_bytes(), *fp8_, reinterpret_cast<float*>(out_->data()));
+      }
+      dequantized_ = true;
+      std::vector<std::byte>().swap(raw_);
+    }
+  }
+  out_.reset();
+  out_obj_ = py::object();
+  if (!r->status.ok()) RaiseStatus(r->status);
+  return *r;
+}
+
+PyStore::PyStore(const std::vector<std::string>& tables, uint64_t cache_bytes, const std::string& policy,
+                 const std::string& io_backend, const std::optional<std::string>& metrics_listen,
+                 py::handle token_map, bool direct_io, uint32_t completion_threads) {
+  if (tables.empty()) throw py::value_error("Store needs at least one table");
+  StoreOptions options;
+  for (const std::string& path : tables) {
+    TableOptions table;
+    table.path = path;
+    options.tables.push_back(table);
+  }
+  options.cache_bytes = cache_bytes;
+  options.cache_policy = policy;
+  options.io_backend = io_backend;
+  options.metrics_listen = metrics_listen.value_or("");
+  options.direct_io = direct_io;
+  options.completion_threads = completion_threads;
+  token_map_ = TokenMapArgument(token_map);
+  Result<std::unique_ptr<Store>> opened = Status::Internal("not opened");
+  {
+    py::gil_scoped_release release;
+    opened = Store::Open(options);
+  }
+  store_ = std::shared_ptr<Store>(ValueOrRaise(std::move(opened)));
+}
+
+void PyStore::Close() {
+  std::shared_ptr<Store> store;
+  std::unique_ptr<JobThread> stage_thread;
+  {
+    std::lock_guard<std::mutex> lock(stagers_mu_);
+    stagers_.clear();
+    store = std::move(store_);
+    stage_thread = std::move(stage_thread_);
+  }
+  // Steps already issued still complete; outstanding handles keep their own
+  // reference to the store, and the last one closes it.
+  py::gil_scoped_release release;
+  stage_thread.reset();
+  store.reset();
+}
+
+std::shared_ptr<Store> PyStore::store() const {
+  std::shared_ptr<Store> s = store_;
+  if (s == nullptr) throw py::value_error("the store is closed");
+  return s;
+}
+
+size_t PyStore::Table(py::handle table) const {
+  const std::shared_ptr<Store> s = store();
+  if (py::isinstance<py::str>(table)) {
+    Result<size_t> found = s->FindTable(table.cast<std::string>());
+    if (!found.ok()) throw py::value_error(found.status().ToString());
+    return *found;
+  }
+  if (py::isinstance<py::int_>(table) || py::hasattr(table, "__index__")) {
+    const long long i = py::reinterpret_borrow<py::object>(PyNumber_Index(table.ptr())).cast<long long>();
+    if (i < 0 || size_t(i) >= s->table_count()) {
+      throw py::value_error("table index " + std::to_string(i) + " out of range (the store has " +
+                            std::to_string(s->table_count()) + " tables)");
+    }
+    return size_t(i);
+  }
+  throw py::value_error("table must be an index or a table name");
+}
+
+std::vector<std::string> PyStore::table_names() const {
+  const std::shared_ptr<Store> s = store();
+  std::vector<std::string> names;
+  for (size_t i = 0; i < s->table_count(); ++i) names.push_back(s->Stats(i).name);
+  return names;
+}
+
+std::string PyStore::metrics_text() const {
+  const std::shared_ptr<Store> s = store();
+  py::gil_scoped_release release;
+  return s->MetricsText();
+}
+
+py::dict PyStore::Stats() const {
+  const std::shared_ptr<Store> s = store();
+  py::dict all;
+  for (size_t i = 0; i < s->table_count(); ++i) {
+    const TableStats t = s->Stats(i);
+    py::dict d;
+    d["index"] = i;
+    d["path"] = t.path;
+    d["row_count"] = t.row_count;
+    d["record_bytes"] = t.record_bytes;
+    d["cache_budget_bytes"] = t.cache_budget_bytes;
+#define ENGRAM_X(member, metric, unit, help) d[#member] = t.member;
+    ENGRAM_TABLE_COUNTERS(ENGRAM_X)
+#undef ENGRAM_X
+    d["cache_lookups"] = t.cache.lookups;
+    d["cache_hits"] = t.cache.hits;
+    d["cache_misses"] = t.cache.misses;
+    d["cache_inserts"] = t.cache.inserts;
+    d["cache_evictions"] = t.cache.evictions;
+    d["cache_refusals"] = t.cache.total_refusals();
+    d["cache_resident_rows"] = t.cache.resident_rows;
+    d["cache_capacity_rows"] = t.cache.capacity_rows;
+    d["cache_memory_bytes"] = t.cache.memory_bytes;
+    d["cache_hit_rate"] = t.cache.hit_rate();
+    all[py::str(t.name)] = d;
+  }
+  return all;
+}
+
+GatherResult PyStore::Gather(py::handle table, py::handle row_ids, py::handle out) {
+  const std::shared_ptr<Store> s = store();
+  const size_t t = Table(table);
+  RowIds ids(row_ids, "row_ids");
+  ArrayView dst = GatherOutput(out, ids.size(), s->record_bytes(t));
+  GatherResult r;
+  {
+    py::gil_scoped_release release;
+    r = s->Gather(t, std::span<const uint64_t>(ids.data(), ids.size()), dst.data(), s->record_bytes(t));
+  }
+  return Checked(std::move(r));
+}
+
+std::unique_ptr<GatherHandle> PyStore::GatherAsync(py::handle table, py::object row_ids, py::object out) {
+  const std::shared_ptr<Store> s = store();
+  const size_t t = Table(table);
+  auto handle = std::make_unique<GatherHandle>(s, row_ids, out);
+  handle->ids_.emplace(row_ids, "row_ids");
+  handle->out_.emplace(GatherOutput(out, handle->ids_->size(), s->record_bytes(t)));
+  const std::span<const uint64_t> span(handle->ids_->data(), handle->ids_->size());
+  std::byte* dst = handle->out_->data();
+  handle->started_ = true;
+  {
+    py::gil_scoped_release release;
+    s->StartGather(t, span, dst, s->record_bytes(t),
+                   [completion = handle->completion_](GatherResult r) { completion->Deliver(std::move(r)); });
+  }
+  return handle;
+}
+
+void PyStore::ReadAhead(py::handle table, py::handle row_ids) {
+  const std::shared_ptr<Store> s = store();
+  const size_t t = Table(table);
+  RowIds ids(row_ids, "row_ids");
+  Status st;
+  {
+    py::gil_scoped_release release;
+    st = s->ReadAhead(t, std::span<const uint64_t>(ids.data(), ids.size()));
+  }
+  ThrowIfError(st);
+}
+
+void PyStore::ReleaseReadAhead(py::handle table, py::handle row_ids) {
+  const std::shared_ptr<Store> s = store();
+  const size_t t = Table(table);
+  RowIds ids(row_ids, "row_ids");
+  py::gil_scoped_release release;
+  s->ReleaseReadAhead(t, std::span<const uint64_t>(ids.data(), ids.size()));
+}
+
+void PyStore::WaitForReadAheads() {
+  const std::shared_ptr<Store> s = store();
+  py::gil_scoped_release release;
+  s->WaitForReadAheads();
+}
+
+std::shared_ptr<const StepStager> PyStore::Stager(py::handle layers) {
+  const std::shared_ptr<Store> s = store();
+  std::vector<size_t> tables;
+  if (layers.is_none()) {
+    for (size_t i = 0; i < s->table_count(); ++i) tables.push_back(i);
+  } else {
+    for (py::handle layer : layers) tables.push_back(Table(layer));
+  }
+  std::lock_guard<std::mutex> lock(stagers_mu_);
+  auto it = stagers_.find(tables);
+  if (it != stagers_.end()) return it->second;
+  std::shared_ptr<const StepStager> stager = ValueOrRaise(StepStager::Create(*s, tables, token_map_));
+  stagers_.emplace(tables, stager);
+  return stager;
+}
+
+std::unique_ptr<StageHandle> PyStore::StartStage(py::handle tokens, py::handle history, py::object out,
+                                                 py::handle layers, bool async) {
+  std::shared_ptr<Store> s = store();
+  std::shared_ptr<const StepStager> stager = Stager(layers);
+  auto handle = std::make_unique<StageHandle>(s, stager, out);
+  handle->out_.emplace(ArrayView::Borrow(out, /*writable=*/true, "out"));
+  const ArrayView& v = *handle->out_;
+  const std::vector<uint32_t> step = TokenIds(tokens, "tokens");
+  const size_t n = step.size(), layer_count = stager->layers(), slots = stager->rows_per_token();
+  size_t width = stager->record_bytes();
+  if (v.kind() == ElementKind::kFloat && (v.itemsize() == 2 || v.itemsize() == 4)) {
+    handle->fp8_ = ValueOrRaise(Fp8RecordLayoutFromMetadata(s->metadata_json(stager->tables()[0]), stager->record_bytes()));
+    handle->half_ = v.itemsize() == 2;
+    width = handle->fp8_->weight_bytes;
+  } else if (v.kind() != ElementKind::kUnsignedInt || v.itemsize() != 1) {
+    throw py::value_error("out must be uint8 (raw records) or float16/float32 (dequantized), got " + v.Describe());
+  }
+  const std::vector<int64_t> want = {int64_t(n), int64_t(layer_count), int64_t(slots), int64_t(width)};
+  if (v.shape() != want) {
+    throw py::value_error("out must have shape [" + std::to_string(n) + ", " + std::to_string(layer_count) + ", " +
+                          std::to_string(slots) + ", " + std::to_string(width) +
+                          "] (tokens, layers, rows per token, " + (handle->fp8_ ? "values" : "record_bytes") +
+                          "), got " + v.Describe());
+  }
+  if (!v.contiguous()) throw py::value_error("out must be C-contiguous: rows are written in place");
+  const std::vector<uint32_t> before = TokenIds(history, "history");
+  std::byte* dst = v.data();
+  if (handle->fp8_) {
+    handle->raw_.resize(stager->OutputBytes(n));
+    dst = handle->raw_.data();
+  }
+  if (async && stage_thread_ == nullptr) stage_thread_ = std::make_unique<JobThread>();
+  handle->started_ = true;
+  {
+    py::gil_scoped_release release;
+    if (async) {
+      stage_thread_->Post([store = s, stager, before, step, dst, completion = handle->completion_] {
+        completion->Deliver(stager->Stage(before, step, dst));
+      });
+    } else {
+      // The calling thread does its own gathers' disk phase.
+      handle->completion_->Deliver(stager->Stage(before, step, dst));
+    }
+  }
+  return handle;
+}
+
+StageResult PyStore::Stage(py::handle tokens, py::handle history, py::object out, py::handle layers) {
+  return StartStage(tokens, history, std::move(out), layers, /*async=*/false)->Wait();
+}
+
+std::unique_ptr<StageHandle> PyStore::StageAsync(py::handle tokens, py::handle history, py::object out,
+                                                 py::handle layers) {
+  return StartStage(tokens, history, std::move(out), layers, /*async=*/true);
+}
+
+}  // namespace engram::python

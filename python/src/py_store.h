@@ -1,0 +1,123 @@
+// The Python-facing Store: owns an engram::Store, turns Python arrays into
+// spans without copying them, and releases the GIL for every gather.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <pybind11/pybind11.h>
+
+#include "engram/step_stager.h"
+#include "engram/store.h"
+#include "python/src/array_view.h"
+#include "python/src/completion.h"
+#include "python/src/dequantize.h"
+#include "python/src/job_thread.h"
+
+namespace engram::python {
+
+// Token map argument: None (identity), a file path, or an integer array.
+std::shared_ptr<const TokenMap> TokenMapArgument(pybind11::handle token_map);
+
+// A started gather: keeps row_ids and out alive until the gather completes.
+class GatherHandle {
+ public:
+  GatherHandle(std::shared_ptr<Store> store, pybind11::object row_ids, pybind11::object out)
+      : store_(std::move(store)), row_ids_obj_(std::move(row_ids)), out_obj_(std::move(out)) {}
+  ~GatherHandle();
+  GatherHandle(const GatherHandle&) = delete;
+
+  // Releases the GIL until done; raises on a failed gather.
+  GatherResult Wait();
+  bool done() { return completion_->done(); }
+  int EventFd() { return completion_->EventFd(); }
+
+  std::shared_ptr<Store> store_;
+  pybind11::object row_ids_obj_, out_obj_;
+  std::optional<RowIds> ids_;
+  std::optional<ArrayView> out_;
+  bool started_ = false;  // a gather was started: it must complete before the buffers go
+  std::shared_ptr<Completion<GatherResult>> completion_ = std::make_shared<Completion<GatherResult>>();
+};
+
+// A started stage; for dequantized output it also owns the raw rows.
+class StageHandle {
+ public:
+  StageHandle(std::shared_ptr<Store> store, std::shared_ptr<const StepStager> stager, pybind11::object out)
+      : store_(std::move(store)), stager_(std::move(stager)), out_obj_(std::move(out)) {}
+  ~StageHandle();
+  StageHandle(const StageHandle&) = delete;
+
+  StageResult Wait();
+  bool done() { return completion_->done(); }
+  int EventFd() { return completion_->EventFd(); }
+
+  std::shared_ptr<Store> store_;
+  std::shared_ptr<const StepStager> stager_;
+  pybind11::object out_obj_;
+  std::optional<ArrayView> out_;
+  std::vector<std::byte> raw_;  // dequantized output: the records, dequantized on Wait
+  std::optional<Fp8RecordLayout> fp8_;
+  bool half_ = false;
+  bool dequantized_ = false;
+  bool started_ = false;
+  std::shared_ptr<Completion<StageResult>> completion_ = std::make_shared<Completion<StageResult>>();
+};
+
+class PyStore {
+ public:
+  PyStore(const std::vector<std::string>& tables, uint64_t cache_bytes, const std::string& policy,
+          const std::string& io_backend, const std::optional<std::string>& metrics_listen, pybind11::handle token_map,
+          bool direct_io, uint32_t completion_threads);
+
+  void Close();
+  bool closed() const { return store_ == nullptr; }
+  std::shared_ptr<Store> store() const;  // ValueError if closed
+  size_t Table(pybind11::handle table) const;  // an index or a name
+
+  size_t table_count() const { return store()->table_count(); }
+  std::vector<std::string> table_names() const;
+  uint32_t record_bytes(pybind11::handle table) const { return store()->record_bytes(Table(table)); }
+  uint64_t row_count(pybind11::handle table) const { return store()->row_count(Table(table)); }
+  std::string metadata_json(pybind11::handle table) const { return store()->metadata_json(Table(table)); }
+  std::string io_description() const { return store()->io_description(); }
+  std::string metrics_text() const;
+  uint16_t metrics_port() const { return store()->metrics_port(); }
+  pybind11::dict Stats() const;
+
+  GatherResult Gather(pybind11::handle table, pybind11::handle row_ids, pybind11::handle out);
+  std::unique_ptr<GatherHandle> GatherAsync(pybind11::handle table, pybind11::object row_ids, pybind11::object out);
+  void ReadAhead(pybind11::handle table, pybind11::handle row_ids);
+  void ReleaseReadAhead(pybind11::handle table, pybind11::handle row_ids);
+  void WaitForReadAheads();
+
+  StageResult Stage(pybind11::handle tokens, pybind11::handle history, pybind11::object out,
+                    pybind11::handle layers);
+  std::unique_ptr<StageHandle> StageAsync(pybind11::handle tokens, pybind11::handle history, pybind11::object out,
+                                          pybind11::handle layers);
+  // The stager over `layers` (None = every table, in order).
+  std::shared_ptr<const StepStager> Stager(pybind11::handle layers);
+  uint32_t history_tokens(pybind11::handle layers) { return Stager(layers)->history_tokens(); }
+
+ private:
+  // Checks out, hashes and starts the gathers (async) or runs them to the
+  // end on this thread; returns the step's handle.
+  std::unique_ptr<StageHandle> StartStage(pybind11::handle tokens, pybind11::handle history, pybind11::object out,
+                                          pybind11::handle layers, bool async);
+
+  std::shared_ptr<Store> store_;
+  std::shared_ptr<const TokenMap> token_map_;
+  // Runs stage_async's steps (hash, then gather on this thread, which does
+  // the gathers' disk phase itself), in the order they were issued.
+  std::unique_ptr<JobThread> stage_thread_;
+  std::mutex stagers_mu_;
+  std::map<std::vector<size_t>, std::shared_ptr<const StepStager>> stagers_;
+};
+
+}  // namespace engram::python

@@ -1,0 +1,175 @@
+// StepStager against separate hash + gather calls on real tables (two
+// V4.1-shaped layers scaled down, with their layouts embedded).
+#include "engram/step_stager.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "src/ngram/scaled_layout.h"
+#include "tests/testing/temp_table.h"
+
+namespace engram {
+namespace {
+
+const std::string kHashDir = std::string(ENGRAM_FIXTURE_DIR) + "/engram-hash";
+constexpr uint32_t kRecordBytes = 264;
+
+class StepStagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    StoreOptions options;
+    for (uint32_t layer : {0u, 1u}) {
+      auto full = EngramHashLayout::FromFile(kHashDir + "/layout-v41.json", layer);
+      ASSERT_TRUE(full.ok()) << full.status().ToString();
+      auto scaled = ScaleLayout(*full, 20000 + layer * 3000);
+      ASSERT_TRUE(scaled.ok()) << scaled.status().ToString();
+      GenerateTableOptions g;
+      g.rows = scaled->total_rows;
+      g.record_bytes = kRecordBytes;
+      g.seed = 100 + layer;
+      g.sync = false;
+      g.metadata["hash_layout"] = nlohmann::json::parse(scaled->ToJson());
+      const std::string path = dir_.File("layer" + std::to_string(layer) + ".engram");
+      ASSERT_TRUE(GenerateTable(path, g).ok());
+      TableOptions table;
+      table.path = path;
+      options.tables.push_back(table);
+    }
+    options.cache_bytes = 4u << 20;
+    options.io_backend = "pread";
+    auto store = Store::Open(options);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(store).value();
+    auto map = TokenMap::FromFile(kHashDir + "/token-map.u32");
+    ASSERT_TRUE(map.ok());
+    map_ = std::make_shared<const TokenMap>(std::move(map).value());
+    std::mt19937 rng(7);
+    for (int i = 0; i < 700; ++i) tokens_.push_back(3 + rng() % 400);  // small vocabulary: repeated n-grams
+  }
+
+  // out[token][layer][slot] by separate hash + gather per layer.
+  std::vector<std::byte> Reference(const StepStager& stager, std::span<const uint32_t> history,
+                                   std::span<const uint32_t> tokens) {
+    const size_t slots = stager.rows_per_token(), layers = stager.layers();
+    std::vector<std::byte> out(stager.OutputBytes(tokens.size()));
+    for (size_t l = 0; l < layers; ++l) {
+      std::vector<uint64_t> ids(tokens.size() * slots);
+      EXPECT_TRUE(stager.hasher(l).Hash(history, tokens, ids).ok());
+      std::vector<std::byte> rows(ids.size() * kRecordBytes);
+      GatherResult g = store_->Gather(stager.tables()[l], ids, rows.data(), kRecordBytes);
+      EXPECT_TRUE(g.status.ok()) << g.status.ToString();
+      for (size_t t = 0; t < tokens.size(); ++t) {
+        std::memcpy(out.data() + ((t * layers + l) * slots) * kRecordBytes, rows.data() + t * slots * kRecordBytes,
+                    slots * kRecordBytes);
+      }
+    }
+    return out;
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<Store> store_;
+  std::shared_ptr<const TokenMap> map_;
+  std::vector<uint32_t> tokens_;
+};
+
+TEST_F(StepStagerTest, StageEqualsSeparateHashAndGatherPerLayer) {
+  auto stager = StepStager::Create(*store_, {0, 1}, map_);
+  ASSERT_TRUE(stager.ok()) << stager.status().ToString();
+  EXPECT_EQ((*stager)->rows_per_token(), 24u);
+  EXPECT_EQ((*stager)->history_tokens(), 3u);
+  std::span<const uint32_t> all(tokens_);
+  std::span<const uint32_t> history = all.first(300), step = all.subspan(300, 400);
+  std::vector<std::byte> out((*stager)->OutputBytes(step.size()), std::byte{0xee});
+  StageResult r = (*stager)->Stage(history, step, out.data());
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.rows, 400u * 2 * 24);
+  EXPECT_LT(r.distinct_rows, r.rows);  // repeated n-grams were looked up once
+  EXPECT_EQ(r.hits + r.misses, r.distinct_rows);
+  EXPECT_TRUE(out == Reference(**stager, history, step));
+}
+
+TEST_F(StepStagerTest, OneLayerStageEqualsHashAndGather) {
+  auto stager = StepStager::Create(*store_, {1}, nullptr);
+  ASSERT_TRUE(stager.ok()) << stager.status().ToString();
+  std::vector<std::byte> out((*stager)->OutputBytes(tokens_.size()));
+  StageResult r = (*stager)->Stage({}, tokens_, out.data());
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_TRUE(out == Reference(**stager, {}, tokens_));
+}
+
+TEST_F(StepStagerTest, StartStageCallsBackOnceWithTheRows) {
+  auto stager = StepStager::Create(*store_, {0, 1}, map_);
+  ASSERT_TRUE(stager.ok());
+  std::vector<std::byte> out((*stager)->OutputBytes(tokens_.size()));
+  std::mutex mu;
+  std::condition_variable cv;
+  int calls = 0;
+  StageResult got;
+  (*stager)->StartStage({}, tokens_, out.data(), [&](StageResult r) {
+    std::lock_guard<std::mutex> lock(mu);
+    got = std::move(r);
+    ++calls;
+    cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return calls > 0; });
+  lock.unlock();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(calls, 1);
+  ASSERT_TRUE(got.status.ok()) << got.status.ToString();
+  EXPECT_TRUE(out == Reference(**stager, {}, tokens_));
+}
+
+TEST_F(StepStagerTest, ConcurrentStagesFromManyThreadsAllMatch) {
+  auto stager = StepStager::Create(*store_, {0, 1}, map_);
+  ASSERT_TRUE(stager.ok());
+  const std::vector<std::byte> expected = Reference(**stager, {}, tokens_);
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      for (int k = 0; k < 5; ++k) {
+        std::vector<std::byte> out((*stager)->OutputBytes(tokens_.size()));
+        StageResult r = (*stager)->Stage({}, tokens_, out.data());
+        if (!r.status.ok() || out != expected) ++mismatches;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+TEST_F(StepStagerTest, TokenOutsideTheMapFailsBeforeWritingAnything) {
+  auto stager = StepStager::Create(*store_, {0, 1}, map_);
+  ASSERT_TRUE(stager.ok());
+  std::vector<uint32_t> bad = {5, 6, 4000000000u};
+  std::vector<std::byte> out((*stager)->OutputBytes(bad.size()), std::byte{0x5a});
+  StageResult r = (*stager)->Stage({}, bad, out.data());
+  EXPECT_EQ(r.status.code(), StatusCode::kOutOfRange) << r.status.ToString();
+  for (std::byte b : out) ASSERT_EQ(b, std::byte{0x5a});
+}
+
+TEST_F(StepStagerTest, CreateRefusesTablesWithoutHashLayoutOrBadIndex) {
+  const std::string plain = dir_.File("plain.engram");
+  ASSERT_TRUE(testing::WriteGeneratedTable(plain, 100, kRecordBytes, 1).ok());
+  StoreOptions options;
+  TableOptions table;
+  table.path = plain;
+  options.tables.push_back(table);
+  options.io_backend = "pread";
+  auto store = Store::Open(options);
+  ASSERT_TRUE(store.ok());
+  auto no_layout = StepStager::Create(**store, {0}, nullptr);
+  EXPECT_EQ(no_layout.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(no_layout.status().message().find("hash_layout"), std::string::npos);
+  auto bad_index = StepStager::Create(*store_, {0, 7}, nullptr);
+  EXPECT_EQ(bad_index.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace engram
