@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/hit_miss_command.h"
+#include "bench/in_place_command.h"
 #include "engram/store.h"
 #include "src/common/cli_checks.h"
 #include "src/common/logging.h"
@@ -392,6 +393,8 @@ int main(int argc, char** argv) {
   CLI::App* hit = engram::bench::RegisterHitCommand(app, hit_args);
   engram::bench::MissArgs miss_args;
   CLI::App* miss = engram::bench::RegisterMissCommand(app, miss_args);
+  engram::bench::InPlaceArgs in_place_args;
+  CLI::App* in_place = engram::bench::RegisterInPlaceCommand(app, in_place_args);
   std::string log_level;
   engram::AddLogLevelOption(app, log_level);
   // A usage error (a bad value such as a depth of 0, a missing option) is
@@ -409,5 +412,6 @@ int main(int argc, char** argv) {
   if (*gather) return RunGather(gather_args);
   if (*hit) return engram::bench::RunHitCommand(hit_args);
   if (*miss) return engram::bench::RunMissCommand(miss_args);
+  if (*in_place) return engram::bench::RunInPlaceCommand(in_place_args);
   return 2;
 }

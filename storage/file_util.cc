@@ -9,6 +9,15 @@
 
 namespace engram::fileutil {
 
+std::string TempPathFor(const std::string& path) {
+  std::string dir, base = path;
+  if (auto slash = path.rfind('/'); slash != std::string::npos) {
+    dir = path.substr(0, slash + 1);
+    base = path.substr(slash + 1);
+  }
+  return dir + "." + base + ".tmp-XXXXXX";
+}
+
 namespace {
 std::string At(std::string_view verb, std::string_view path, uint64_t offset) {
   std::string s(verb);

@@ -24,6 +24,10 @@ Status WriteAll(int fd, std::span<const std::byte> src, std::string_view path);
 // Writes all of `src` at `offset`.
 Status PwriteAll(int fd, std::span<const std::byte> src, uint64_t offset, std::string_view path);
 
+// The mkstemp template of a temporary file next to `path`, under which a
+// writer builds it before renaming it into place: "dir/.name.tmp-XXXXXX".
+std::string TempPathFor(const std::string& path);
+
 // Size of an open file.
 Result<uint64_t> FileSize(int fd, std::string_view path);
 

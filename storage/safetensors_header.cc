@@ -20,7 +20,12 @@ Status Bad(const std::string& m) { return Status::Corruption("safetensors header
 
 bool IsU64(const json& v) { return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0); }
 
-Result<TensorInfo> ParseTensor(const std::string& name, const json& v, uint64_t data_start, uint64_t file_size) {
+// Checks one tensor entry. A dtype this build does not know (a sub-byte or
+// future type) is an error only for a tensor the caller `wanted`: for the
+// others only the data_offsets are checked (in bounds, begin <= end), since
+// their size cannot be derived from their shape, and element_bytes stays 0.
+Result<TensorInfo> ParseTensor(const std::string& name, const json& v, uint64_t data_start, uint64_t file_size,
+                               bool wanted) {
   const std::string where = "tensor '" + name + "'";
   if (!v.is_object()) return Bad(where + " is not a JSON object");
   if (!v.contains("dtype") || !v["dtype"].is_string()) return Bad(where + " has no string \"dtype\"");
@@ -32,20 +37,23 @@ Result<TensorInfo> ParseTensor(const std::string& name, const json& v, uint64_t 
   t.name = name;
   t.dtype = v["dtype"].get<std::string>();
   t.element_bytes = SafetensorsDtypeBytes(t.dtype);
-  if (t.element_bytes == 0) {
+  if (t.element_bytes == 0 && wanted) {
     return Status::Unsupported("safetensors header: tensor '" + name + "' has unsupported dtype '" + t.dtype + "'");
   }
   for (const json& d : v["shape"]) {
     if (!IsU64(d)) return Bad(where + " has a shape entry that is not a non-negative integer");
     t.shape.push_back(d.get<uint64_t>());
   }
-  const std::optional<uint64_t> data_bytes = TensorDataBytes(t.element_bytes, t.shape);
-  if (!data_bytes) return Bad(where + " shape " + ShapeToString(t.shape) + " of " + t.dtype + " overflows 64 bits");
-  const uint64_t bytes = *data_bytes;
   const json& off = v["data_offsets"];
   if (!IsU64(off[0]) || !IsU64(off[1])) return Bad(where + " data_offsets are not non-negative integers");
   uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
   if (begin > end) return Bad(where + " data_offsets begin " + std::to_string(begin) + " > end " + std::to_string(end));
+  uint64_t bytes = end - begin;
+  if (t.element_bytes != 0) {
+    const std::optional<uint64_t> data_bytes = TensorDataBytes(t.element_bytes, t.shape);
+    if (!data_bytes) return Bad(where + " shape " + ShapeToString(t.shape) + " of " + t.dtype + " overflows 64 bits");
+    bytes = *data_bytes;
+  }
   if (end - begin != bytes) {
     return Bad(where + " shape " + ShapeToString(t.shape) + " of " + t.dtype + " needs " + std::to_string(bytes) +
                " bytes but data_offsets span " + std::to_string(end - begin));
@@ -170,11 +178,12 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(std::span<const std::byte> pref
       }
       return Status::OK();
     }
-    ENGRAM_ASSIGN_OR_RETURN(TensorInfo t, ParseTensor(key, value, h.data_start, file_size));
+    const bool wanted = keep_all || std::find(names.begin(), names.end(), key) != names.end();
+    ENGRAM_ASSIGN_OR_RETURN(TensorInfo t, ParseTensor(key, value, h.data_start, file_size, wanted));
     extents.push_back({t.data_offset, t.data_offset + t.data_bytes, h.tensor_count});
     ++h.tensor_count;
     if (h.some_names.size() < SafetensorsHeader::kSomeNames) h.some_names.push_back(key);
-    if (keep_all || std::find(names.begin(), names.end(), key) != names.end()) h.tensors.push_back(std::move(t));
+    if (wanted) h.tensors.push_back(std::move(t));
     return Status::OK();
   });
   if (!parsed.ok()) return parsed.code() == StatusCode::kInvalidArgument ? Bad(parsed.message()) : parsed;

@@ -54,6 +54,9 @@ Result<uint64_t> SafetensorsHeaderLength(std::span<const std::byte> first8, uint
 // Parses a header. `prefix` holds at least the first 8 + N bytes of the file.
 // Every entry is checked; with `names` given, only those tensors are kept in
 // `tensors` (a name that appears twice is Corruption), otherwise all are.
+// A dtype this build does not know is Unsupported only for a kept tensor:
+// real shards hold attention and expert weights of other dtypes next to the
+// table's tensors, and those are ignored (only their data_offsets are checked).
 Result<SafetensorsHeader> ParseSafetensorsHeader(std::span<const std::byte> prefix, uint64_t file_size,
                                                  std::span<const std::string> names = {});
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "storage/bounded_json.h"
+#include "storage/byte_order.h"
 #include "storage/file_util.h"
 #include "storage/embedded_hash_layout.h"
 
@@ -17,10 +18,10 @@ namespace {
 constexpr size_t kVerifyChunkBlocks = 1024;  // 4 MiB sequential reads
 }  // namespace
 
-Result<std::unique_ptr<TableFile>> TableFile::Open(const std::string& path) {
+Result<std::unique_ptr<TableFile>> TableFile::Open(const std::string& path, const ReferenceOpenOptions& options) {
   ENGRAM_ASSIGN_OR_RETURN(int fd, fileutil::OpenReadOnly(path));
   std::unique_ptr<TableFile> t(new TableFile(path, fd));
-  Status s = t->Load();
+  Status s = t->Load(options);
   if (!s.ok()) return s.WithContext(path);
   return t;
 }
@@ -29,7 +30,24 @@ TableFile::~TableFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-Status TableFile::Load() {
+// The data section of a reference table: block_count checksums, checked
+// against the header's checksums_xxh3, then zero padding.
+Result<std::vector<uint64_t>> TableFile::LoadChecksums() const {
+  std::vector<std::byte> section(header_.data_bytes);
+  ENGRAM_RETURN_IF_ERROR(fileutil::PreadExact(fd_, section, header_.data_offset, path_));
+  const uint64_t used = header_.block_count * 8;
+  if (XXH3_64bits(section.data(), used) != header_.checksums_xxh3) {
+    return Status::Corruption("reference table checksum section checksum mismatch");
+  }
+  for (uint64_t i = used; i < section.size(); ++i) {
+    if (section[i] != std::byte{0}) return Status::Corruption("reference table checksum section padding is not zero");
+  }
+  std::vector<uint64_t> checksums(header_.block_count);
+  for (uint64_t i = 0; i < checksums.size(); ++i) checksums[i] = LoadLe64(section.data() + i * 8);
+  return checksums;
+}
+
+Status TableFile::Load(const ReferenceOpenOptions& options) {
   ENGRAM_ASSIGN_OR_RETURN(uint64_t size, fileutil::FileSize(fd_, path_));
   if (size < kTableBlockSize) {
     return Status::Corruption("file is " + std::to_string(size) + " bytes, too short for the " +
@@ -59,6 +77,10 @@ Status TableFile::Load() {
     Status s = ValidateHashLayout((*checked)["hash_layout"], header_.row_count);
     if (!s.ok()) return Status::Corruption("metadata: " + s.message());
   }
+  if (header_.is_reference()) {
+    ENGRAM_ASSIGN_OR_RETURN(reference_, ReferenceTable::Open(path_, header_, metadata_text_, options,
+                                                             [this] { return LoadChecksums(); }));
+  }
   return Status::OK();
 }
 
@@ -75,6 +97,7 @@ Result<nlohmann::json> TableFile::MetadataMembers(std::span<const std::string_vi
 }
 
 Status TableFile::VerifyBlock(uint64_t block_index, std::span<const std::byte> block) const {
+  if (reference_) return reference_->VerifyUnit(block_index, block);
   if (block_index >= header_.block_count) {
     return Status::OutOfRange("block " + std::to_string(block_index) + " is past the end of " + path_ + " (" +
                               std::to_string(header_.block_count) + " blocks)");
@@ -94,12 +117,14 @@ Status TableFile::ReadBlock(uint64_t block_index, std::span<std::byte> dst) cons
                                    std::to_string(kTableBlockSize));
   }
   if (block_index >= header_.block_count) return VerifyBlock(block_index, dst);  // OutOfRange
+  if (reference_) return reference_->ReadUnit(block_index, dst);
   ENGRAM_RETURN_IF_ERROR(fileutil::PreadExact(fd_, dst, geometry_.BlockOffset(block_index), path_));
   return VerifyBlock(block_index, dst);
 }
 
 Status TableFile::ReadRow(uint64_t row, std::span<std::byte> dst) const {
   ENGRAM_RETURN_IF_ERROR(geometry_.CheckRow(row).WithContext(path_));
+  if (reference_) return reference_->ReadRow(row, dst);
   if (dst.size() != header_.record_bytes) {
     return Status::InvalidArgument("ReadRow buffer is " + std::to_string(dst.size()) + " bytes, records are " +
                                    std::to_string(header_.record_bytes));
@@ -111,6 +136,7 @@ Status TableFile::ReadRow(uint64_t row, std::span<std::byte> dst) const {
 }
 
 Status TableFile::VerifyAll(const ProgressFn& progress) const {
+  if (reference_) return reference_->VerifyAll(progress);
   const uint64_t total = header_.block_count;
   std::vector<std::byte> chunk(kVerifyChunkBlocks * kTableBlockSize);
   for (uint64_t b = 0; b < total;) {

@@ -1,4 +1,6 @@
-// TableFile: an open, validated Engram table file (format v1).
+// TableFile: an open, validated Engram table file: a table of its own rows
+// (format version 1) or a reference table (version 2) whose rows stay in the
+// safetensors shards it names (storage/reference_table.h).
 //
 // Open() reads and checks the header (every field, against the file size) and
 // the metadata section (length, checksum, JSON, embedded hash layout). Data
@@ -16,6 +18,12 @@
 // and hand the buffer to VerifyBlock(). ReadRow/ReadBlock use pread on the
 // file's own descriptor and are meant for tools and tests.
 //
+// A reference table opens, reads rows and verifies like any table: Open
+// also loads its block checksums and checks its shards (reference()), and
+// ReadRow / VerifyAll read the shards. Its "blocks" are its checksum units
+// (ReadBlock, VerifyBlock, block_count); the block geometry helpers
+// (BlockOfRow, BlockOffset, RowOffsetInBlock) describe version 1 only.
+//
 // Thread safety: all const methods may be called concurrently.
 #pragma once
 
@@ -26,17 +34,20 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "engram/status.h"
+#include "storage/reference_table.h"
 #include "storage/table_format.h"
 
 namespace engram {
 
 class TableFile {
  public:
-  static Result<std::unique_ptr<TableFile>> Open(const std::string& path);
+  // `options` apply to reference tables (shard fingerprints).
+  static Result<std::unique_ptr<TableFile>> Open(const std::string& path, const ReferenceOpenOptions& options = {});
   ~TableFile();
   TableFile(const TableFile&) = delete;
   TableFile& operator=(const TableFile&) = delete;
@@ -45,6 +56,9 @@ class TableFile {
   int fd() const { return fd_; }
   const TableHeader& header() const { return header_; }
   const TableGeometry& geometry() const { return geometry_; }
+  // The shards and checksums of a reference table; nullptr for version 1.
+  const ReferenceTable* reference() const { return reference_.get(); }
+  bool is_reference() const { return reference_ != nullptr; }
   // The metadata section as stored (a JSON object, checked at open).
   const std::string& metadata_text() const { return metadata_text_; }
   // The whole metadata, parsed now: costs a tree of the whole text, so
@@ -84,13 +98,15 @@ class TableFile {
 
  private:
   TableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
-  Status Load();
+  Status Load(const ReferenceOpenOptions& options);
+  Result<std::vector<uint64_t>> LoadChecksums() const;
 
   std::string path_;
   int fd_ = -1;
   TableHeader header_;
   TableGeometry geometry_;
   std::string metadata_text_;
+  std::unique_ptr<ReferenceTable> reference_;
 };
 
 }  // namespace engram

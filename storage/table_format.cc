@@ -30,6 +30,7 @@ constexpr size_t kOffMetadataBytes = 72;
 constexpr size_t kOffMetadataXxh3 = 80;
 constexpr size_t kOffFileBytes = 88;
 constexpr size_t kOffChecksumSalt = 96;
+constexpr size_t kOffChecksumsXxh3 = 104;  // version 2; reserved in version 1
 constexpr size_t kOffReservedStart = 104;
 constexpr size_t kOffHeaderXxh3 = 248;
 static_assert(kOffHeaderXxh3 + 8 == kTableHeaderBytes);
@@ -56,7 +57,8 @@ struct DerivedSizes {
   uint64_t file_bytes;
 };
 
-Result<DerivedSizes> Derive(uint32_t record_bytes, uint64_t row_count, uint64_t metadata_bytes) {
+// The checks both versions share; fills rows_per_block.
+Result<DerivedSizes> CheckRecordAndMetadata(uint32_t record_bytes, uint64_t metadata_bytes) {
   DerivedSizes d{};
   d.rows_per_block = RowsPerBlock(record_bytes);
   if (d.rows_per_block == 0) {
@@ -67,6 +69,11 @@ Result<DerivedSizes> Derive(uint32_t record_bytes, uint64_t row_count, uint64_t 
     return Status::InvalidArgument("metadata is " + std::to_string(metadata_bytes) + " bytes, more than the " +
                                    std::to_string(kMaxMetadataBytes) + " byte limit");
   }
+  return d;
+}
+
+Result<DerivedSizes> Derive(uint32_t record_bytes, uint64_t row_count, uint64_t metadata_bytes) {
+  ENGRAM_ASSIGN_OR_RETURN(DerivedSizes d, CheckRecordAndMetadata(record_bytes, metadata_bytes));
   d.block_count = row_count / d.rows_per_block + (row_count % d.rows_per_block != 0 ? 1 : 0);
   uint64_t meta_padded = RoundUpToBlock(metadata_bytes);
   if (__builtin_mul_overflow(d.block_count, uint64_t{kTableBlockSize}, &d.data_bytes) ||
@@ -83,6 +90,20 @@ Result<DerivedSizes> Derive(uint32_t record_bytes, uint64_t row_count, uint64_t 
   return d;
 }
 
+// Version 2: the data section holds `checksum_count` 8-byte checksums.
+Result<DerivedSizes> DeriveReference(uint32_t record_bytes, uint64_t checksum_count, uint64_t metadata_bytes) {
+  ENGRAM_ASSIGN_OR_RETURN(DerivedSizes d, CheckRecordAndMetadata(record_bytes, metadata_bytes));
+  d.block_count = checksum_count;
+  uint64_t raw = 0;
+  if (__builtin_mul_overflow(checksum_count, uint64_t{8}, &raw) || raw > static_cast<uint64_t>(INT64_MAX / 2)) {
+    return Status::InvalidArgument(std::to_string(checksum_count) + " block checksums overflow the file size");
+  }
+  d.data_bytes = RoundUpToBlock(raw);
+  d.metadata_offset = kTableDataOffset + d.data_bytes;
+  d.file_bytes = d.metadata_offset + RoundUpToBlock(metadata_bytes);
+  return d;
+}
+
 }  // namespace
 
 uint32_t RowsPerBlock(uint32_t record_bytes) {
@@ -95,11 +116,12 @@ Status CheckTableHasRows(uint64_t row_count) {
   return Status::OK();
 }
 
-Result<TableHeader> MakeTableHeader(uint32_t record_bytes, uint64_t row_count, uint64_t metadata_bytes,
-                                    uint64_t metadata_xxh3, uint64_t checksum_salt) {
-  ENGRAM_RETURN_IF_ERROR(CheckTableHasRows(row_count));
-  ENGRAM_ASSIGN_OR_RETURN(DerivedSizes d, Derive(record_bytes, row_count, metadata_bytes));
+namespace {
+
+TableHeader HeaderOf(uint32_t version, uint32_t record_bytes, uint64_t row_count, const DerivedSizes& d,
+                     uint64_t metadata_bytes, uint64_t metadata_xxh3, uint64_t checksum_salt) {
   TableHeader h;
+  h.version = version;
   h.record_bytes = record_bytes;
   h.rows_per_block = d.rows_per_block;
   h.row_count = row_count;
@@ -111,6 +133,26 @@ Result<TableHeader> MakeTableHeader(uint32_t record_bytes, uint64_t row_count, u
   h.metadata_xxh3 = metadata_xxh3;
   h.file_bytes = d.file_bytes;
   h.checksum_salt = checksum_salt;
+  return h;
+}
+
+}  // namespace
+
+Result<TableHeader> MakeTableHeader(uint32_t record_bytes, uint64_t row_count, uint64_t metadata_bytes,
+                                    uint64_t metadata_xxh3, uint64_t checksum_salt) {
+  ENGRAM_RETURN_IF_ERROR(CheckTableHasRows(row_count));
+  ENGRAM_ASSIGN_OR_RETURN(DerivedSizes d, Derive(record_bytes, row_count, metadata_bytes));
+  return HeaderOf(kTableFormatVersion, record_bytes, row_count, d, metadata_bytes, metadata_xxh3, checksum_salt);
+}
+
+Result<TableHeader> MakeReferenceTableHeader(uint32_t record_bytes, uint64_t row_count, uint64_t checksum_count,
+                                             uint64_t checksums_xxh3, uint64_t metadata_bytes,
+                                             uint64_t metadata_xxh3, uint64_t checksum_salt) {
+  ENGRAM_RETURN_IF_ERROR(CheckTableHasRows(row_count));
+  ENGRAM_ASSIGN_OR_RETURN(DerivedSizes d, DeriveReference(record_bytes, checksum_count, metadata_bytes));
+  TableHeader h =
+      HeaderOf(kReferenceTableVersion, record_bytes, row_count, d, metadata_bytes, metadata_xxh3, checksum_salt);
+  h.checksums_xxh3 = checksums_xxh3;
   return h;
 }
 
@@ -132,6 +174,7 @@ void EncodeTableHeader(const TableHeader& h, std::span<std::byte, kTableBlockSiz
   StoreLe64(p + kOffMetadataXxh3, h.metadata_xxh3);
   StoreLe64(p + kOffFileBytes, h.file_bytes);
   StoreLe64(p + kOffChecksumSalt, h.checksum_salt);
+  if (h.is_reference()) StoreLe64(p + kOffChecksumsXxh3, h.checksums_xxh3);
   StoreLe64(p + kOffHeaderXxh3, XXH3_64bits(p, kOffHeaderXxh3));
 }
 
@@ -153,12 +196,14 @@ Result<TableHeader> DecodeTableHeader(std::span<const std::byte> block, uint64_t
     return Status::Corruption("table header checksum mismatch: stored " + Hex(stored) + ", computed " +
                               Hex(computed));
   }
-  if (version != kTableFormatVersion) {
-    return Status::Unsupported("table format version " + std::to_string(version) + " (this build reads version " +
-                               std::to_string(kTableFormatVersion) + ")");
+  if (version != kTableFormatVersion && version != kReferenceTableVersion) {
+    return Status::Unsupported("table format version " + std::to_string(version) + " (this build reads versions " +
+                               std::to_string(kTableFormatVersion) + " and " + std::to_string(kReferenceTableVersion) +
+                               ")");
   }
   if (LoadLe32(p + kOffReserved0) != 0) return Status::Corruption("table header reserved field at 28 is not zero");
-  for (size_t i = kOffReservedStart; i < kOffHeaderXxh3; ++i) {
+  const size_t reserved_start = version == kReferenceTableVersion ? kOffChecksumsXxh3 + 8 : kOffReservedStart;
+  for (size_t i = reserved_start; i < kOffHeaderXxh3; ++i) {
     if (p[i] != std::byte{0}) {
       return Status::Corruption("table header reserved byte " + std::to_string(i) + " is not zero");
     }
@@ -183,16 +228,18 @@ Result<TableHeader> DecodeTableHeader(std::span<const std::byte> block, uint64_t
   h.metadata_xxh3 = LoadLe64(p + kOffMetadataXxh3);
   h.file_bytes = LoadLe64(p + kOffFileBytes);
   h.checksum_salt = LoadLe64(p + kOffChecksumSalt);
+  if (h.is_reference()) h.checksums_xxh3 = LoadLe64(p + kOffChecksumsXxh3);
   ENGRAM_RETURN_IF_ERROR(ValidateTableHeader(h, file_size));
   return h;
 }
 
 Status ValidateTableHeader(const TableHeader& h, uint64_t file_size) {
-  if (h.version != kTableFormatVersion) {
+  if (h.version != kTableFormatVersion && h.version != kReferenceTableVersion) {
     return Status::Unsupported("table format version " + std::to_string(h.version));
   }
   if (h.flags != 0) {
-    return Status::Unsupported("table header flags " + Hex(h.flags) + " are not defined in format version 1");
+    return Status::Unsupported("table header flags " + Hex(h.flags) + " are not defined in format version " +
+                               std::to_string(h.version));
   }
   if (h.block_size != kTableBlockSize) return Status::Corruption(Field("block_size", h.block_size, kTableBlockSize));
   if (h.record_bytes == 0 || h.record_bytes > kMaxRecordBytes) {
@@ -208,7 +255,8 @@ Status ValidateTableHeader(const TableHeader& h, uint64_t file_size) {
   }
   // Well-formed but against the rule: the writers' own error, not Corruption.
   ENGRAM_RETURN_IF_ERROR(CheckTableHasRows(h.row_count));
-  auto derived = Derive(h.record_bytes, h.row_count, h.metadata_bytes);
+  auto derived = h.is_reference() ? DeriveReference(h.record_bytes, h.block_count, h.metadata_bytes)
+                                  : Derive(h.record_bytes, h.row_count, h.metadata_bytes);
   if (!derived.ok()) {
     return Status::Corruption("table header field row_count " + std::to_string(h.row_count) + ": " +
                               derived.status().message());

@@ -22,6 +22,10 @@
 namespace engram {
 
 inline constexpr uint32_t kTableFormatVersion = 1;
+// A reference table (FORMAT.md, "Reference tables"): the same header block,
+// but the rows stay in the safetensors shards it names; its data section
+// holds one XXH3-64 per 4 KiB block of the referenced tensor data.
+inline constexpr uint32_t kReferenceTableVersion = 2;
 inline constexpr uint32_t kTableBlockSize = 4096;
 // The last 8 bytes of each data block hold its checksum.
 inline constexpr uint32_t kBlockTrailerBytes = 8;
@@ -51,6 +55,11 @@ struct TableHeader {
   uint64_t metadata_xxh3 = 0;  // XXH3-64 (seed 0) of the metadata JSON bytes
   uint64_t file_bytes = 0;     // exact size of a complete file
   uint64_t checksum_salt = 0;  // mixed into every block checksum seed
+  // Version 2 only: XXH3-64 (seed 0) of the block_count checksums (8 B each)
+  // of the data section. Reserved (0) in version 1.
+  uint64_t checksums_xxh3 = 0;
+
+  bool is_reference() const { return version == kReferenceTableVersion; }
 };
 
 // Rows that fit in one block for this record size: floor(4088 / record_bytes),
@@ -68,6 +77,12 @@ Status CheckTableHasRows(uint64_t row_count);
 // record size or if any derived size overflows 64 bits.
 Result<TableHeader> MakeTableHeader(uint32_t record_bytes, uint64_t row_count, uint64_t metadata_bytes,
                                     uint64_t metadata_xxh3, uint64_t checksum_salt);
+
+// A complete, self-consistent version-2 (reference table) header: the data
+// section holds `checksum_count` 8-byte checksums, zero padded to 4096.
+Result<TableHeader> MakeReferenceTableHeader(uint32_t record_bytes, uint64_t row_count, uint64_t checksum_count,
+                                             uint64_t checksums_xxh3, uint64_t metadata_bytes,
+                                             uint64_t metadata_xxh3, uint64_t checksum_salt);
 
 // Writes the whole 4096-byte header block (fields, header checksum, zero padding).
 void EncodeTableHeader(const TableHeader& header, std::span<std::byte, kTableBlockSize> block);

@@ -17,23 +17,10 @@
 
 namespace engram {
 
-namespace {
-
-std::string TempPathFor(const std::string& path) {
-  std::string dir, base = path;
-  if (auto slash = path.rfind('/'); slash != std::string::npos) {
-    dir = path.substr(0, slash + 1);
-    base = path.substr(slash + 1);
-  }
-  return dir + "." + base + ".tmp-XXXXXX";
-}
-
-uint64_t RandomSalt() {
+uint64_t RandomChecksumSalt() {
   std::random_device rd;
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
-
-}  // namespace
 
 Result<std::unique_ptr<TableWriter>> TableWriter::Create(const std::string& path, TableWriterOptions options) {
   if (path.empty() || path.back() == '/') return Status::InvalidArgument("table path '" + path + "' names no file");
@@ -42,10 +29,10 @@ Result<std::unique_ptr<TableWriter>> TableWriter::Create(const std::string& path
                                    std::to_string(kMaxRecordBytes) + "]");
   }
   if (!options.metadata.is_object()) return Status::InvalidArgument("table metadata must be a JSON object");
-  std::string temp = TempPathFor(path);
+  std::string temp = fileutil::TempPathFor(path);
   int fd = ::mkostemp(temp.data(), O_CLOEXEC);
   if (fd < 0) return Status::FromErrno("create temporary file " + temp, errno);
-  uint64_t salt = options.checksum_salt ? *options.checksum_salt : RandomSalt();
+  uint64_t salt = options.checksum_salt ? *options.checksum_salt : RandomChecksumSalt();
   std::unique_ptr<TableWriter> w(new TableWriter(path, temp, fd, std::move(options), salt));
   // Reserve the header block as zeros: the file cannot open as a table until
   // Finish() overwrites it.

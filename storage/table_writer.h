@@ -53,6 +53,9 @@ struct TableWriterOptions {
   bool early_writeback = true;
 };
 
+// A random checksum salt, as writers use when none is given.
+uint64_t RandomChecksumSalt();
+
 class TableWriter {
  public:
   static Result<std::unique_ptr<TableWriter>> Create(const std::string& path, TableWriterOptions options);

@@ -1,6 +1,6 @@
-// safetensors -> Engram table. Every input file is assembled here byte by
-// byte (length prefix + hand-written JSON + data), independent of any
-// writer in this repository.
+// safetensors -> Engram table. Every input file is assembled byte by byte
+// (tests/testing/safetensors_file.h), independent of any writer in this
+// repository.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,56 +13,17 @@
 #include "storage/table_converter.h"
 #include "storage/table_file.h"
 #include "tests/testing/resident_memory.h"
+#include "tests/testing/safetensors_file.h"
 #include "tests/testing/temp_table.h"
 
 namespace engram {
 namespace {
 
-using testing::TempDir;
-
-std::string Le64(uint64_t v) {
-  std::string s(8, '\0');
-  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-  return s;
-}
-
-std::string Safetensors(const std::string& header_json, const std::string& data) {
-  return Le64(header_json.size()) + header_json + data;
-}
-
-void WriteFile(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-// Distinct, position-dependent bytes for tensor `tag`, row r, byte c.
-char Byte(int tag, uint64_t r, uint64_t c) { return static_cast<char>((tag * 101 + r * 31 + c * 7 + 1) & 0xff); }
-
-std::string Rows(int tag, uint64_t first_row, uint64_t rows, uint64_t row_bytes) {
-  std::string s;
-  for (uint64_t r = first_row; r < first_row + rows; ++r)
-    for (uint64_t c = 0; c < row_bytes; ++c) s += Byte(tag, r, c);
-  return s;
-}
-
-std::string TensorJson(const std::string& name, const std::string& dtype, const std::string& shape, uint64_t begin,
-                       uint64_t end) {
-  return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":[" +
-         std::to_string(begin) + "," + std::to_string(end) + "]}";
-}
+using namespace engram::testing;
 
 // A V4.1-style shard: weight[rows,256] F8_E4M3 then scale[rows,8] F8_E8M0,
 // plus an unrelated tensor in between. Row numbers continue from first_row.
-std::string V41Shard(uint64_t first_row, uint64_t rows) {
-  std::string other = "xyzw";
-  std::string w = Rows(1, first_row, rows, 256), s = Rows(2, first_row, rows, 8);
-  std::string json = "{\"__metadata__\":{\"format\":\"pt\"}," +
-                     TensorJson("engram.weight", "F8_E4M3", "[" + std::to_string(rows) + ",256]", 0, w.size()) + "," +
-                     TensorJson("other", "U8", "[4]", w.size(), w.size() + 4) + "," +
-                     TensorJson("engram.scale", "F8_E8M0", "[" + std::to_string(rows) + ",8]", w.size() + 4,
-                                w.size() + 4 + s.size()) +
-                     "}   ";  // trailing spaces: allowed padding
-  return Safetensors(json, w + other + s);
-}
+std::string V41Shard(uint64_t first_row, uint64_t rows) { return EngramShard(first_row, rows); }
 
 ConvertOptions FastOptions() {
   ConvertOptions o;
@@ -160,6 +121,36 @@ TEST(ConvertSafetensors, HashLayoutIsEmbeddedOnlyWhenRowCountsAgree) {
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("total_rows"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(dir.File("u.engram")));
+}
+
+// Real shards hold attention and expert weights next to the table's tensors:
+// a BF16 tensor and one of a dtype this build does not know are ignored.
+TEST(ConvertSafetensors, OtherTensorsOfAnyDtypeAreIgnored) {
+  TempDir dir;
+  const std::string w = Rows(1, 0, 7, 256), sc = Rows(2, 0, 7, 8);
+  const uint64_t ws = w.size(), ss = sc.size();
+  auto shard = [&](uint64_t bf16_begin) {
+    return Safetensors("{" + TensorJson("engram.weight", "F8_E4M3", "[7,256]", 0, ws) + "," +
+                           TensorJson("attn.bf16", "BF16", "[2,2]", bf16_begin, bf16_begin + 8) + "," +
+                           TensorJson("engram.scale", "F8_E8M0", "[7,8]", ws + 8, ws + 8 + ss) + "," +
+                           TensorJson("expert.f4", "F4_E2M1", "[64]", ws + 8 + ss, ws + 8 + ss + 32) + "}",
+                       w + std::string(8, 'b') + sc + std::string(32, 'f'));
+  };
+  WriteFile(dir.File("a.safetensors"), shard(ws));
+  auto spec = SafetensorsConvertSpec({dir.File("a.safetensors")}, "engram.weight", "engram.scale");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_TRUE(ConvertToTable(*spec, dir.File("t.engram"), FastOptions()).ok());
+  auto t = TableFile::Open(dir.File("t.engram"));
+  ASSERT_TRUE(t.ok());
+  ExpectRecords(**t, 7, 256, 8);
+  // Named, the unknown dtype is refused with its name.
+  auto named = SafetensorsConvertSpec({dir.File("a.safetensors")}, "expert.f4", "");
+  EXPECT_EQ(named.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(named.status().message().find("'F4_E2M1'"), std::string::npos) << named.status().ToString();
+  // An ignored tensor still may not overlap the table's data.
+  WriteFile(dir.File("b.safetensors"), shard(10));
+  auto bad = SafetensorsConvertSpec({dir.File("b.safetensors")}, "engram.weight", "engram.scale");
+  EXPECT_NE(bad.status().message().find("overlap"), std::string::npos) << bad.status().ToString();
 }
 
 TEST(ConvertSafetensors, MissingTensorNamesTheFileAndWhatItHas) {

@@ -115,11 +115,11 @@ TEST(TableFormat, NonZeroHeaderPaddingIsCorruption) {
 
 TEST(TableFormat, NewerVersionAndUnknownFlagsAreUnsupported) {
   TableHeader h = ValidHeader();
-  TableHeader v2 = h;
-  v2.version = 2;
-  auto d = DecodeTableHeader(Encode(v2), h.file_bytes);
+  TableHeader v3 = h;
+  v3.version = 3;
+  auto d = DecodeTableHeader(Encode(v3), h.file_bytes);
   EXPECT_EQ(d.status().code(), StatusCode::kUnsupported);
-  EXPECT_NE(d.status().message().find("version 2"), std::string::npos);
+  EXPECT_NE(d.status().message().find("version 3"), std::string::npos);
   TableHeader flags = h;
   flags.flags = 4;
   EXPECT_EQ(DecodeTableHeader(Encode(flags), h.file_bytes).status().code(), StatusCode::kUnsupported);

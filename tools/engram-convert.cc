@@ -10,14 +10,19 @@
 #include "src/common/logging.h"
 #include "storage/embedded_hash_layout.h"
 #include "storage/progress_meter.h"
+#include "storage/reference_writer.h"
 #include "storage/table_converter.h"
 #include "storage/temp_file_cleanup.h"
 
 namespace {
 
+// Bad input (a missing shard or tensor, a wrong dtype or shape, ...) exits
+// 2 for an in-place table, as for a usage error; conversion errors keep 1.
+int exit_code_on_error = 1;
+
 int Fail(const engram::Status& s) {
   std::fprintf(stderr, "engram-convert: %s\n", s.ToString().c_str());
-  return 1;
+  return exit_code_on_error;
 }
 
 }  // namespace
@@ -30,7 +35,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> st_files, npy_files, npy_scale_files;
   std::string weight, scale, layout_file, out;
   int64_t layer_id = -1;
-  bool progress = false;
+  bool progress = false, in_place = false;
   size_t chunk_mib = 8;
   uint64_t salt = 0;
   auto* st = app.add_option("--safetensors", st_files, "safetensors shard(s), comma separated, in row order")
@@ -49,11 +54,16 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   auto* salt_opt = app.add_option("--checksum-salt", salt, "fixed block checksum salt (default: random)");
+  app.add_flag("--in-place", in_place,
+               "write a small reference table that serves the rows from the safetensors shards where they lie "
+               "(block checksums, shard sizes, times and fingerprints) instead of a rewritten table")
+      ->needs(st);
   app.add_flag("--progress", progress, "show a progress bar even when stderr is not a terminal");
   app.add_option("OUT", out, "output table file")->required();
   std::string log_level;
   engram::AddLogLevelOption(app, log_level);
   CLI11_PARSE(app, argc, argv);
+  if (in_place) exit_code_on_error = 2;
   // A table being written sits under a temporary name until it is complete;
   // Ctrl-C and SIGTERM must not leave it behind.
   engram::RemoveTempFilesOnTerminationSignals();
@@ -98,10 +108,11 @@ int main(int argc, char** argv) {
   for (const auto& w : spec->weight) total_rows += w.tensor.rows();
   engram::ProgressMeter meter("engram-convert", total_rows * *record_bytes, progress);
   opt.progress = [&](uint64_t done, uint64_t) { meter.Update(done * *record_bytes); };
-  auto header = engram::ConvertToTable(*spec, out, opt);
+  auto header = in_place ? engram::WriteReferenceTable(*spec, out, opt) : engram::ConvertToTable(*spec, out, opt);
   if (!header.ok()) return Fail(header.status());
   meter.Finish();
-  std::fprintf(stderr, "engram-convert: wrote %s: %llu rows of %u bytes\n", out.c_str(),
-               static_cast<unsigned long long>(header->row_count), header->record_bytes);
+  std::fprintf(stderr, "engram-convert: wrote %s: %llu rows of %u bytes%s\n", out.c_str(),
+               static_cast<unsigned long long>(header->row_count), header->record_bytes,
+               in_place ? " (in place: a reference to the shards)" : "");
   return 0;
 }

@@ -1,6 +1,7 @@
 // engram-inspect: look inside an Engram table file.
 //   engram-inspect FILE | info FILE      header fields and metadata
-//   engram-inspect verify FILE           check every block checksum
+//   engram-inspect verify FILE           check every block checksum (--fingerprint: and the
+//                                        shards' fingerprints, for a reference table)
 //   engram-inspect dump FILE --rows A,B  record bytes (hex, or --raw to stdout)
 #include <unistd.h>
 
@@ -24,6 +25,12 @@ namespace {
 int Fail(const engram::Status& s) {
   std::fprintf(stderr, "engram-inspect: %s\n", s.ToString().c_str());
   return 1;
+}
+
+// A table that does not open: exit 2, as for a usage error.
+int BadInput(const engram::Status& s) {
+  std::fprintf(stderr, "engram-inspect: %s\n", s.ToString().c_str());
+  return 2;
 }
 
 // 0 once everything printed has reached stdout, else a failure (a full disk
@@ -53,9 +60,23 @@ int Info(const engram::TableFile& t, bool json_only) {
   const engram::TableHeader& h = t.header();
   std::printf("file:            %s\n", t.path().c_str());
   std::printf("format version:  %u\n", h.version);
+  if (const engram::ReferenceTable* ref = t.reference()) {
+    const engram::ReferenceLayout& l = ref->layout();
+    std::printf("kind:            reference table (in place): rows served from %zu safetensors shard(s)\n",
+                l.shards().size());
+    for (const engram::ReferenceShard& s : l.shards()) {
+      std::printf("  shard:         %s (%llu rows, %llu bytes)\n", s.path.c_str(),
+                  static_cast<unsigned long long>(s.rows), static_cast<unsigned long long>(s.size));
+    }
+    std::printf("referenced:      %llu bytes (weight %u + scale %u bytes a row), %llu block checksums\n",
+                static_cast<unsigned long long>(l.referenced_bytes()), l.weight_row_bytes(), l.scale_row_bytes(),
+                static_cast<unsigned long long>(l.unit_count()));
+  }
   std::printf("record_bytes:    %u\n", h.record_bytes);
-  std::printf("rows_per_block:  %u (block %u bytes, %u-byte XXH3-64 trailer)\n", h.rows_per_block, h.block_size,
-              engram::kBlockTrailerBytes);
+  if (!t.is_reference()) {
+    std::printf("rows_per_block:  %u (block %u bytes, %u-byte XXH3-64 trailer)\n", h.rows_per_block, h.block_size,
+                engram::kBlockTrailerBytes);
+  }
   std::printf("row_count:       %llu\n", static_cast<unsigned long long>(h.row_count));
   std::printf("block_count:     %llu\n", static_cast<unsigned long long>(h.block_count));
   std::printf("data section:    offset %llu, %llu bytes\n", static_cast<unsigned long long>(h.data_offset),
@@ -117,8 +138,12 @@ int Dump(const engram::TableFile& t, const std::vector<std::string>& specs, bool
       }
       continue;
     }
-    std::printf("row %llu (block %llu, offset %u):\n", static_cast<unsigned long long>(r),
-                static_cast<unsigned long long>(t.BlockOfRow(r)), t.RowOffsetInBlock(r));
+    if (t.is_reference()) {
+      std::printf("row %llu:\n", static_cast<unsigned long long>(r));
+    } else {
+      std::printf("row %llu (block %llu, offset %u):\n", static_cast<unsigned long long>(r),
+                  static_cast<unsigned long long>(t.BlockOfRow(r)), t.RowOffsetInBlock(r));
+    }
     for (size_t i = 0; i < rec.size(); i += 32) {
       std::printf("  %04zx:", i);
       for (size_t j = i; j < rec.size() && j < i + 32; ++j) std::printf(" %02x", static_cast<unsigned>(rec[j]));
@@ -141,7 +166,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Inspect an Engram table file: header, metadata, block checksums, rows."};
   app.require_subcommand(1);
   std::string file;
-  bool json_only = false, progress = false, raw = false, hex = false;
+  bool json_only = false, progress = false, raw = false, hex = false, fingerprint = false;
   std::vector<std::string> row_specs;
   auto* info = app.add_subcommand("info", "print the header fields and the metadata JSON (the default)");
   info->add_option("FILE", file, "table file")->required();
@@ -149,6 +174,8 @@ int main(int argc, char** argv) {
   auto* verify = app.add_subcommand("verify", "check every block checksum; non-zero exit names the first bad block");
   verify->add_option("FILE", file, "table file")->required();
   verify->add_flag("--progress", progress, "show a progress bar even when stderr is not a terminal");
+  verify->add_flag("--fingerprint", fingerprint,
+                   "reference table: also check each shard's fingerprint (size and mtime are always checked)");
   auto* dump = app.add_subcommand("dump", "print the records of the given rows, in the order given");
   dump->add_option("FILE", file, "table file")->required();
   dump->add_option("--rows", row_specs, "rows: A,B,C or ranges A-B")->delimiter(',')->required();
@@ -166,8 +193,11 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  auto table = engram::TableFile::Open(file);
-  if (!table.ok()) return Fail(table.status());
+  engram::ReferenceOpenOptions open_options;
+  open_options.check_fingerprints = fingerprint;
+  auto table = engram::TableFile::Open(file, open_options);
+  // A table that does not open (damaged, a missing or replaced shard) is bad input.
+  if (!table.ok()) return BadInput(table.status());
   if (*verify) return Verify(**table, progress);
   if (*dump) return Dump(**table, row_specs, raw);
   return Info(**table, json_only);

@@ -9,7 +9,7 @@
 namespace engram {
 
 struct TableOptions {
-  std::string path;  // an Engram table file (storage/FORMAT.md)
+  std::string path;  // an Engram table file or reference table (storage/FORMAT.md)
   // Name used in stats and metrics (label `table`); default: the file's
   // stem ("layer1" for /data/layer1.engram).
   std::string name;
@@ -58,6 +58,16 @@ struct StoreOptions {
   // allocation. Gathers that need more at once take the rest from the heap.
   // 32 MiB holds 8,192 blocks in flight; 0 = always the heap.
   size_t read_buffer_bytes = 32u << 20;
+
+  // Reference tables (engram-convert --in-place; rows served from the
+  // safetensors shards): their scale rows are held in memory when they need
+  // at most this share of the table's cache budget, and their bytes then come
+  // out of it; otherwise (or 0) each missed row reads its scale as well. In
+  // [0, 1].
+  double in_place_scale_share = 0.25;
+  // Reference tables: also check each shard's fingerprint at open (a few MiB
+  // read per shard); its size and modification time are always checked.
+  bool verify_shard_fingerprints = false;
 
   // If set, every gather (table index and row IDs) is appended to this file
   // for engram-replay --store-trace (format in src/store/trace_writer.h).

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "src/store/reference_reads.h"
 #include "src/store/store_impl.h"
 #include "storage/io/io_stats.h"
 
@@ -118,6 +119,7 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   st.result.cache_nanoseconds = st.t1 - st.t0;
   if (missed.empty()) return st.Finish();
 
+  if (table.file->is_reference()) return StartReferenceReads(self, std::move(missed));
   const size_t missed_rows = missed.size();
   Status s = st.batch.Build(table, table.file_id, st.store->read_buffers(), std::move(missed));
   if (!s.ok()) {
@@ -147,10 +149,10 @@ void GatherTicket::State::OnLanded(const std::shared_ptr<State>& self, uint32_t 
   {
     std::lock_guard lock(st.mu);
     ++st.chunks_landed;
-    st.landed = st.chunks_landed == st.chunks();
+    st.landed = st.chunks_landed == st.landings();
     if (st.waiting) {
       // The waiter checks the chunk now, and runs the disk phase at the end.
-      st.chunks_to_check.push_back(c);
+      if (c != kWholeGather) st.chunks_to_check.push_back(c);
       st.cv.notify_all();
       return;
     }
@@ -187,17 +189,33 @@ void GatherTicket::State::CheckChunk(uint32_t c) {
     for (uint32_t i = begin; i < end; ++i) {
       const uint32_t d = batch.row_ref[i];
       const std::byte* bytes = block + g.RowOffsetInBlock(batch.rows[i]);
-      std::memcpy(dst + size_t(plan.first_pos[d]) * stride, bytes, record);
-      plan.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(dst + size_t(p) * stride, bytes, record); });
+      CopyOut(d, bytes, record);
       verified.emplace_back(d, bytes);
     }
   }
   checked[c] = 1;
 }
 
+void GatherTicket::State::CopyOut(uint32_t d, const std::byte* bytes, uint32_t record) {
+  std::memcpy(dst + size_t(plan.first_pos[d]) * stride, bytes, record);
+  plan.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(dst + size_t(p) * stride, bytes, record); });
+}
+
 void GatherTicket::State::OnBlocksRead() {
   TableState& table = store->table_state(this->table);
   const uint32_t record = table.file->record_bytes();
+  if (reference) {
+    result.bytes_read += reference->ForEachRow(table, [&](uint64_t, uint32_t d, const Status& s, const std::byte* rec) {
+      if (s.ok()) {
+        CopyOut(d, rec, record);
+        verified.emplace_back(d, rec);
+        return;
+      }
+      table.counters.Add(table.counters.failed_rows, 1);
+      if (result.status.ok()) result.status = s;
+      AddFailedRow(d);
+    });
+  }
   for (uint32_t c = 0; c < chunks(); ++c) {
     if (!checked[c]) CheckChunk(c);
   }
@@ -216,6 +234,7 @@ void GatherTicket::State::OnBlocksRead() {
   }
   result.disk_nanoseconds = io::MonotonicNanos() - t1;
   batch.buffers.Release();  // back to the pool now, not when the ticket dies
+  if (reference) reference->blocks.buffers.Release();
   Finish();
 }
 
@@ -317,6 +336,7 @@ GatherResult WaitForGather(GatherTicket ticket) {
 
 void StartReadAhead(StoreImpl* store, size_t table_index, std::vector<uint64_t> rows) {
   TableState& table = store->table_state(table_index);
+  if (table.file->is_reference()) return StartReferenceReadAhead(store, table_index, std::move(rows));
   auto op = std::make_shared<ReadAheadOperation>();
   op->store = store;
   op->table = table_index;

@@ -21,7 +21,9 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -36,6 +38,7 @@ namespace engram {
 
 class StoreImpl;
 struct TableState;
+struct ReferenceBatch;
 
 // Blocks to read for a set of rows: rows sorted by ID, grouped by block.
 struct BlockBatch {
@@ -69,6 +72,7 @@ struct engram::GatherTicket::State {
 
   GatherPlan plan;
   BlockBatch batch;
+  std::shared_ptr<ReferenceBatch> reference;  // a reference table's reads (reference_reads.h)
   GatherResult result;
   uint64_t t0 = 0, t1 = 0;
   // Rows of verified blocks: (distinct index, bytes in the block buffer),
@@ -92,14 +96,22 @@ struct engram::GatherTicket::State {
   std::vector<uint8_t> checked;
 
   size_t chunks() const { return (batch.blocks.size() + kChunkBlocks - 1) / kChunkBlocks; }
+  // Engine batches whose completion the disk phase waits for: the chunks, or
+  // for a reference table the one batch of its reads (reference_reads.h).
+  size_t landings() const { return reference ? 1 : chunks(); }
+  // OnLanded's chunk for a landing that is not one of the chunks (a reference
+  // table's reads, checked only by OnBlocksRead).
+  static constexpr uint32_t kWholeGather = UINT32_MAX;
   // Runs the cache phase and submits the reads (or completes at once).
   static void Start(const std::shared_ptr<State>& self);
   // The engine's completion of chunk c: only hands it off, to the waiter if
   // there is one, else (once every chunk has landed) to the completion pool.
-  static void OnLanded(const std::shared_ptr<State>& self, uint32_t c);
+  static void OnLanded(const std::shared_ptr<State>& self, uint32_t c = kWholeGather);
   // Verifies the blocks of chunk c, copies their rows to dst and records
   // them in `verified` (or their positions as failed).
   void CheckChunk(uint32_t c);
+  // Copies the row of distinct index d to each of its positions in dst.
+  void CopyOut(uint32_t d, const std::byte* bytes, uint32_t record);
   // The disk phase: check the chunks not checked yet, fill the cache in the
   // gather's order, Finish().
   void OnBlocksRead();

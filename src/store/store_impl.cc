@@ -7,6 +7,7 @@
 
 #include "src/store/budget_split.h"
 #include "src/store/gather_operation.h"
+#include "src/store/reference_reads.h"
 #include "src/store/store_metrics.h"
 #include "storage/io/io_stats.h"
 
@@ -66,10 +67,14 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
   std::vector<uint64_t> explicit_bytes, weights;
   for (const TableOptions& t : options.tables) {
     auto state = std::make_unique<TableState>();
-    ENGRAM_ASSIGN_OR_RETURN(state->file, TableFile::Open(t.path));
-    auto fid = store->engine_->OpenFile(t.path);
-    if (!fid.ok()) return fid.status().WithContext("open table " + t.path);
-    state->file_id = *fid;
+    ENGRAM_ASSIGN_OR_RETURN(state->file, TableFile::Open(t.path, {options.verify_shard_fingerprints}));
+    if (state->file->is_reference()) {
+      ENGRAM_RETURN_IF_ERROR(OpenReferenceShards(*state, *store->engine_));
+    } else {
+      auto fid = store->engine_->OpenFile(t.path);
+      if (!fid.ok()) return fid.status().WithContext("open table " + t.path);
+      state->file_id = *fid;
+    }
     state->name = t.name.empty() ? std::filesystem::path(t.path).stem().string() : t.name;
     for (const auto& other : store->tables_) {
       if (other->name == state->name) return Status::InvalidArgument("two tables named '" + state->name + "'");
@@ -101,11 +106,12 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
   for (size_t i = 0; i < store->tables_.size(); ++i) {
     TableState& t = *store->tables_[i];
     t.cache_budget_bytes = budgets[i];
-    auto cache = RowCache::Create(cache_config, budgets[i], t.file->record_bytes(), t.file->row_count());
+    ENGRAM_RETURN_IF_ERROR(HoldReferenceScales(t, options.in_place_scale_share));
+    auto cache = RowCache::Create(cache_config, t.cache_budget_bytes, t.file->record_bytes(), t.file->row_count());
     if (!cache.ok()) return cache.status().WithContext("cache for table " + t.name);
     t.cache = std::move(cache).value();
     spdlog::info("store: table {} ({} rows of {} B) cache {} B = {} rows, policy {}", t.name, t.file->row_count(),
-                 t.file->record_bytes(), budgets[i], t.cache->capacity_rows(), cache_config.ToSpec());
+                 t.file->record_bytes(), t.cache_budget_bytes, t.cache->capacity_rows(), cache_config.ToSpec());
   }
   if (!options.trace_path.empty()) {
     ENGRAM_ASSIGN_OR_RETURN(store->trace_, TraceWriter::Open(options.trace_path));

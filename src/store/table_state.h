@@ -12,6 +12,7 @@
 #include <span>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "engram/counters.h"
 #include "engram/store.h"
@@ -41,6 +42,11 @@ struct TableState {
   std::string name;
   std::unique_ptr<TableFile> file;  // validated header + metadata; geometry
   io::FileId file_id = 0;
+  // A reference table: its shards in the I/O engine (by shard index), and
+  // its scale rows when they are held in memory (row r at r * scale bytes;
+  // empty: each miss reads its scale too). See reference_reads.h.
+  std::vector<io::FileId> shard_files;
+  std::vector<std::byte> resident_scales;
   uint64_t cache_budget_bytes = 0;
   std::unique_ptr<RowCache> cache;
   TableCounters counters;

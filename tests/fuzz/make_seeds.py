@@ -113,3 +113,38 @@ write(H, "post-body", b"POST /metrics HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello
 write(H, "chunked", b"GET /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
 write(H, "listen-v4", b"127.0.0.1:9464")
 write(H, "listen-v6", b"[::1]:0")
+
+# --- reference_table_fuzzer: ctrl (bit 0: also open as a file), record_bytes
+# LE16, row_count LE32, block_count LE32, metadata JSON ----------------------
+import json as _json
+
+
+def reference(ctrl, shards, weight=256, scale=8):
+    fields = [{"name": "weight", "dtype": "F8_E4M3", "offset": 0, "bytes": weight, "row_shape": [weight]}]
+    if scale:
+        fields.append({"name": "scale", "dtype": "F8_E8M0", "offset": weight, "bytes": scale, "row_shape": [scale]})
+    entries, rows, units = [], 0, 0
+
+    def span(off, n):
+        return 0 if n == 0 else (off + n - 1) // 4096 - off // 4096 + 1
+    for i, (n, woff) in enumerate(shards):
+        soff = woff + n * weight + 4
+        e = {"file": "s%d.safetensors" % i, "size": soff + n * scale + 100, "mtime_ns": 1700000000000000000 + i,
+             "fingerprint": "0x%016x" % (0x1234 + i), "rows": n, "weight_tensor": "engram.w",
+             "weight_offset": woff}
+        units += span(woff, n * weight)
+        if scale:
+            e["scale_offset"] = soff
+            units += span(soff, n * scale)
+        entries.append(e)
+        rows += n
+    meta = {"format": "engram-reference/1", "record": {"bytes": weight + scale, "fields": fields}, "rows": rows,
+            "source": {"kind": "safetensors", "in_place": True, "shards": entries}}
+    text = _json.dumps(meta, separators=(",", ":")).encode()
+    return struct.pack("<BHII", ctrl, weight + scale, rows, units) + text
+
+
+R = "reference_table_fuzzer"
+write(R, "v41-three-shards", reference(1, [(700, 197), (1, 100), (950, 8)]))
+write(R, "no-scale", reference(0, [(40, 3)], weight=64, scale=0))
+write(R, "aligned", reference(1, [(16, 4096)]))

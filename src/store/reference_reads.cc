@@ -1,0 +1,146 @@
+#include "src/store/reference_reads.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/post.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+#include "src/store/store_impl.h"
+#include "storage/io/io_stats.h"
+
+namespace engram {
+
+Status ReferenceBatch::Build(const TableState& table, ReadBufferPool& pool,
+                             std::vector<std::pair<uint64_t, uint32_t>> rows_and_refs) {
+  const ReferenceLayout& layout = table.file->reference()->layout();
+  const bool with_scale = table.resident_scales.empty();
+  const size_t n = rows_and_refs.size();
+  rows.resize(n);
+  row_ref.resize(n);
+  pieces.resize(n * kMaxRowPieces);
+  piece_count.resize(n);
+  std::vector<uint64_t>& units = blocks.blocks;
+  units.clear();
+  for (size_t i = 0; i < n; ++i) {
+    rows[i] = rows_and_refs[i].first;
+    row_ref[i] = rows_and_refs[i].second;
+    RowPiece* p = &pieces[i * kMaxRowPieces];
+    piece_count[i] = static_cast<uint8_t>(layout.RowPieces(rows[i], with_scale, p));
+    for (int k = 0; k < piece_count[i]; ++k) units.push_back(p[k].unit);
+  }
+  std::sort(units.begin(), units.end());
+  units.erase(std::unique(units.begin(), units.end()), units.end());
+  for (size_t i = 0; i < n; ++i) {
+    for (int k = 0; k < piece_count[i]; ++k) {
+      RowPiece& p = pieces[i * kMaxRowPieces + k];
+      p.unit = static_cast<uint64_t>(std::lower_bound(units.begin(), units.end(), p.unit) - units.begin());
+    }
+  }
+  if (units.empty()) return Status::OK();
+  ENGRAM_ASSIGN_OR_RETURN(blocks.buffers, pool.Acquire(units.size()));
+  blocks.reads.resize(units.size());
+  for (size_t b = 0; b < units.size(); ++b) {
+    const ChecksumUnit u = layout.Unit(units[b]);
+    blocks.reads[b] = io::BlockRead{table.shard_files[u.shard], u.file_offset, static_cast<uint32_t>(io::kBlockSize),
+                                    blocks.buffers.Block(b), Status()};
+  }
+  return Status::OK();
+}
+
+Status OpenReferenceShards(TableState& table, io::IoEngine& engine) {
+  for (const ReferenceShard& s : table.file->reference()->shards()) {
+    auto fid = engine.OpenFile(s.path);
+    if (!fid.ok()) return fid.status().WithContext("open shard of table " + table.file->path());
+    table.shard_files.push_back(*fid);
+  }
+  return Status::OK();
+}
+
+Status HoldReferenceScales(TableState& table, double share) {
+  if (!(share >= 0.0 && share <= 1.0)) {
+    return Status::InvalidArgument("store: in_place_scale_share must be in [0, 1], got " + std::to_string(share));
+  }
+  const ReferenceTable* ref = table.file->reference();
+  if (ref == nullptr || ref->layout().scale_row_bytes() == 0) return Status::OK();
+  const uint64_t bytes = ref->layout().row_count() * ref->layout().scale_row_bytes();
+  if (share == 0.0 || static_cast<double>(bytes) > share * static_cast<double>(table.cache_budget_bytes)) {
+    spdlog::info("store: table {}: scales ({} B) read with each missed row", table.name, bytes);
+    return Status::OK();
+  }
+  table.resident_scales.resize(bytes);
+  Status s = ref->ReadScales(table.resident_scales);
+  if (!s.ok()) {
+    std::vector<std::byte>().swap(table.resident_scales);
+    spdlog::warn("store: table {}: scales stay on disk, read with each missed row: {}", table.name, s.ToString());
+    return Status::OK();
+  }
+  table.cache_budget_bytes -= bytes;
+  spdlog::info("store: table {}: scales held in memory ({} B of the cache budget)", table.name, bytes);
+  return Status::OK();
+}
+
+void StartReferenceReads(const std::shared_ptr<GatherState>& self,
+                         std::vector<std::pair<uint64_t, uint32_t>> missed) {
+  GatherState& st = *self;
+  TableState& table = st.store->table_state(st.table);
+  const size_t missed_rows = missed.size();
+  st.reference = std::make_shared<ReferenceBatch>();
+  Status s = st.reference->Build(table, st.store->read_buffers(), std::move(missed));
+  if (!s.ok()) {
+    // No read buffer: none of the misses is read, returned or cached.
+    table.counters.Add(table.counters.failed_rows, missed_rows);
+    st.result.status = s;
+    for (uint32_t ref : st.reference->row_ref) st.AddFailedRow(ref);
+    std::sort(st.result.failed_positions.begin(), st.result.failed_positions.end());
+    return st.Finish();
+  }
+  st.result.blocks_read = st.reference->blocks.blocks.size();
+  st.store->engine().SubmitBatch(st.reference->blocks.reads, [self] { GatherState::OnLanded(self); });
+}
+
+namespace {
+
+struct ReferenceReadAhead {
+  StoreImpl* store;
+  size_t table;
+  TableState::ReadAheadTicket ticket;
+  ReferenceBatch batch;
+};
+
+}  // namespace
+
+void StartReferenceReadAhead(StoreImpl* store, size_t table_index, std::vector<uint64_t> rows) {
+  TableState& table = store->table_state(table_index);
+  auto op = std::make_shared<ReferenceReadAhead>();
+  op->store = store;
+  op->table = table_index;
+  op->ticket = table.ReadAheadStarted(rows);
+  std::vector<std::pair<uint64_t, uint32_t>> refs;
+  refs.reserve(rows.size());
+  for (uint64_t r : rows) refs.emplace_back(r, 0);
+  Status s = op->batch.Build(table, store->read_buffers(), std::move(refs));
+  if (!s.ok()) {
+    spdlog::warn("read-ahead on table {}: {}", table.name, s.ToString());
+    for (uint64_t r : rows) table.LandReadAheadRow(op->ticket.seq, r, false, {});
+  }
+  if (!s.ok() || op->batch.blocks.blocks.empty()) {
+    table.ReadAheadDone(op->ticket.generation);
+    return;
+  }
+  store->engine().SubmitBatch(op->batch.blocks.reads, [op] {
+    boost::asio::post(op->store->completion_pool(), [op] {
+      TableState& t = op->store->table_state(op->table);
+      const uint32_t record = t.file->record_bytes();
+      op->batch.ForEachRow(t, [&](uint64_t row, uint32_t, const Status& status, const std::byte* rec) {
+        t.LandReadAheadRow(op->ticket.seq, row, status.ok(),
+                           status.ok() ? std::span<const std::byte>(rec, record) : std::span<const std::byte>());
+      });
+      op->batch.blocks.buffers.Release();
+      t.ReadAheadDone(op->ticket.generation);
+    });
+  });
+}
+
+}  // namespace engram

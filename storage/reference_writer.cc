@@ -1,0 +1,205 @@
+#include "storage/reference_writer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "storage/byte_order.h"
+#include "storage/file_util.h"
+#include "storage/embedded_hash_layout.h"
+#include "storage/reference_layout.h"
+#include "storage/reference_table.h"
+#include "storage/table_writer.h"
+#include "storage/temp_file_cleanup.h"
+
+namespace engram {
+
+using nlohmann::json;
+
+namespace {
+
+// How the reference names a shard: as given if absolute, else relative to
+// the reference file's directory.
+std::string RecordedName(const std::string& shard, const std::string& out_path) {
+  namespace fs = std::filesystem;
+  if (fs::path(shard).is_absolute()) return fs::path(shard).lexically_normal().string();
+  std::error_code ec;
+  const std::string dir = DirectoryOf(out_path);
+  const fs::path from = fs::absolute(dir.empty() ? fs::path(".") : fs::path(dir), ec);
+  const fs::path to = fs::absolute(shard, ec);
+  const fs::path rel = to.lexically_normal().lexically_relative(from.lexically_normal());
+  return rel.empty() ? to.lexically_normal().string() : rel.string();
+}
+
+json FieldJson(const char* name, const TensorInfo& t, uint64_t offset) {
+  std::vector<uint64_t> row_shape(t.shape.begin() + 1, t.shape.end());
+  return json{{"name", name}, {"dtype", t.dtype}, {"offset", offset}, {"bytes", t.row_bytes()}, {"row_shape", row_shape}};
+}
+
+// Deletes the temporary file unless it was renamed into place.
+class TempFile {
+ public:
+  explicit TempFile(std::string path) : path_(std::move(path)) {}
+  Status Create() {
+    int fd = ::mkostemp(path_.data(), O_CLOEXEC);
+    if (fd < 0) return Status::FromErrno("create temporary file " + path_, errno);
+    fd_ = fileutil::ScopedFd(fd);
+    token_ = RegisterTempFile(path_);
+    return Status::OK();
+  }
+  ~TempFile() {
+    if (!renamed_ && fd_.get() >= 0) ::unlink(path_.c_str());
+    UnregisterTempFile(token_);
+  }
+  int fd() const { return fd_.get(); }
+  const std::string& path() const { return path_; }
+  Status RenameTo(const std::string& final_path) {
+    if (::close(fd_.release()) != 0) return Status::FromErrno("close " + path_, errno);
+    if (::rename(path_.c_str(), final_path.c_str()) != 0) {
+      ::unlink(path_.c_str());
+      return Status::FromErrno("rename " + path_ + " to " + final_path, errno);
+    }
+    renamed_ = true;
+    return Status::OK();
+  }
+
+ private:
+  std::string path_;
+  fileutil::ScopedFd fd_;
+  int token_ = -1;
+  bool renamed_ = false;
+};
+
+}  // namespace
+
+Result<TableHeader> WriteReferenceTable(const ConvertSpec& spec, const std::string& out_path,
+                                        const ConvertOptions& options) {
+  if (spec.source_kind != "safetensors") {
+    return Status::InvalidArgument("in-place tables reference safetensors shards, not " + spec.source_kind + " files");
+  }
+  std::vector<std::string> inputs;
+  for (const TensorSlice& t : spec.weight) inputs.push_back(t.path);
+  ENGRAM_RETURN_IF_ERROR(CheckConvertOutput(out_path, inputs));
+  ENGRAM_ASSIGN_OR_RETURN(uint32_t record_bytes, ConvertRecordBytes(spec));
+  const bool with_scale = !spec.scale.empty();
+  for (size_t i = 0; i < spec.scale.size(); ++i) {
+    if (spec.scale[i].path != spec.weight[i].path) {
+      return Status::InvalidArgument("shard " + std::to_string(i) + ": weight and scale tensors are in different files");
+    }
+  }
+  const uint64_t wrow = spec.weight[0].tensor.row_bytes();
+  const uint64_t srow = with_scale ? spec.scale[0].tensor.row_bytes() : 0;
+  uint64_t total_rows = 0, units = 0;
+  for (size_t i = 0; i < spec.weight.size(); ++i) {
+    const TensorInfo& w = spec.weight[i].tensor;
+    if (__builtin_add_overflow(total_rows, w.rows(), &total_rows)) {
+      return Status::InvalidArgument("total row count overflows 64 bits");
+    }
+    units += ReferenceLayout::UnitsOf(w.data_offset, w.data_bytes);
+    if (with_scale) units += ReferenceLayout::UnitsOf(spec.scale[i].tensor.data_offset, spec.scale[i].tensor.data_bytes);
+  }
+  ENGRAM_RETURN_IF_ERROR(CheckTableHasRows(total_rows));
+  if (options.hash_layout) ENGRAM_RETURN_IF_ERROR(ValidateHashLayout(*options.hash_layout, total_rows));
+
+  // Each shard as it is now: size, modification time, fingerprint.
+  std::vector<fileutil::ScopedFd> fds;
+  json shards = json::array();
+  for (size_t i = 0; i < spec.weight.size(); ++i) {
+    const std::string& path = spec.weight[i].path;
+    ENGRAM_ASSIGN_OR_RETURN(int raw, fileutil::OpenReadOnly(path));
+    fds.emplace_back(raw);
+    ENGRAM_ASSIGN_OR_RETURN(uint64_t size, fileutil::FileSize(raw, path));
+    ENGRAM_ASSIGN_OR_RETURN(int64_t mtime, FileMtimeNanos(raw, path));
+    ENGRAM_ASSIGN_OR_RETURN(uint64_t fingerprint, ShardFingerprint(raw, size, path));
+    const TensorInfo& w = spec.weight[i].tensor;
+    json sh = {{"file", RecordedName(path, out_path)},
+               {"size", size},
+               {"mtime_ns", mtime},
+               {"fingerprint", Hex64(fingerprint)},
+               {"rows", w.rows()},
+               {"weight_tensor", w.name},
+               {"weight_shape", w.shape},
+               {"weight_offset", w.data_offset}};
+    if (with_scale) {
+      const TensorInfo& s = spec.scale[i].tensor;
+      sh["scale_tensor"] = s.name;
+      sh["scale_shape"] = s.shape;
+      sh["scale_offset"] = s.data_offset;
+    }
+    shards.push_back(std::move(sh));
+  }
+  json meta;
+  meta["format"] = kReferenceFormat;
+  json fields = json::array({FieldJson("weight", spec.weight[0].tensor, 0)});
+  if (with_scale) fields.push_back(FieldJson("scale", spec.scale[0].tensor, wrow));
+  meta["record"] = {{"bytes", record_bytes}, {"fields", fields}};
+  meta["rows"] = total_rows;
+  meta["source"] = {{"kind", "safetensors"}, {"in_place", true}, {"shards", shards}};
+  meta["created_by"] = options.created_by;
+  if (options.hash_layout) meta["hash_layout"] = *options.hash_layout;
+  const std::string text = meta.dump();
+
+  // The layout exactly as a reader will parse it, so writer and reader agree
+  // on every unit.
+  const uint64_t salt = options.writer.checksum_salt ? *options.writer.checksum_salt : RandomChecksumSalt();
+  ENGRAM_ASSIGN_OR_RETURN(TableHeader draft, MakeReferenceTableHeader(record_bytes, total_rows, units, 0, text.size(),
+                                                                      XXH3_64bits(text.data(), text.size()), salt));
+  ENGRAM_ASSIGN_OR_RETURN(ReferenceLayout layout, ReferenceLayout::Parse(draft, text, DirectoryOf(out_path)));
+  const uint64_t seed_base = BlockSeedBase(draft);
+  std::vector<std::byte> section(draft.data_bytes);
+  uint64_t rows_done = 0;
+  for (size_t i = 0; i < layout.shards().size(); ++i) {
+    const ReferenceShard& s = layout.shards()[i];
+    auto seal = [&](uint64_t unit, std::span<const std::byte> block) {
+      StoreLe64(section.data() + unit * 8, ComputeUnitChecksum(block, layout.Unit(unit), unit, seed_base));
+      return Status::OK();
+    };
+    ENGRAM_RETURN_IF_ERROR(ScanShardRegion(fds[i].get(), s, s.weight_units, s.weight_offset, s.rows * wrow, seal));
+    ENGRAM_RETURN_IF_ERROR(ScanShardRegion(fds[i].get(), s, s.scale_units, s.scale_offset, s.rows * srow, seal));
+    // The shard must not have changed while it was read.
+    ENGRAM_ASSIGN_OR_RETURN(int64_t mtime, FileMtimeNanos(fds[i].get(), s.path));
+    ENGRAM_ASSIGN_OR_RETURN(uint64_t size, fileutil::FileSize(fds[i].get(), s.path));
+    if (mtime != s.mtime_ns || size != s.size) {
+      return Status::IOError(spec.weight[i].path + " changed while its checksums were computed");
+    }
+    rows_done += s.rows;
+    if (options.progress) options.progress(rows_done, total_rows);
+  }
+  TableHeader header = draft;
+  header.checksums_xxh3 = XXH3_64bits(section.data(), units * 8);
+
+  // Atomically, as TableWriter: zero header, data, metadata, sync, header, sync, rename.
+  if (out_path.empty() || out_path.back() == '/') {
+    return Status::InvalidArgument("table path '" + out_path + "' names no file");
+  }
+  TempFile temp(fileutil::TempPathFor(out_path));
+  ENGRAM_RETURN_IF_ERROR(temp.Create());
+  alignas(64) std::byte hblock[kTableBlockSize] = {};
+  ENGRAM_RETURN_IF_ERROR(fileutil::PwriteAll(temp.fd(), hblock, 0, temp.path()));
+  ENGRAM_RETURN_IF_ERROR(fileutil::PwriteAll(temp.fd(), section, header.data_offset, temp.path()));
+  std::vector<std::byte> meta_section(header.file_bytes - header.metadata_offset);
+  std::memcpy(meta_section.data(), text.data(), text.size());
+  ENGRAM_RETURN_IF_ERROR(fileutil::PwriteAll(temp.fd(), meta_section, header.metadata_offset, temp.path()));
+  const bool sync = options.writer.sync;
+  if (sync && ::fdatasync(temp.fd()) != 0) return Status::FromErrno("fdatasync " + temp.path(), errno);
+  EncodeTableHeader(header, std::span<std::byte, kTableBlockSize>(hblock, kTableBlockSize));
+  ENGRAM_RETURN_IF_ERROR(fileutil::PwriteAll(temp.fd(), hblock, 0, temp.path()));
+  if (sync && ::fsync(temp.fd()) != 0) return Status::FromErrno("fsync " + temp.path(), errno);
+  if (::fchmod(temp.fd(), 0644) != 0) return Status::FromErrno("chmod " + temp.path(), errno);
+  ENGRAM_RETURN_IF_ERROR(temp.RenameTo(out_path));
+  if (sync) ENGRAM_RETURN_IF_ERROR(fileutil::SyncParentDir(out_path));
+  spdlog::info("wrote Engram reference table {}: {} rows of {} B in {} shards, {} block checksums, {} bytes", out_path,
+               header.row_count, header.record_bytes, layout.shards().size(), units, header.file_bytes);
+  return header;
+}
+
+}  // namespace engram
