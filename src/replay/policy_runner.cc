@@ -1,5 +1,6 @@
 #include "src/replay/policy_runner.h"
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <thread>
@@ -7,13 +8,15 @@
 #include "engram/cache_config.h"
 #include "src/cache/row_cache.h"
 #include "src/replay/reference_policies.h"
+#include "src/replay/side_area.h"
 #include "src/replay/trace_index.h"
 
 namespace engram::replay {
 namespace {
 
 Result<RowCacheConfig> CacheConfig(std::string_view policy, const RunOptions& options) {
-  auto config = RowCacheConfig::FromSpec(policy);
+  ENGRAM_ASSIGN_OR_RETURN(SideAreaPolicy side, ParseSideAreaPolicy(policy));
+  auto config = RowCacheConfig::FromSpec(side.cache_spec);
   if (!config.ok()) return config.status().WithContext("policy '" + std::string(policy) + "'");
   if (options.sketch_bytes) config->sketch_bytes = *options.sketch_bytes;
   Status st = config->Validate();
@@ -23,31 +26,45 @@ Result<RowCacheConfig> CacheConfig(std::string_view policy, const RunOptions& op
 
 Result<PolicyRun> ReplayRowCache(const PolicyJob& job, const GatherTrace& trace, const RunOptions& options) {
   ENGRAM_ASSIGN_OR_RETURN(RowCacheConfig config, CacheConfig(job.policy, options));
+  ENGRAM_ASSIGN_OR_RETURN(SideAreaPolicy side_policy, ParseSideAreaPolicy(job.policy));
   uint64_t capacity = job.capacity_rows;
   if (job.budget_bytes) {
     auto fit = RowCache::CapacityForBudget(config, job.budget_bytes, job.row_bytes);
     if (!fit.ok()) return fit.status().WithContext("policy '" + job.policy + "'");
     capacity = *fit;
   }
-  auto created = RowCache::CreateWithCapacity(config, capacity, /*row_bytes=*/0);
+  const uint64_t side_rows = static_cast<uint64_t>(side_policy.fraction * static_cast<double>(capacity));
+  SideArea side(side_rows);
+  auto created = RowCache::CreateWithCapacity(config, std::max<uint64_t>(1, capacity - side_rows), /*row_bytes=*/0);
   if (!created.ok()) return created.status().WithContext("policy '" + job.policy + "'");
   std::unique_ptr<RowCache> cache = std::move(*created);
   RequestRecorder recorder;
   std::vector<uint64_t> misses;
+  uint64_t side_hits = 0;  // cache misses the side area served
   for (size_t r = 0; r < trace.requests(); ++r) {
     for (uint64_t g = trace.request_begin(r); g < trace.request_end[r]; ++g) {
       misses.clear();
       for (uint64_t i = trace.gather_begin(g); i < trace.gather_end[g]; ++i) {
         if (!cache->Lookup(trace.rows[i], {})) misses.push_back(trace.rows[i]);
       }
-      for (uint64_t id : misses) cache->Insert(id, {});
+      for (uint64_t id : misses) {
+        const bool in_side = side.Contains(id);
+        side_hits += in_side;
+        const InsertOutcome outcome = cache->Insert(id, {});
+        const bool kept = outcome != InsertOutcome::kRefusedLostAdmission && outcome != InsertOutcome::kRefusedAllPinned;
+        if (kept && in_side) side.Remove(id);
+        if (!kept && !in_side) side.Add(id);
+      }
     }
-    recorder.EndRequest(cache->Stats(), trace.request_end[r] - trace.request_begin(r));
+    RowCacheStats stats = cache->Stats();
+    stats.hits += side_hits;
+    stats.misses -= side_hits;
+    recorder.EndRequest(stats, trace.request_end[r] - trace.request_begin(r));
   }
   PolicyRun run;
   run.policy = job.policy;
-  run.spec = cache->config().ToSpec();
-  run.capacity_rows = cache->capacity_rows();
+  run.spec = cache->config().ToSpec() + (side_rows ? "+side=" + std::to_string(side_rows) + " rows" : "");
+  run.capacity_rows = cache->capacity_rows() + side_rows;
   run.requests = recorder.Take();
   return run;
 }
