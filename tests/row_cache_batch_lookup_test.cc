@@ -12,21 +12,14 @@
 #include "src/cache/row_cache.h"
 #include "src/cache/set_associative_cache.h"
 #include "src/cache/set_hasher.h"
+#include "tests/testing/cache_rows.h"
 
 namespace engram {
 namespace {
 
 constexpr uint32_t kRowBytes = 264;
 
-std::vector<std::byte> RowOf(uint64_t id) {
-  std::vector<std::byte> r(kRowBytes);
-  uint64_t x = cache::Remix(id * 7 + 3);
-  for (uint32_t i = 0; i < kRowBytes; i += 8) {
-    x = cache::Remix(x + i);
-    std::memcpy(r.data() + i, &x, 8);
-  }
-  return r;
-}
+std::vector<std::byte> RowOf(uint64_t id) { return testing::CacheRowOf(id, kRowBytes); }
 
 std::unique_ptr<cache::SetAssociativeRowCache> Make(const char* spec, uint64_t sets, uint32_t row_bytes) {
   auto config = RowCacheConfig::FromSpec(spec);

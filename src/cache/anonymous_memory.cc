@@ -37,12 +37,6 @@ Result<AnonymousMemory> AnonymousMemory::Allocate(uint64_t bytes, const char* wh
   return m;
 }
 
-void AnonymousMemory::AdviseHugePages() const {
-#ifdef MADV_HUGEPAGE
-  if (size_ >= (uint64_t{2} << 20)) madvise(data_, size_, MADV_HUGEPAGE);
-#endif
-}
-
 AnonymousMemory AnonymousMemory::AllocateOrThrow(uint64_t bytes, const char* what) {
   Result<AnonymousMemory> m = Allocate(bytes, what);
   if (!m.ok()) throw std::bad_alloc();

@@ -34,12 +34,10 @@ class AnonymousMemory {
   // that into ResourceExhausted).
   static AnonymousMemory AllocateOrThrow(uint64_t bytes, const char* what);
 
-  // Asks for transparent huge pages over the region (fewer TLB misses on
-  // random probes of a large, well-filled index or slab). Not done at
-  // allocation: a huge page is committed whole on first touch, so rows
-  // scattered by hash over a fresh region would commit all of it after a
-  // few thousand inserts. Harmless on a region in use; a hint only.
-  void AdviseHugePages() const;
+  // Huge pages are not asked for at allocation: a huge page is committed
+  // whole on first touch, so rows scattered by hash over a fresh region would
+  // commit all of it after a few thousand inserts. The row cache promotes its
+  // arrays once they are mostly committed anyway (HugePagePromotion).
 
   uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }

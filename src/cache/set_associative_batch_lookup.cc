@@ -12,8 +12,10 @@
 //   row i:                  the ordinary Lookup, on warm lines
 //
 // The first two stages change nothing (no counts, no sketch, no clock, no
-// stamps), and the third is exactly Lookup, in order: the results, counters
-// and sketch are those of sequential Lookups. If another thread moves or
+// stamps; the sketch's line is only prefetched), and the third is exactly
+// Lookup, in order: the results, counters and sketch are those of sequential
+// Lookups. Only the bookkeeping is batched: the batch takes its n ticks with
+// one add to the clock and adds its hits and misses to the statistics once. If another thread moves or
 // evicts a row between its prefetch and its lookup, the lookup is simply
 // slower, never wrong.
 #include <algorithm>
@@ -69,21 +71,29 @@ size_t SetAssociativeRowCache::LookupBatch(std::span<const uint64_t> row_ids, st
     hashes[j % kRing] = h;
     sets[j % kRing] = hasher_.Candidates(h);
     PrefetchIndex(sets[j % kRing]);
+    sketch_.Prefetch(h);
   };
   for (size_t j = 0; j < std::min(n, kIndexAhead); ++j) prepare(j);
   if (copy) {
     for (size_t j = 0; j < std::min(n, kPayloadAhead); ++j) PrefetchPayload(row_ids[j], sets[j % kRing]);
   }
-  size_t hits = 0;
+  // The batch's ticks are taken at once, and its counts added once: row i
+  // holds tick first_tick + i and does that tick's upkeep right after its
+  // sketch increment, as Lookup does.
+  const uint64_t first_tick = n != 0 ? TakeTicks(n) : 0;
+  LookupCounts counts;
   for (size_t i = 0; i < n; ++i) {
     if (i + kIndexAhead < n) prepare(i + kIndexAhead);
     if (copy && i + kPayloadAhead < n) PrefetchPayload(row_ids[i + kPayloadAhead], sets[(i + kPayloadAhead) % kRing]);
     std::span<std::byte> dst(dsts[i], copy && dsts[i] ? row_bytes_ : 0);
-    const bool found = LookupHashed(row_ids[i], hashes[i % kRing], dst, pin);
+    const uint64_t hash = hashes[i % kRing];
+    sketch_.Increment(hash);
+    TickUpkeep(first_tick + i);
+    const bool found = LookupHashed(row_ids[i], hash, static_cast<uint32_t>(first_tick + i), dst, pin, &counts);
     hit[i] = found ? 1 : 0;
-    hits += found;
   }
-  return hits;
+  counts.AddTo(Shard());
+  return counts.hits;
 }
 
 }  // namespace engram::cache

@@ -18,6 +18,17 @@ uint64_t MaintainTicks(uint64_t capacity_rows) {
   return std::bit_floor(std::clamp<uint64_t>(capacity_rows / 64, 1, 4096));
 }
 
+// The empty-slot count at which the index and slab go to huge pages: when a
+// fraction f of the slots is filled, rows scattered by hash have committed
+// 1 - (1 - f)^k of the 4 KiB pages holding k slots each; at 90 % (f = 14 %
+// for 264-B rows) huge pages add at most ~10 % resident memory. Never later
+// than half full (large rows, a page or more each).
+uint64_t HugePagesAtEmpty(uint64_t capacity_rows, double bytes_per_slot) {
+  const double slots_per_page = std::max(1.0, 4096.0 / bytes_per_slot);
+  const double fill = std::min(0.5, 1.0 - std::pow(0.1, 1.0 / slots_per_page));
+  return capacity_rows - static_cast<uint64_t>(std::ceil(fill * static_cast<double>(capacity_rows)));
+}
+
 // The sketch's halving period in ticks (operations): the absolute one, or
 // the one tied to the capacity (at least kMinHalvingTicks, so a tiny cache
 // does not halve its sketch on every operation); 0 = never.
@@ -72,7 +83,8 @@ SetAssociativeRowCache::SetAssociativeRowCache(const RowCacheConfig& config, uin
       victim_choice_(config, num_sets * config.ways),
       admission_(AdmissionFor(config)),
       empty_slots_(num_sets * config.ways),
-      huge_pages_at_empty_(num_sets * config.ways / 2),
+      huge_pages_at_empty_(HugePagesAtEmpty(num_sets * config.ways,
+                                            row_bytes != 0 ? row_bytes : double(layout_.stride) / config.ways)),
       maintain_ticks_(MaintainTicks(num_sets * config.ways)),
       // Every set once per kStampRefreshTicks, which hold
       // kStampRefreshTicks / maintain_ticks_ calls.
@@ -148,25 +160,35 @@ int SetAssociativeRowCache::FindWay(SetView& s, uint64_t row_id) const {
   }
 }
 
-bool SetAssociativeRowCache::Lookup(uint64_t row_id, std::span<std::byte> dst, PinAction pin) {
-  return LookupHashed(row_id, hasher_.Hash(row_id), dst, pin);
+void SetAssociativeRowCache::LookupCounts::AddTo(StatShard& shard) const {
+  if (hits != 0) shard.hits.fetch_add(hits, std::memory_order_relaxed);
+  if (misses != 0) shard.misses.fetch_add(misses, std::memory_order_relaxed);
+  if (pinned_delta != 0) shard.pinned_delta.fetch_add(pinned_delta, std::memory_order_relaxed);
 }
 
-bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash, std::span<std::byte> dst, PinAction pin) {
+bool SetAssociativeRowCache::Lookup(uint64_t row_id, std::span<std::byte> dst, PinAction pin) {
   // Request every line this lookup needs before anything waits on one: the
   // sketch's counters, the first set's index line and, with two candidate
   // sets, the second's (probed when the row is not in the first). Counting
   // waits for the sketch line, and the clock's fetch_add and the set lock
   // (locked instructions) wait for every earlier load; with the prefetches
   // issued first, the index lines arrive during that wait, not after it.
+  const uint64_t hash = hasher_.Hash(row_id);
   const CandidateSets c = hasher_.Candidates(hash);
   sketch_.Prefetch(hash);
   __builtin_prefetch(index_.data() + c.first * layout_.stride);
   if (c.second != c.first) __builtin_prefetch(index_.data() + c.second * layout_.stride);
   sketch_.Increment(hash);
   const uint32_t now = static_cast<uint32_t>(Tick64());
-  StatShard& stats = Shard();
+  LookupCounts counts;
+  const bool found = LookupHashed(row_id, hash, now, dst, pin, &counts);
+  counts.AddTo(Shard());
+  return found;
+}
 
+bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash, uint32_t now, std::span<std::byte> dst,
+                                          PinAction pin, LookupCounts* counts) {
+  const CandidateSets c = hasher_.Candidates(hash);
   auto hit = [&](SetView& s, uint64_t set, int way) {
     if (row_bytes_ != 0 && !dst.empty()) {
       std::memcpy(dst.data(), Payload(set, way), std::min<size_t>(dst.size(), row_bytes_));
@@ -175,9 +197,9 @@ bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash, std::s
     const uint32_t bit = 1u << way;
     if (pin == PinAction::kConsume && (s.pinned() & bit)) {
       s.set_pinned(s.pinned() & ~bit);
-      stats.pinned_delta.fetch_sub(1, std::memory_order_relaxed);
+      --counts->pinned_delta;
     }
-    stats.hits.fetch_add(1, std::memory_order_relaxed);
+    ++counts->hits;
   };
 
   SetView first = View(c.first);
@@ -190,7 +212,7 @@ bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash, std::s
   }
   if (c.second == c.first) {
     first.Unlock();
-    stats.misses.fetch_add(1, std::memory_order_relaxed);
+    ++counts->misses;
     return false;
   }
   // Not in the first set. A relocation could be moving the row between its
@@ -211,7 +233,7 @@ bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash, std::s
     hit(second, c.second, way);
   } else {
     found = false;
-    stats.misses.fetch_add(1, std::memory_order_relaxed);
+    ++counts->misses;
   }
   second.Unlock();
   first.Unlock();

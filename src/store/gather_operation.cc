@@ -80,11 +80,15 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   // One pipelined batch lookup for the whole gather (RowCache::LookupBatch
   // overlaps the memory accesses of consecutive rows), then the bookkeeping.
   const size_t distinct = st.plan.distinct.size();
-  std::vector<std::byte*> outs(distinct);
-  for (size_t d = 0; d < distinct; ++d) outs[d] = st.dst + size_t(st.plan.first_pos[d]) * st.stride;
+  // Per-thread scratch, used only until the reads are submitted or the gather
+  // finishes (a callback that starts another gather on this thread comes later).
+  thread_local std::vector<std::byte*> outs;
   // hit[d]: bit 0 set by the lookup (a hit), bit 1 by ConsumeReadAhead (a
   // read-ahead pin of the row was released), so the hit path allocates nothing more.
-  std::vector<uint8_t> hit(distinct);
+  thread_local std::vector<uint8_t> hit;
+  outs.resize(distinct);
+  hit.assign(distinct, 0);
+  for (size_t d = 0; d < distinct; ++d) outs[d] = st.dst + size_t(st.plan.first_pos[d]) * st.stride;
   // kKeep: the pin of a read-ahead row is dropped by ConsumeReadAhead below,
   // under the lock that pairs it with the store's list (see TableState).
   table.cache->LookupBatch(st.plan.distinct, outs, PinAction::kKeep, hit);
@@ -127,52 +131,50 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
     return st.Finish();
   }
   st.result.blocks_read = st.batch.blocks.size();
-  // The engine holds `batch.reads` and the buffer until the callback runs, and
-  // the callback holds the state.
-  st.store->engine().SubmitBatch(st.batch.reads, [self] { OnLanded(self); });
+  st.verified.reserve(st.batch.rows.size());
+  st.checked.assign(st.chunks(), 0);
+  // The engine holds `batch.reads` and the buffer until the callbacks run,
+  // and each callback holds the state.
+  const size_t blocks = st.batch.blocks.size();
+  for (uint32_t c = 0; c < st.chunks(); ++c) {
+    const size_t first = size_t(c) * kChunkBlocks;
+    st.store->engine().SubmitBatch(
+        std::span<io::BlockRead>(st.batch.reads).subspan(first, std::min(kChunkBlocks, blocks - first)),
+        [self, c] { OnLanded(self, c); });
+  }
 }
 
-void GatherTicket::State::OnLanded(const std::shared_ptr<State>& self) {
+void GatherTicket::State::OnLanded(const std::shared_ptr<State>& self, uint32_t c) {
   State& st = *self;
   {
     std::lock_guard lock(st.mu);
-    st.landed = true;
+    ++st.chunks_landed;
+    st.landed = st.chunks_landed == st.landings();
     if (st.waiting) {
-      st.cv.notify_all();  // the waiter runs the disk phase
+      // The waiter checks the chunk now, and runs the disk phase at the end.
+      if (c != kWholeGather) st.chunks_to_check.push_back(c);
+      st.cv.notify_all();
       return;
     }
+    if (!st.landed) return;  // whoever takes the gather checks every chunk
   }
   boost::asio::post(st.store->completion_pool(), [self] {
     {
       std::lock_guard lock(self->mu);
-      if (self->claimed) return;  // a waiter arrived first and took it
+      // A waiter arrived (it runs the disk phase), or one already took it.
+      if (self->claimed || self->waiting) return;
       self->claimed = true;
     }
     self->OnBlocksRead();
   });
 }
 
-void GatherTicket::State::OnBlocksRead() {
+void GatherTicket::State::CheckChunk(uint32_t c) {
   TableState& table = store->table_state(this->table);
   const uint32_t record = table.file->record_bytes();
   const TableGeometry& g = table.file->geometry();
-  // Verified rows, by distinct index: offered to the cache in first-occurrence
-  // order, the same order engram-replay offers them, so emulated and served
-  // counts agree exactly.
-  std::vector<std::pair<uint32_t, const std::byte*>> verified;
-  verified.reserve(batch.rows.size());
-  if (reference) {
-    result.bytes_read += reference->ForEachRow(table, [&](uint64_t, uint32_t d, const Status& s, const std::byte* rec) {
-      if (s.ok()) {
-        verified.emplace_back(d, rec);
-        return;
-      }
-      table.counters.Add(table.counters.failed_rows, 1);
-      if (result.status.ok()) result.status = s;
-      AddFailedRow(d);
-    });
-  }
-  for (size_t b = 0; b < batch.blocks.size(); ++b) {
+  const size_t end_block = std::min(batch.blocks.size(), (size_t(c) + 1) * kChunkBlocks);
+  for (size_t b = size_t(c) * kChunkBlocks; b < end_block; ++b) {
     const uint32_t begin = batch.first_row[b], end = batch.first_row[b + 1];
     Status s = batch.Check(b, table);
     if (!s.ok()) {
@@ -185,15 +187,44 @@ void GatherTicket::State::OnBlocksRead() {
     result.bytes_read += io::kBlockSize;
     const std::byte* block = batch.Block(b).data();
     for (uint32_t i = begin; i < end; ++i) {
-      verified.emplace_back(batch.row_ref[i], block + g.RowOffsetInBlock(batch.rows[i]));
+      const uint32_t d = batch.row_ref[i];
+      const std::byte* bytes = block + g.RowOffsetInBlock(batch.rows[i]);
+      CopyOut(d, bytes, record);
+      verified.emplace_back(d, bytes);
     }
   }
+  checked[c] = 1;
+}
+
+void GatherTicket::State::CopyOut(uint32_t d, const std::byte* bytes, uint32_t record) {
+  std::memcpy(dst + size_t(plan.first_pos[d]) * stride, bytes, record);
+  plan.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(dst + size_t(p) * stride, bytes, record); });
+}
+
+void GatherTicket::State::OnBlocksRead() {
+  TableState& table = store->table_state(this->table);
+  const uint32_t record = table.file->record_bytes();
+  if (reference) {
+    result.bytes_read += reference->ForEachRow(table, [&](uint64_t, uint32_t d, const Status& s, const std::byte* rec) {
+      if (s.ok()) {
+        CopyOut(d, rec, record);
+        verified.emplace_back(d, rec);
+        return;
+      }
+      table.counters.Add(table.counters.failed_rows, 1);
+      if (result.status.ok()) result.status = s;
+      AddFailedRow(d);
+    });
+  }
+  for (uint32_t c = 0; c < chunks(); ++c) {
+    if (!checked[c]) CheckChunk(c);
+  }
+  // Verified rows offered to the cache by distinct index, in first-occurrence
+  // order, the same order engram-replay offers them, so emulated and served
+  // counts agree exactly.
   std::sort(verified.begin(), verified.end());
   std::sort(result.failed_positions.begin(), result.failed_positions.end());
   for (const auto& [d, bytes] : verified) {
-    std::byte* out = dst + size_t(plan.first_pos[d]) * stride;
-    std::memcpy(out, bytes, record);
-    plan.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(dst + size_t(p) * stride, bytes, record); });
     InsertOutcome o = table.cache->Insert(plan.distinct[d], std::span<const std::byte>(bytes, record));
     if (o == InsertOutcome::kRefusedLostAdmission || o == InsertOutcome::kRefusedAllPinned) {
       ++result.refusals;
@@ -279,14 +310,25 @@ GatherResult WaitForGather(GatherTicket ticket) {
   GatherState& st = GatherTicketAccess::Get(ticket);
   std::unique_lock lock(st.mu);
   st.waiting = true;
-  // If the blocks land while we wait (or have landed and no pool thread has
-  // taken them yet), this thread runs the disk phase: the caller's thread
-  // does its own gather's verify/copy/insert work, in parallel with others.
-  st.cv.wait(lock, [&] { return st.complete || (st.landed && !st.claimed); });
-  if (!st.complete) {
-    st.claimed = true;
+  // Unless a pool thread has already taken the gather, this thread runs its
+  // disk phase: it checks each chunk as it lands (chunks that landed before
+  // it arrived are checked by OnBlocksRead), then, once all have landed,
+  // fills the cache. The caller's thread does its own gather's
+  // verify/copy/insert work, in parallel with others.
+  for (;;) {
+    st.cv.wait(lock, [&] { return st.complete || (!st.claimed && (st.landed || !st.chunks_to_check.empty())); });
+    if (st.complete) break;
+    if (st.landed) {
+      st.claimed = true;
+      lock.unlock();
+      st.OnBlocksRead();  // ends in Finish(), which sets complete
+      lock.lock();
+      break;
+    }
+    std::vector<uint32_t> landed;
+    landed.swap(st.chunks_to_check);
     lock.unlock();
-    st.OnBlocksRead();  // ends in Finish(), which sets complete
+    for (uint32_t c : landed) st.CheckChunk(c);
     lock.lock();
   }
   return std::move(st.result);

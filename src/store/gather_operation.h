@@ -3,12 +3,16 @@
 // Timeline of a gather, which is also how its readiness wait is split:
 //   t0  Start: validate, deduplicate, look every distinct row up in the cache,
 //       copy hits (and their duplicates) to dst            -> cache time
-//   t1  submit one read per missed 4 KiB block (rows of a block coalesced)
-//   t2  every block landed; each is verified, its missed rows are offered to
-//       the cache and copied to dst                         -> disk time
+//   t1  submit one read per missed 4 KiB block (rows of a block coalesced),
+//       in chunks of kChunkBlocks blocks, each its own engine batch
+//   t2  every block landed; each is verified and its missed rows copied to
+//       dst, then offered to the cache                      -> disk time
 //       (this disk phase runs on the thread in Wait() if there is one, else
 //       on the store's completion pool -- never on the I/O engine's
-//       completion thread, which only hands the landed blocks off)
+//       completion thread, which only hands the landed chunks off). A thread
+//       in Wait() verifies and copies each chunk as it lands, while the later
+//       chunks are still being read; the inserts wait for the last chunk, so
+//       the cache sees them in the gather's order, as engram-replay does.
 //   wait = t2 - t0 >= cache + disk.
 // Nothing is copied out of, or inserted from, a block that failed its read or
 // its checksum; the gather then fails with that block's status, and lists the
@@ -17,6 +21,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -61,11 +66,18 @@ struct engram::GatherTicket::State {
   std::byte* dst = nullptr;
   size_t stride = 0;
 
+  // A gather's reads go to the engine in chunks of this many blocks, so a
+  // waiter can verify and copy the first chunks while the rest are read.
+  static constexpr size_t kChunkBlocks = 64;
+
   GatherPlan plan;
   BlockBatch batch;
   std::shared_ptr<ReferenceBatch> reference;  // a reference table's reads (reference_reads.h)
   GatherResult result;
   uint64_t t0 = 0, t1 = 0;
+  // Rows of verified blocks: (distinct index, bytes in the block buffer),
+  // copied to dst already and inserted into the cache at the end.
+  std::vector<std::pair<uint32_t, const std::byte*>> verified;
 
   std::function<void(GatherResult)> done;  // callback form; empty for Wait()
   std::mutex mu;
@@ -76,13 +88,32 @@ struct engram::GatherTicket::State {
   bool waiting = false;  // a thread is in Wait()
   bool landed = false;   // every block read has finished
   bool claimed = false;  // someone is running (or ran) OnBlocksRead
+  size_t chunks_landed = 0;                 // chunks whose reads have all finished
+  std::vector<uint32_t> chunks_to_check;    // landed, not yet taken by the waiter
+  // checked[c]: chunk c was verified and copied early by the waiter (written
+  // by the waiter only, read by whoever runs OnBlocksRead, which is then the
+  // waiter too: a pool thread never claims a gather that has a waiter).
+  std::vector<uint8_t> checked;
 
+  size_t chunks() const { return (batch.blocks.size() + kChunkBlocks - 1) / kChunkBlocks; }
+  // Engine batches whose completion the disk phase waits for: the chunks, or
+  // for a reference table the one batch of its reads (reference_reads.h).
+  size_t landings() const { return reference ? 1 : chunks(); }
+  // OnLanded's chunk for a landing that is not one of the chunks (a reference
+  // table's reads, checked only by OnBlocksRead).
+  static constexpr uint32_t kWholeGather = UINT32_MAX;
   // Runs the cache phase and submits the reads (or completes at once).
   static void Start(const std::shared_ptr<State>& self);
-  // The engine's completion: only hands the landed blocks off, to the waiter
-  // if there is one, else to the store's completion pool.
-  static void OnLanded(const std::shared_ptr<State>& self);
-  // The disk phase: verify, copy out, fill the cache, Finish().
+  // The engine's completion of chunk c: only hands it off, to the waiter if
+  // there is one, else (once every chunk has landed) to the completion pool.
+  static void OnLanded(const std::shared_ptr<State>& self, uint32_t c = kWholeGather);
+  // Verifies the blocks of chunk c, copies their rows to dst and records
+  // them in `verified` (or their positions as failed).
+  void CheckChunk(uint32_t c);
+  // Copies the row of distinct index d to each of its positions in dst.
+  void CopyOut(uint32_t d, const std::byte* bytes, uint32_t record);
+  // The disk phase: check the chunks not checked yet, fill the cache in the
+  // gather's order, Finish().
   void OnBlocksRead();
   // Records distinct row d (every position holding it) as not written.
   void AddFailedRow(uint32_t d);

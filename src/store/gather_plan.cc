@@ -10,14 +10,18 @@ void GatherPlan::Build(std::span<const uint64_t> row_ids) {
   first_pos.clear();
   next_pos.assign(n, kNone);
   if (n == 0) return;
-  distinct.reserve(n / 4 + 16);
-  first_pos.reserve(n / 4 + 16);
-  // Slots hold distinct index + 1 (0 = empty); load factor <= 1/2.
+  // One allocation each, never a regrowth (8 + 4 bytes per position).
+  distinct.reserve(n);
+  first_pos.reserve(n);
+  // Slots hold distinct index + 1 (0 = empty); load factor <= 1/2. The hash
+  // table and last_pos are scratch, kept per thread so that a gather
+  // allocates them only when it is larger than any before it on the thread.
   const size_t slots = std::bit_ceil(2 * n);
   const int shift = 64 - std::countr_zero(slots);
-  std::vector<uint32_t> table(slots, 0);
-  std::vector<uint32_t> last_pos;  // last position seen of each distinct row
-  last_pos.reserve(n / 4 + 16);
+  thread_local std::vector<uint32_t> table;
+  thread_local std::vector<uint32_t> last_pos;  // last position seen of each distinct row
+  table.assign(slots, 0);
+  last_pos.clear();
   for (uint32_t p = 0; p < n; ++p) {
     const uint64_t id = row_ids[p];
     size_t s = (id * 0x9E3779B97F4A7C15ull) >> shift;
