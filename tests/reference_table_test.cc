@@ -172,7 +172,9 @@ TEST_P(ReferenceTableTest, EveryBackendServesRowsBitExactWithScalesHeldOrRead) {
           ASSERT_TRUE((*conv)->ReadRow(ids[i], want).ok());
           ASSERT_EQ(std::memcmp(dst.data() + i * Record(), want.data(), Record()), 0) << "row " << ids[i];
         }
-        if (pass == 0) EXPECT_GT(r.misses, 0u);
+        if (pass == 0) {
+          EXPECT_GT(r.misses, 0u);
+        }
       }
       TableStats s = (*store)->Stats(0);
       EXPECT_EQ(s.checksum_failures, 0u);
