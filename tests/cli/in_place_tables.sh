@@ -11,19 +11,9 @@ convert=$build/engram-convert
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
+# fail, expect_error
+source "$(dirname "${BASH_SOURCE[0]}")/lib/expect_error.bash"
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-# expect_bad "what" "stderr substring" cmd...: exit status 2 and the message.
-expect_bad() {
-  local what=$1 needle=$2
-  shift 2
-  set +e
-  "$@" >out.txt 2>err.txt
-  local rc=$?
-  set -e
-  [[ $rc -eq 2 ]] || fail "$what: exit status $rc, want 2: $(cat err.txt)"
-  grep -q -- "$needle" err.txt || fail "$what: stderr lacks '$needle': $(cat err.txt)"
-}
 
 le64() { local v=$1 i; for i in 0 1 2 3 4 5 6 7; do printf "\\x$(printf %02x $(( (v >> (8 * i)) & 255 )))"; done; }
 # shard NAME ROWS: F8_E4M3 weight [ROWS,256], a BF16 tensor, F8_E8M0 scale [ROWS,8].
@@ -66,11 +56,11 @@ grep -q "c.safetensors.*checksum mismatch" err.txt || fail "verify names the sha
 cp -p keep.safetensors shards/c.safetensors
 
 # --- bad input: exit 2 and a clear message ------------------------------------
-expect_bad "tensor not found" "no tensor named 'nope'" \
+expect_error 2 "tensor not found" "no tensor named 'nope'" \
   "$convert" --safetensors $in --weight nope --in-place x.engram
-expect_bad "shard missing at convert" "No such file" \
+expect_error 2 "shard missing at convert" "No such file" \
   "$convert" --safetensors shards/a.safetensors,missing.safetensors --weight engram.w --in-place x.engram
-expect_bad "unknown dtype" "unsupported dtype" \
+expect_error 2 "unknown dtype" "unsupported dtype" \
   sh -c "sed 's/\"BF16\"/\"F4E2\"/' shards/a.safetensors >f4.safetensors &&
          '$convert' --safetensors f4.safetensors --weight attn --in-place x.engram"
 # ... while next to the table's tensors it is ignored.
@@ -78,22 +68,22 @@ expect_bad "unknown dtype" "unsupported dtype" \
   fail "an unknown dtype in another tensor blocked the conversion"
 bad_json='{"w":{"dtype":"U8","shape":[3,16],"data_offsets":[0,48]},"s":{"dtype":"U8","shape":[2,8],"data_offsets":[48,64]},"sc":{"dtype":"U8","shape":[],"data_offsets":[64,65]}}'
 { le64 ${#bad_json}; printf '%s' "$bad_json"; head -c 65 /dev/zero; } >rows.safetensors
-expect_bad "dtype or shape not a table" "scalar" \
+expect_error 2 "dtype or shape not a table" "scalar" \
   "$convert" --safetensors rows.safetensors --weight sc --in-place x.engram
-expect_bad "tensors of different row counts" "different row counts" \
+expect_error 2 "tensors of different row counts" "different row counts" \
   "$convert" --safetensors rows.safetensors --weight w --scale s --in-place x.engram
 [[ ! -e x.engram ]] || fail "a refused convert left an output file"
 ls -a | grep -q '\.tmp-' && fail "a refused convert left a temp file"
 
 cp ref.engram damaged.engram
 printf '\x01' | dd of=damaged.engram bs=1 seek=4100 conv=notrunc status=none
-expect_bad "damaged reference" "checksum section checksum mismatch" "$inspect" verify damaged.engram
+expect_error 2 "damaged reference" "checksum section checksum mismatch" "$inspect" verify damaged.engram
 head -c 5000 ref.engram >short.engram
-expect_bad "truncated reference" "truncated" "$inspect" short.engram
+expect_error 2 "truncated reference" "truncated" "$inspect" short.engram
 mv shards/b.safetensors b.away
-expect_bad "shard missing at open" "b.safetensors" "$inspect" dump ref.engram --rows 1
+expect_error 2 "shard missing at open" "b.safetensors" "$inspect" dump ref.engram --rows 1
 mv b.away shards/b.safetensors
 shard shards/b.safetensors 17   # same shape, new bytes: another checkpoint's shard
-expect_bad "reference written for other shards" "not the file this reference table was written for" \
+expect_error 2 "reference written for other shards" "not the file this reference table was written for" \
   "$inspect" verify ref.engram
 echo "in_place_tables: all checks passed"

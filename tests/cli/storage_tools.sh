@@ -13,20 +13,9 @@ convert=$build/engram-convert
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
+# fail, expect_error
+source "$(dirname "${BASH_SOURCE[0]}")/lib/expect_error.bash"
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-# expect_fail "what" "stderr substring" cmd...: non-zero exit (not a signal) and the message.
-expect_fail() {
-  local what=$1 needle=$2
-  shift 2
-  set +e
-  "$@" >out.txt 2>err.txt
-  rc=$?
-  set -e
-  [[ $rc -ne 0 ]] || fail "$what: exit 0"
-  [[ $rc -lt 128 ]] || fail "$what: killed by a signal (rc $rc)"
-  grep -q -- "$needle" err.txt || fail "$what: stderr lacks '$needle': $(cat err.txt)"
-}
 
 for tool in "$gen" "$inspect" "$convert"; do
   "$tool" --help >/dev/null || fail "$tool --help"
@@ -56,31 +45,31 @@ cmp a.engram b.engram || fail "reruns differ"
 cp t.engram bad.engram
 # Block 3 starts at 4096 * (1 + 3); flip a byte inside it.
 printf '\xff' | dd of=bad.engram bs=1 seek=$((4096 * 4 + 100)) conv=notrunc status=none
-expect_fail "verify of a flipped byte" "block 3 checksum mismatch" "$inspect" verify bad.engram
-expect_fail "dump of a row in the bad block" "block 3" "$inspect" dump bad.engram --rows 45
+expect_error nonzero "verify of a flipped byte" "block 3 checksum mismatch" "$inspect" verify bad.engram
+expect_error nonzero "dump of a row in the bad block" "block 3" "$inspect" dump bad.engram --rows 45
 "$inspect" dump bad.engram --rows 44 --raw >/dev/null || fail "a row in an intact block must still read"
 head -c 100000 t.engram >trunc.engram
-expect_fail "truncated table" "truncated" "$inspect" trunc.engram
+expect_error nonzero "truncated table" "truncated" "$inspect" trunc.engram
 head -c 8192 /dev/zero | tr '\0' a >junk.engram
-expect_fail "not a table" "magic" "$inspect" verify junk.engram
-expect_fail "missing file" "No such file" "$inspect" nope.engram
-expect_fail "row out of range" "past the end" "$inspect" dump t.engram --rows 1000
-expect_fail "bad row list" "bad row" "$inspect" dump t.engram --rows 1,x
+expect_error nonzero "not a table" "magic" "$inspect" verify junk.engram
+expect_error nonzero "missing file" "No such file" "$inspect" nope.engram
+expect_error nonzero "row out of range" "past the end" "$inspect" dump t.engram --rows 1000
+expect_error nonzero "bad row list" "bad row" "$inspect" dump t.engram --rows 1,x
 
 # --- gen bad input ---------------------------------------------------------
-expect_fail "record too big" "not in range 1 to 4088" "$gen" --rows 10 --record-bytes 5000 x.engram
-expect_fail "size overflows" "overflows a 64-bit file size" "$gen" --rows 18446744073709551615 --record-bytes 4088 x.engram
-expect_fail "larger than the disk" "free" "$gen" --rows 1000000000000000 --record-bytes 16 x.engram
-expect_fail "emit-rows zero record" "not in range" "$gen" --record-bytes 0 --emit-rows 1
-expect_fail "emit-rows with a table option" "excludes" "$gen" --emit-rows 1 --rows 5
-expect_fail "emit-rows to a full disk" "write to stdout failed" sh -c "'$gen' --emit-rows 1,2 >/dev/full"
-expect_fail "info to a full disk" "write to stdout failed" sh -c "'$inspect' info t.engram >/dev/full"
+expect_error nonzero "record too big" "not in range 1 to 4088" "$gen" --rows 10 --record-bytes 5000 x.engram
+expect_error nonzero "size overflows" "overflows a 64-bit file size" "$gen" --rows 18446744073709551615 --record-bytes 4088 x.engram
+expect_error nonzero "larger than the disk" "free" "$gen" --rows 1000000000000000 --record-bytes 16 x.engram
+expect_error nonzero "emit-rows zero record" "not in range" "$gen" --record-bytes 0 --emit-rows 1
+expect_error nonzero "emit-rows with a table option" "excludes" "$gen" --emit-rows 1 --rows 5
+expect_error nonzero "emit-rows to a full disk" "write to stdout failed" sh -c "'$gen' --emit-rows 1,2 >/dev/full"
+expect_error nonzero "info to a full disk" "write to stdout failed" sh -c "'$inspect' info t.engram >/dev/full"
 mkfifo fifo.engram
-expect_fail "a FIFO is not a table" "not a regular file" timeout 10 "$inspect" fifo.engram
-expect_fail "no rows" "--rows is required" "$gen" x.engram
+expect_error nonzero "a FIFO is not a table" "not a regular file" timeout 10 "$inspect" fifo.engram
+expect_error nonzero "no rows" "--rows is required" "$gen" x.engram
 layout=$src/tests/fixtures/engram-hash/layout-v41.json
-expect_fail "layout row mismatch" "total_rows 384006168" "$gen" --rows 10 --layout "$layout" --layer 1 x.engram
-expect_fail "unknown layer" "available: 1, 14" "$gen" --layout "$layout" --layer 5 x.engram
+expect_error nonzero "layout row mismatch" "total_rows 384006168" "$gen" --rows 10 --layout "$layout" --layer 1 x.engram
+expect_error nonzero "unknown layer" "available: 1, 14" "$gen" --layout "$layout" --layer 5 x.engram
 [[ ! -e x.engram ]] || fail "a failed gen left an output file"
 ls -a | grep -q '\.tmp-' && fail "a failed gen left a temp file"
 
@@ -103,44 +92,38 @@ done
 "$convert" --safetensors in.safetensors,in.safetensors --weight engram.w --scale engram.s two.engram 2>/dev/null
 "$inspect" dump two.engram --rows 5-9 --raw | cmp - want.bin || fail "second shard rows"
 
-expect_fail "missing tensor" "no tensor named 'nope'" "$convert" --safetensors in.safetensors --weight nope o.engram
+expect_error nonzero "missing tensor" "no tensor named 'nope'" "$convert" --safetensors in.safetensors --weight nope o.engram
 head -c 50 in.safetensors >cut.safetensors
-expect_fail "truncated safetensors" "safetensors header" "$convert" --safetensors cut.safetensors --weight engram.w o.engram
-expect_fail "chunk too big" "not in range 1 to 4096" "$convert" --safetensors in.safetensors --weight engram.w \
+expect_error nonzero "truncated safetensors" "safetensors header" "$convert" --safetensors cut.safetensors --weight engram.w o.engram
+expect_error nonzero "chunk too big" "not in range 1 to 4096" "$convert" --safetensors in.safetensors --weight engram.w \
   --chunk-mib 100000000 o.engram
-expect_fail "no input" "--safetensors or --npy" "$convert" o.engram
+expect_error nonzero "no input" "--safetensors or --npy" "$convert" o.engram
 [[ ! -e o.engram ]] || fail "a failed convert left an output file"
 
 # --- the output is checked before anything is read: not an input, not a dir --
-# expect_usage "what" "stderr substring" cmd...: exit status 2 and the message.
-expect_usage() {
-  local what=$1
-  expect_fail "$@"
-  [[ $rc -eq 2 ]] || fail "$what: exit status $rc, want 2"
-}
 cp in.safetensors keep.safetensors
-expect_usage "output is the input" "is the input file" \
+expect_error 2 "output is the input" "is the input file" \
   "$convert" --safetensors in.safetensors --weight engram.w in.safetensors
 cmp in.safetensors keep.safetensors || fail "the input was replaced by its own conversion"
 cp in.safetensors shard2.safetensors
-expect_usage "output is the second shard" "is the input file 'shard2.safetensors'" \
+expect_error 2 "output is the second shard" "is the input file 'shard2.safetensors'" \
   "$convert" --safetensors in.safetensors,shard2.safetensors --weight engram.w shard2.safetensors
 ln in.safetensors hardlink.safetensors
-expect_usage "output is the input under another name" "is the input file" \
+expect_error 2 "output is the input under another name" "is the input file" \
   "$convert" --safetensors in.safetensors --weight engram.w hardlink.safetensors
 cmp in.safetensors keep.safetensors || fail "the input was replaced through a hard link"
 mkdir outdir
 # A missing input shows the check comes before any reading.
-expect_usage "output is a directory" "is a directory" \
+expect_error 2 "output is a directory" "is a directory" \
   "$convert" --safetensors missing.safetensors --weight engram.w outdir
 [[ -z $(ls -A outdir) ]] || fail "something was written into the output directory"
 ls -a | grep -q '\.tmp-' && fail "a refused convert left a temp file"
 
 # --- a table has at least one row: one rule, one message, in every tool ------
-expect_fail "gen of zero rows" "a table needs at least one row" "$gen" --rows 0 z.engram
+expect_error nonzero "gen of zero rows" "a table needs at least one row" "$gen" --rows 0 z.engram
 zero_json='{"engram.w":{"dtype":"U8","shape":[0,264],"data_offsets":[0,0]}}'
 { le64 ${#zero_json}; printf '%s' "$zero_json"; } >zero.safetensors
-expect_fail "convert of a tensor without rows" "a table needs at least one row" \
+expect_error nonzero "convert of a tensor without rows" "a table needs at least one row" \
   "$convert" --safetensors zero.safetensors --weight engram.w z.engram
 [[ ! -e z.engram ]] || fail "a zero-row table was written"
 
