@@ -51,7 +51,6 @@ class FrequencySketch {
   uint32_t max_count() const { return max_; }
   uint64_t halvings() const { return halvings_.load(std::memory_order_relaxed); }
   uint64_t memory_bytes() const { return bytes_; }
-  uint64_t counters_per_row() const { return width_; }
 
  private:
   // Index of the key's counter in sketch row i, in [0, width_).

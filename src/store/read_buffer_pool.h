@@ -64,9 +64,8 @@ class ReadBufferPool {
   // Room for `blocks` blocks (> 0); ResourceExhausted if the heap fallback fails.
   Result<Lease> Acquire(size_t blocks);
 
-  // Chunks made so far (in use or free), and the most there will be.
+  // Chunks made so far (in use or free).
   size_t chunks_made() const;
-  size_t max_chunks() const { return max_slabs_ * kSlabChunks; }
 
  private:
   explicit ReadBufferPool(io::IoEngine& engine) : engine_(engine) {}
