@@ -334,27 +334,37 @@ GatherResult WaitForGather(GatherTicket ticket) {
   return std::move(st.result);
 }
 
+TableState::ReadAheadTicket BeginReadAhead(TableState& table, std::span<const uint64_t> rows,
+                                           std::vector<std::pair<uint64_t, uint32_t>>& refs) {
+  refs.clear();
+  refs.reserve(rows.size());
+  // Rows already resident are read again too: InsertPinned then pins them in
+  // place. Simple and always correct; read-ahead targets rows not yet seen.
+  for (uint64_t r : rows) refs.emplace_back(r, 0);
+  return table.ReadAheadStarted(rows);
+}
+
+bool EndReadAheadWithoutReads(TableState& table, const TableState::ReadAheadTicket& ticket,
+                              std::span<const uint64_t> rows, const Status& built, bool no_blocks) {
+  if (!built.ok()) {
+    spdlog::warn("read-ahead on table {}: {}", table.name, built.ToString());
+    for (uint64_t r : rows) table.LandReadAheadRow(ticket.seq, r, false, {});
+  }
+  if (built.ok() && !no_blocks) return false;
+  table.ReadAheadDone(ticket.generation);
+  return true;
+}
+
 void StartReadAhead(StoreImpl* store, size_t table_index, std::vector<uint64_t> rows) {
   TableState& table = store->table_state(table_index);
   if (table.file->is_reference()) return StartReferenceReadAhead(store, table_index, std::move(rows));
   auto op = std::make_shared<ReadAheadOperation>();
   op->store = store;
   op->table = table_index;
-  op->ticket = table.ReadAheadStarted(rows);
   std::vector<std::pair<uint64_t, uint32_t>> refs;
-  refs.reserve(rows.size());
-  // Rows already resident are read again too: InsertPinned then pins them in
-  // place. Simple and always correct; read-ahead targets rows not yet seen.
-  for (uint64_t r : rows) refs.emplace_back(r, 0);
+  op->ticket = BeginReadAhead(table, rows, refs);
   Status s = op->batch.Build(table, table.file_id, store->read_buffers(), std::move(refs));
-  if (!s.ok()) {
-    spdlog::warn("read-ahead on table {}: {}", table.name, s.ToString());
-    for (uint64_t r : rows) table.LandReadAheadRow(op->ticket.seq, r, false, {});
-  }
-  if (!s.ok() || op->batch.blocks.empty()) {
-    table.ReadAheadDone(op->ticket.generation);
-    return;
-  }
+  if (EndReadAheadWithoutReads(table, op->ticket, rows, s, op->batch.blocks.empty())) return;
   // The engine's completion thread only hands the blocks off.
   store->engine().SubmitBatch(op->batch.reads, [op] {
     boost::asio::post(op->store->completion_pool(), [op] { FinishReadAhead(*op); });

@@ -25,12 +25,15 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "engram/store.h"
 #include "src/store/gather_plan.h"
 #include "src/store/gather_ticket_access.h"
 #include "src/store/read_buffer_pool.h"
+#include "src/store/table_state.h"
 #include "storage/io/aligned_buffer.h"
 #include "storage/io/io_engine.h"
 
@@ -132,4 +135,14 @@ GatherResult WaitForGather(GatherTicket ticket);
 // in flight. Completes asynchronously (the inserts run on the store's
 // completion pool); then calls the table's ReadAheadDone.
 void StartReadAhead(StoreImpl* store, size_t table, std::vector<uint64_t> rows);
+
+// The two steps every kind of read-ahead shares. BeginReadAhead registers
+// the read-ahead of `rows` with the table and fills `refs` with the (row, 0)
+// pairs its block batch is built from. EndReadAheadWithoutReads ends a
+// read-ahead that will read nothing -- its batch failed to build (`built`:
+// its rows then land as failed) or needs no block -- and says whether it did.
+TableState::ReadAheadTicket BeginReadAhead(TableState& table, std::span<const uint64_t> rows,
+                                           std::vector<std::pair<uint64_t, uint32_t>>& refs);
+bool EndReadAheadWithoutReads(TableState& table, const TableState::ReadAheadTicket& ticket,
+                              std::span<const uint64_t> rows, const Status& built, bool no_blocks);
 }  // namespace engram

@@ -116,19 +116,10 @@ void StartReferenceReadAhead(StoreImpl* store, size_t table_index, std::vector<u
   auto op = std::make_shared<ReferenceReadAhead>();
   op->store = store;
   op->table = table_index;
-  op->ticket = table.ReadAheadStarted(rows);
   std::vector<std::pair<uint64_t, uint32_t>> refs;
-  refs.reserve(rows.size());
-  for (uint64_t r : rows) refs.emplace_back(r, 0);
+  op->ticket = BeginReadAhead(table, rows, refs);
   Status s = op->batch.Build(table, store->read_buffers(), std::move(refs));
-  if (!s.ok()) {
-    spdlog::warn("read-ahead on table {}: {}", table.name, s.ToString());
-    for (uint64_t r : rows) table.LandReadAheadRow(op->ticket.seq, r, false, {});
-  }
-  if (!s.ok() || op->batch.blocks.blocks.empty()) {
-    table.ReadAheadDone(op->ticket.generation);
-    return;
-  }
+  if (EndReadAheadWithoutReads(table, op->ticket, rows, s, op->batch.blocks.blocks.empty())) return;
   store->engine().SubmitBatch(op->batch.blocks.reads, [op] {
     boost::asio::post(op->store->completion_pool(), [op] {
       TableState& t = op->store->table_state(op->table);
