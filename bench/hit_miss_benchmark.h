@@ -55,7 +55,7 @@ struct HitBenchConfig {
   std::string cache_policy = "default";
   std::string io_backend = "auto";
   double seconds = 2;  // per side and per N, split over `rounds`
-  uint32_t rounds = 3; // store and memcpy alternate this many times
+  uint32_t rounds = 15; // store and memcpy alternate this many times
   uint64_t seed = 1;
 };
 
@@ -65,6 +65,9 @@ struct HitBenchPoint {
   uint64_t store_rows = 0, memcpy_rows = 0;
   double store_seconds = 0, memcpy_seconds = 0;
   double store_cpu_seconds = 0, memcpy_cpu_seconds = 0;
+  // Store rows/s over memcpy rows/s of each round: the store's slice and the
+  // memcpy slice right after it, so both see the same host conditions.
+  std::vector<double> round_ratios;
   double store_rows_per_s() const { return store_seconds > 0 ? double(store_rows) / store_seconds : 0; }
   double memcpy_rows_per_s() const { return memcpy_seconds > 0 ? double(memcpy_rows) / memcpy_seconds : 0; }
   double store_ns_per_row() const { return store_rows ? store_seconds * 1e9 / double(store_rows) : 0; }
@@ -72,7 +75,12 @@ struct HitBenchPoint {
   double store_cpu_ns_per_row() const { return store_rows ? store_cpu_seconds * 1e9 / double(store_rows) : 0; }
   double memcpy_cpu_ns_per_row() const { return memcpy_rows ? memcpy_cpu_seconds * 1e9 / double(memcpy_rows) : 0; }
   // Store rows/s over memcpy rows/s: 1.0 means a hit costs what a copy costs.
-  double hit_ratio() const { return memcpy_rows_per_s() > 0 ? store_rows_per_s() / memcpy_rows_per_s() : 0; }
+  // The median of the rounds' paired ratios: on a shared host the memory
+  // latency both sides pay drifts from second to second, and pairing each
+  // store slice with the memcpy slice after it cancels most of that drift.
+  double hit_ratio() const;
+  // The same over the whole run's totals (drift included).
+  double total_ratio() const { return memcpy_rows_per_s() > 0 ? store_rows_per_s() / memcpy_rows_per_s() : 0; }
 };
 
 struct HitBenchReport {
@@ -123,6 +131,10 @@ struct MissLatency {
   uint64_t gathers = 0;
   Percentiles gather;            // one all-miss gather, start to Wait() return
   Percentiles raw_read;          // one 4 KiB read through the engine at QD 1
+  // rows_per_gather 4 KiB reads of distinct random blocks handed to the
+  // engine as one batch, until the last lands: what the device allows a
+  // gather of that many misses, with no cache, verification or copy.
+  Percentiles raw_batch;
   Percentiles fio_read;          // one 4 KiB read through fio at QD 1 (zeros if fio did not run)
   // (percentile, microseconds) for a latency CDF.
   std::vector<std::pair<double, double>> gather_cdf, fio_read_cdf;

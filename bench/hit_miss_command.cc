@@ -136,16 +136,18 @@ int RunHitCommand(const HitArgs& args) {
                           {"memcpy_ns_per_row", p.memcpy_ns_per_row()},
                           {"memcpy_cpu_ns_per_row", p.memcpy_cpu_ns_per_row()},
                           {"hit_ratio", p.hit_ratio()},
+                          {"total_ratio", p.total_ratio()},
+                          {"round_ratios", p.round_ratios},
                           {"io", report->io_description}};
       std::printf("%s\n", j.dump().c_str());
     } else {
       std::printf(
           "hit rows_per_gather=%u resident_rows=%llu store_rows_per_s=%.0f memcpy_rows_per_s=%.0f "
           "store_ns_per_row=%.1f memcpy_ns_per_row=%.1f store_cpu_ns_per_row=%.1f memcpy_cpu_ns_per_row=%.1f "
-          "hit_ratio=%.3f\n",
+          "total_ratio=%.3f hit_ratio=%.3f\n",
           p.rows_per_gather, (unsigned long long)p.resident_rows, p.store_rows_per_s(), p.memcpy_rows_per_s(),
           p.store_ns_per_row(), p.memcpy_ns_per_row(), p.store_cpu_ns_per_row(), p.memcpy_cpu_ns_per_row(),
-          p.hit_ratio());
+          p.total_ratio(), p.hit_ratio());
     }
   }
   return Flushed("hit");
@@ -200,6 +202,7 @@ int RunMissCommand(const MissArgs& args) {
                         {"gathers", l.gathers},
                         {"gather", PercentilesJson(l.gather)},
                         {"raw_read", PercentilesJson(l.raw_read)},
+                        {"raw_batch", PercentilesJson(l.raw_batch)},
                         {"gather_cdf", l.gather_cdf}};
     if (l.fio_note.empty()) {
       j["fio_read"] = PercentilesJson(l.fio_read);
@@ -211,9 +214,9 @@ int RunMissCommand(const MissArgs& args) {
   } else {
     std::printf(
         "miss_latency rows_per_gather=%u gathers=%llu gather_p50_us=%.1f gather_p99_us=%.1f raw_read_p50_us=%.1f "
-        "raw_read_p99_us=%.1f fio_read_p50_us=%s fio_read_p99_us=%s\n",
+        "raw_read_p99_us=%.1f raw_batch_p50_us=%.1f raw_batch_p99_us=%.1f fio_read_p50_us=%s fio_read_p99_us=%s\n",
         l.rows_per_gather, (unsigned long long)l.gathers, l.gather.p50_us, l.gather.p99_us, l.raw_read.p50_us,
-        l.raw_read.p99_us, OrNa(l.fio_read.p50_us, "%.1f").c_str(), OrNa(l.fio_read.p99_us, "%.1f").c_str());
+        l.raw_read.p99_us, l.raw_batch.p50_us, l.raw_batch.p99_us, OrNa(l.fio_read.p50_us, "%.1f").c_str(), OrNa(l.fio_read.p99_us, "%.1f").c_str());
   }
   return Flushed("miss");
 }

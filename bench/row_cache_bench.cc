@@ -18,6 +18,12 @@
 //                              never repeats within a run (a shared cursor
 //                              moves on), so repetitions do not re-read
 //                              what the previous one inserted.
+//   BM_InsertBatch/<preset>    A gather's misses inserted on the same full
+//                              cache: 4,096 stream rows looked up, their
+//                              misses inserted one Insert() at a time or by
+//                              one InsertBatch(), alternating gathers. The
+//                              counter batch_vs_loop = loop time / batch
+//                              time (thread CPU time) per inserted row.
 //
 // Each cache gets a 256 MiB budget of 264-byte rows and is filled to ~60 % of
 // its slots with rows that were admitted, so every lookup is a hit. All
@@ -219,7 +225,45 @@ void BM_MissInsert(benchmark::State& state) {
       double(misses) / double(std::max<int64_t>(1, state.iterations())), benchmark::Counter::kAvgThreads);
 }
 
+void BM_InsertBatch(benchmark::State& state) {
+  ChurnFixture& f = ChurnFixtureFor(int(state.range(0)));
+  state.SetLabel(kPresets[state.range(0)]);
+  std::vector<std::byte> row(kRowBytes, std::byte{0x5a});
+  std::vector<uint64_t> misses;
+  std::vector<const std::byte*> rows;
+  std::vector<InsertOutcome> outcomes;
+  const size_t n = f.stream.size();
+  double loop_seconds = 0, batch_seconds = 0;
+  uint64_t loop_rows = 0, batch_rows = 0;
+  bool batch = false;
+  for (auto _ : state) {
+    const size_t first = f.cursor.fetch_add(kGatherRows) % n;
+    misses.clear();
+    for (size_t i = first; i < std::min(n, first + kGatherRows); ++i) {
+      if (!f.cache->Lookup(f.stream[i], {})) misses.push_back(f.stream[i]);
+    }
+    rows.assign(misses.size(), row.data());
+    outcomes.resize(misses.size());
+    const double t0 = ThreadCpuSeconds();
+    if (batch) {
+      f.cache->InsertBatch(misses, rows, outcomes);
+    } else {
+      for (size_t m = 0; m < misses.size(); ++m) outcomes[m] = f.cache->Insert(misses[m], row);
+    }
+    const double t = ThreadCpuSeconds() - t0;
+    (batch ? batch_seconds : loop_seconds) += t;
+    (batch ? batch_rows : loop_rows) += misses.size();
+    batch = !batch;
+  }
+  if (loop_rows && batch_rows && batch_seconds > 0) {
+    state.counters["loop_ns_per_row"] = loop_seconds * 1e9 / double(loop_rows);
+    state.counters["batch_ns_per_row"] = batch_seconds * 1e9 / double(batch_rows);
+    state.counters["batch_vs_loop"] = (loop_seconds / double(loop_rows)) / (batch_seconds / double(batch_rows));
+  }
+}
+
 BENCHMARK(BM_HitLookup)->DenseRange(0, 4)->Threads(1)->Threads(2);
+BENCHMARK(BM_InsertBatch)->DenseRange(0, 4)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MissInsert)->DenseRange(0, 4)->Threads(1)->Threads(2);
 BENCHMARK(BM_GatherVsFlat)->DenseRange(0, 3)->Unit(benchmark::kMicrosecond);
 

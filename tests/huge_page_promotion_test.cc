@@ -26,6 +26,24 @@ constexpr uint64_t kHugePage = uint64_t{2} << 20;
 #ifndef MADV_COLLAPSE
 constexpr int MADV_COLLAPSE = 25;
 #endif
+#ifndef MADV_POPULATE_WRITE
+constexpr int MADV_POPULATE_WRITE = 23;
+#endif
+
+// Whether this kernel commits pages on request (Linux >= 5.14).
+bool KernelPopulates() {
+  auto m = cache::AnonymousMemory::Allocate(4096, "probe");
+  return m.ok() && ::madvise(m->data(), m->size(), MADV_POPULATE_WRITE) == 0;
+}
+
+// Pages of [p, p + bytes) resident in memory (mincore).
+uint64_t ResidentPages(const uint8_t* p, uint64_t bytes) {
+  std::vector<unsigned char> v((bytes + 4095) / 4096);
+  if (::mincore(const_cast<uint8_t*>(p), bytes, v.data()) != 0) return 0;
+  uint64_t n = 0;
+  for (unsigned char c : v) n += c & 1;
+  return n;
+}
 
 // Whether this kernel collapses a committed anonymous range into a huge page
 // (Linux >= 6.1, transparent huge pages not disabled).
@@ -54,6 +72,56 @@ TEST(HugePagePromotion, CollapsesCommittedRangesAndKeepsTheirBytes) {
   EXPECT_LE(p.collapsed_ranges(), 8u);
   for (uint64_t i = 0; i < m->size(); i += 4096) {
     ASSERT_EQ(m->data()[i], i % (4096 * 3) == 0 ? static_cast<uint8_t>(i / 4096) : 0) << i;
+  }
+}
+
+TEST(HugePagePromotion, PopulateCommitsEveryPageAndKeepsWrittenBytes) {
+  if (!KernelPopulates()) GTEST_SKIP() << "this kernel does not populate on request (MADV_POPULATE_WRITE)";
+  // Not a multiple of a huge page, and two regions: every byte of both counts.
+  auto a = cache::AnonymousMemory::Allocate(5 * kHugePage + 3 * 4096, "region a");
+  auto b = cache::AnonymousMemory::Allocate(kHugePage / 2, "region b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (uint64_t i = 0; i < a->size(); i += 4096 * 7) a->data()[i] = static_cast<uint8_t>(1 + i / 4096);
+  EXPECT_LT(ResidentPages(a->data(), a->size()), a->size() / 4096);
+  cache::HugePagePromotion p;
+  p.Start({{a->data(), a->size()}, {b->data(), b->size()}}, /*populate=*/true);
+  p.WaitForTesting();
+  EXPECT_EQ(p.populated_bytes(), a->size() + b->size());
+  EXPECT_EQ(ResidentPages(a->data(), a->size()), a->size() / 4096);
+  EXPECT_EQ(ResidentPages(b->data(), b->size()), b->size() / 4096);
+  for (uint64_t i = 0; i < a->size(); i += 4096) {
+    ASSERT_EQ(a->data()[i], i % (4096 * 7) == 0 ? static_cast<uint8_t>(1 + i / 4096) : 0) << i;
+  }
+}
+
+// CommitMemory while rows go in and out: every row keeps its bytes, and the
+// whole slab ends up committed.
+TEST(HugePagePromotion, RowCacheCommitMemoryRacingInsertsKeepsEveryRow) {
+  if (!KernelPopulates()) GTEST_SKIP() << "this kernel does not populate on request (MADV_POPULATE_WRITE)";
+  auto config = RowCacheConfig::Preset("default");
+  ASSERT_TRUE(config.ok());
+  auto made = cache::SetAssociativeRowCache::Make(*config, 40000, kRowBytes);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  cache::SetAssociativeRowCache& c = **made;
+  for (uint64_t id = 0; id < 1000; ++id) c.Insert(id, RowOf(id));
+  c.CommitMemory();
+  std::atomic<uint64_t> wrong{0};
+  std::thread reader([&] {
+    std::vector<std::byte> dst(kRowBytes);
+    for (int pass = 0; pass < 20; ++pass) {
+      for (uint64_t r = 0; r < 1000; ++r) {
+        if (c.Lookup(r, dst) && dst != RowOf(r)) wrong.fetch_add(1);
+      }
+    }
+  });
+  for (uint64_t id = 1000; id < 20000; ++id) c.Insert(id, RowOf(id));
+  reader.join();
+  c.huge_pages_for_testing().WaitForTesting();
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_GT(c.huge_pages_for_testing().populated_bytes(), c.capacity_rows() * kRowBytes);
+  std::vector<std::byte> dst(kRowBytes);
+  for (uint64_t r = 0; r < 20000; ++r) {
+    if (c.Lookup(r, dst)) ASSERT_EQ(dst, RowOf(r)) << r;
   }
 }
 

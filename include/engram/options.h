@@ -24,9 +24,16 @@ struct StoreOptions {
 
   // One budget for every table's row cache (rows, index, metadata, sketch).
   // A table's cache never exceeds what holds all its rows; what a small
-  // table cannot use goes to the other tables. Memory is committed as rows
-  // arrive, not at open.
+  // table cannot use goes to the other tables. When its memory is committed
+  // is commit_cache_memory's choice.
   uint64_t cache_bytes = 1ull << 30;
+  // true: each table's cache memory (its rows and index) is committed right
+  // after open, by a background thread, in huge pages where the kernel
+  // allows; Open does not wait for it. The first rows then cost no page
+  // fault (on a fresh cache a fault per insert cost more than the miss's
+  // own work), and the resident memory is the whole budget from the start.
+  // false: memory is committed page by page as rows arrive.
+  bool commit_cache_memory = true;
   // A budget relative to the host's free memory, for unified-memory hosts
   // (GB10 / DGX Spark) where the cache competes with GPU memory and the page
   // cache. 0 = unused (the budget is cache_bytes). In (0, 1]: the budget is

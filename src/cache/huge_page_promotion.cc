@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace engram::cache {
@@ -10,6 +11,9 @@ namespace {
 constexpr uint64_t kHugePage = uint64_t{2} << 20;
 #ifndef MADV_COLLAPSE
 constexpr int MADV_COLLAPSE = 25;  // Linux 6.1; older headers lack it
+#endif
+#ifndef MADV_POPULATE_WRITE
+constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14
 #endif
 
 }  // namespace
@@ -20,10 +24,10 @@ HugePagePromotion::~HugePagePromotion() {
   if (thread_.joinable()) thread_.join();
 }
 
-void HugePagePromotion::Start(std::vector<std::span<uint8_t>> regions) {
+void HugePagePromotion::Start(std::vector<std::span<uint8_t>> regions, bool populate) {
   std::call_once(once_, [&] {
     std::lock_guard lock(join_mu_);
-    thread_ = std::thread([this, regions = std::move(regions)]() mutable { Run(std::move(regions)); });
+    thread_ = std::thread([this, populate, regions = std::move(regions)]() mutable { Run(std::move(regions), populate); });
   });
 }
 
@@ -32,7 +36,29 @@ void HugePagePromotion::WaitForTesting() {
   if (thread_.joinable()) thread_.join();
 }
 
-void HugePagePromotion::Run(std::vector<std::span<uint8_t>> regions) {
+bool HugePagePromotion::Populate(std::span<uint8_t> r) {
+  // One huge page at a time, so that a stop is seen soon.
+  for (uint64_t off = 0; off < r.size(); off += kHugePage) {
+    if (stop_.load(std::memory_order_relaxed)) return false;
+    const uint64_t len = std::min<uint64_t>(kHugePage, r.size() - off);
+    if (::madvise(r.data() + off, len, MADV_POPULATE_WRITE) != 0) {
+      // EINVAL: an older kernel. ENOMEM / EFAULT: no memory for it now; the
+      // pages then come on first touch, as without populating.
+      return false;
+    }
+    populated_.fetch_add(len, std::memory_order_relaxed);
+  }
+  return true;
+}
+
+void HugePagePromotion::Run(std::vector<std::span<uint8_t>> regions, bool populate) {
+  if (populate) {
+    for (std::span<uint8_t> r : regions) {
+      // Asked first, so that the untouched 2 MiB ranges come in as huge pages.
+      if (r.size() >= kHugePage) (void)::madvise(r.data(), r.size(), MADV_HUGEPAGE);
+      if (!Populate(r)) break;
+    }
+  }
   bool collapse = true;  // MADV_COLLAPSE works here (until it says EINVAL)
   for (std::span<uint8_t> r : regions) {
     if (r.size() < kHugePage) continue;

@@ -16,6 +16,13 @@
 // to the process's own accesses). Contents never change; only the mapping.
 //
 // Where MADV_COLLAPSE is missing, MADV_HUGEPAGE alone is left in place.
+//
+// With populate, the thread first commits every page of the regions
+// (MADV_POPULATE_WRITE, Linux >= 5.14), as huge pages wherever a 2 MiB range
+// was still untouched: a store whose whole cache will be used anyway then
+// pays no page fault on its first inserts (on a fresh cache a fault and a
+// 4 KiB clear per insert cost more than the insert itself). Populating never
+// changes a page that is already there, so it runs alongside inserts.
 #pragma once
 
 #include <atomic>
@@ -35,22 +42,28 @@ class HugePagePromotion {
   HugePagePromotion(const HugePagePromotion&) = delete;
   HugePagePromotion& operator=(const HugePagePromotion&) = delete;
 
-  // Promotes the regions (each page-aligned) in the background; only the
-  // first call does anything. Regions smaller than one huge page are skipped.
-  void Start(std::vector<std::span<uint8_t>> regions);
+  // Promotes the regions (each page-aligned) in the background, after
+  // committing all of their pages if `populate`; only the first call does
+  // anything. Regions smaller than one huge page are not promoted.
+  void Start(std::vector<std::span<uint8_t>> regions, bool populate = false);
   // Blocks until the promotion has finished (for tests and benchmarks).
   void WaitForTesting();
   // 2 MiB ranges collapsed into huge pages so far.
   uint64_t collapsed_ranges() const { return collapsed_.load(std::memory_order_relaxed); }
+  // Bytes committed by populating so far.
+  uint64_t populated_bytes() const { return populated_.load(std::memory_order_relaxed); }
 
  private:
-  void Run(std::vector<std::span<uint8_t>> regions);
+  void Run(std::vector<std::span<uint8_t>> regions, bool populate);
+  // False once the kernel has refused MADV_POPULATE_WRITE, or on stop.
+  bool Populate(std::span<uint8_t> region);
 
   std::once_flag once_;
   std::mutex join_mu_;  // serialises WaitForTesting with the destructor
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> collapsed_{0};
+  std::atomic<uint64_t> populated_{0};
 };
 
 }  // namespace engram::cache

@@ -42,4 +42,13 @@ size_t RowCache::LookupBatch(std::span<const uint64_t> row_ids, std::span<std::b
   return hits;
 }
 
+void RowCache::InsertBatch(std::span<const uint64_t> row_ids, std::span<const std::byte* const> rows,
+                           std::span<InsertOutcome> outcomes) {
+  const size_t bytes = row_bytes();
+  for (size_t i = 0; i < row_ids.size(); ++i) {
+    const std::byte* row = rows.empty() ? nullptr : rows[i];
+    outcomes[i] = Insert(row_ids[i], std::span<const std::byte>(row, row ? bytes : 0));
+  }
+}
+
 }  // namespace engram

@@ -93,6 +93,14 @@ class RowCache {
   // Offers a missed row (row.size() == row_bytes). Exactly one call per miss.
   virtual InsertOutcome Insert(uint64_t row_id, std::span<const std::byte> row) = 0;
 
+  // Exactly Insert(row_ids[i], {rows[i], row_bytes}) for i = 0, 1, ... in
+  // order (rows empty, or rows[i] null: an empty row): same outcomes, same
+  // counts. outcomes[i] receives row i's; outcomes.size() == row_ids.size().
+  // Implementations may overlap the memory accesses of rows a few places
+  // apart, as LookupBatch does.
+  virtual void InsertBatch(std::span<const uint64_t> row_ids, std::span<const std::byte* const> rows,
+                           std::span<InsertOutcome> outcomes);
+
   // Read-ahead insert: bypasses admission, the row stays until consumed or
   // unpinned. Refused (kRefusedAllPinned) if every candidate slot is pinned.
   // Does not count a lookup or a miss. If the row is already resident it is
@@ -100,6 +108,13 @@ class RowCache {
   virtual InsertOutcome InsertPinned(uint64_t row_id, std::span<const std::byte> row) = 0;
   // Releases a read-ahead pin; returns false if the row was not pinned.
   virtual bool Unpin(uint64_t row_id) = 0;
+
+  // Commits the cache's memory now, in the background, instead of page by
+  // page as rows arrive (and maps it with huge pages where the kernel
+  // allows): for a cache that will be filled anyway, so that its first
+  // inserts do not each pay a page fault. Lookups and inserts go on
+  // meanwhile. Resident memory is the whole budget from then on.
+  virtual void CommitMemory() {}
 
   virtual RowCacheStats Stats() const = 0;
   virtual const RowCacheConfig& config() const = 0;

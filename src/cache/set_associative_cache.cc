@@ -316,7 +316,10 @@ SetAssociativeRowCache::Placement SetAssociativeRowCache::Place(const LockedSets
 }
 
 InsertOutcome SetAssociativeRowCache::Insert(uint64_t row_id, std::span<const std::byte> row) {
-  const uint64_t hash = hasher_.Hash(row_id);
+  return InsertHashed(row_id, hasher_.Hash(row_id), row);
+}
+
+InsertOutcome SetAssociativeRowCache::InsertHashed(uint64_t row_id, uint64_t hash, std::span<const std::byte> row) {
   const uint64_t now64 = Tick64();
   const uint32_t now = static_cast<uint32_t>(now64);
   // The history's bucket load overlaps the candidate sets' (the two are

@@ -65,9 +65,17 @@ class SetAssociativeRowCache final : public RowCache {
   size_t LookupBatch(std::span<const uint64_t> row_ids, std::span<std::byte* const> dsts, PinAction pin,
                      std::span<uint8_t> hit) override;
   InsertOutcome Insert(uint64_t row_id, std::span<const std::byte> row) override;
+  // Pipelined (set_associative_batch_insert.cc): the candidate sets' index
+  // lines, the sketch line and the history bucket of a row are prefetched
+  // kInsertAhead rows before its Insert.
+  void InsertBatch(std::span<const uint64_t> row_ids, std::span<const std::byte* const> rows,
+                   std::span<InsertOutcome> outcomes) override;
   InsertOutcome InsertPinned(uint64_t row_id, std::span<const std::byte> row) override;
   bool Unpin(uint64_t row_id) override;
 
+  void CommitMemory() override {
+    huge_pages_.Start({{index_.data(), index_.size()}, {slab_.data(), slab_.size()}}, /*populate=*/true);
+  }
   RowCacheStats Stats() const override;
   const RowCacheConfig& config() const override { return config_; }
   uint64_t capacity_rows() const override { return num_sets_ * layout_.ways; }
@@ -125,6 +133,8 @@ class SetAssociativeRowCache final : public RowCache {
   // see Lookup); the outcome is added to *counts.
   bool LookupHashed(uint64_t row_id, uint64_t hash, uint32_t now, std::span<std::byte> dst, PinAction pin,
                     LookupCounts* counts);
+  // Insert with the row's hash computed.
+  InsertOutcome InsertHashed(uint64_t row_id, uint64_t hash, std::span<const std::byte> row);
   // Prefetches the index lines of a row's candidate sets.
   void PrefetchIndex(const CandidateSets& c) const;
   // Finds the row (locking one candidate set at a time, changing nothing) and

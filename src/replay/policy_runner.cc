@@ -40,6 +40,7 @@ Result<PolicyRun> ReplayRowCache(const PolicyJob& job, const GatherTrace& trace,
   std::unique_ptr<RowCache> cache = std::move(*created);
   RequestRecorder recorder;
   std::vector<uint64_t> misses;
+  std::vector<InsertOutcome> outcomes;
   uint64_t side_hits = 0;  // cache misses the side area served
   for (size_t r = 0; r < trace.requests(); ++r) {
     for (uint64_t g = trace.request_begin(r); g < trace.request_end[r]; ++g) {
@@ -47,10 +48,14 @@ Result<PolicyRun> ReplayRowCache(const PolicyJob& job, const GatherTrace& trace,
       for (uint64_t i = trace.gather_begin(g); i < trace.gather_end[g]; ++i) {
         if (!cache->Lookup(trace.rows[i], {})) misses.push_back(trace.rows[i]);
       }
-      for (uint64_t id : misses) {
+      // The same batched insert the store makes of a gather's verified misses.
+      outcomes.resize(misses.size());
+      cache->InsertBatch(misses, {}, outcomes);
+      for (size_t m = 0; m < misses.size(); ++m) {
+        const uint64_t id = misses[m];
+        const InsertOutcome outcome = outcomes[m];
         const bool in_side = side.Contains(id);
         side_hits += in_side;
-        const InsertOutcome outcome = cache->Insert(id, {});
         const bool kept = outcome != InsertOutcome::kRefusedLostAdmission && outcome != InsertOutcome::kRefusedAllPinned;
         if (kept && in_side) side.Remove(id);
         if (!kept && !in_side) side.Add(id);

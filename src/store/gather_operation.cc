@@ -224,8 +224,19 @@ void GatherTicket::State::OnBlocksRead() {
   // counts agree exactly.
   std::sort(verified.begin(), verified.end());
   std::sort(result.failed_positions.begin(), result.failed_positions.end());
+  // Per-thread scratch, as in Start.
+  thread_local std::vector<uint64_t> ids;
+  thread_local std::vector<const std::byte*> rows;
+  thread_local std::vector<InsertOutcome> outcomes;
+  ids.clear();
+  rows.clear();
   for (const auto& [d, bytes] : verified) {
-    InsertOutcome o = table.cache->Insert(plan.distinct[d], std::span<const std::byte>(bytes, record));
+    ids.push_back(plan.distinct[d]);
+    rows.push_back(bytes);
+  }
+  outcomes.resize(ids.size());
+  table.cache->InsertBatch(ids, rows, outcomes);
+  for (InsertOutcome o : outcomes) {
     if (o == InsertOutcome::kRefusedLostAdmission || o == InsertOutcome::kRefusedAllPinned) {
       ++result.refusals;
     } else {

@@ -110,6 +110,7 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
     auto cache = RowCache::Create(cache_config, t.cache_budget_bytes, t.file->record_bytes(), t.file->row_count());
     if (!cache.ok()) return cache.status().WithContext("cache for table " + t.name);
     t.cache = std::move(cache).value();
+    if (options.commit_cache_memory) t.cache->CommitMemory();
     spdlog::info("store: table {} ({} rows of {} B) cache {} B = {} rows, policy {}", t.name, t.file->row_count(),
                  t.file->record_bytes(), t.cache_budget_bytes, t.cache->capacity_rows(), cache_config.ToSpec());
   }
