@@ -129,5 +129,43 @@ TEST(GhostHistory, ConcurrentRecordsAndLookupsStayInRange) {
   EXPECT_FALSE(bad.load());
 }
 
+TEST(GhostHistory, MarkReadsBackOnTheNextAccessWhichClearsIt) {
+  GhostHistory g(64 * 1024, 3, 100, 1, /*flag_bits=*/1);
+  bool flagged = true;
+  EXPECT_EQ(g.Touch(H(3), 1000, &flagged), GhostHistory::kNever);
+  EXPECT_FALSE(flagged);
+  g.MarkFlag(H(3), 1000);
+  EXPECT_EQ(g.Touch(H(3), 1200, &flagged), 200u);
+  EXPECT_TRUE(flagged);
+  EXPECT_EQ(g.Touch(H(3), 1300, &flagged), 100u);
+  EXPECT_FALSE(flagged);
+  // Marking a row the table does not remember records nothing.
+  g.MarkFlag(H(4), 1300);
+  EXPECT_EQ(g.AgeOf(H(4), 1300), GhostHistory::kNever);
+}
+
+TEST(GhostHistory, WithoutAFlagBitMarksAreIgnored) {
+  GhostHistory g(64 * 1024, 3, 100, 1);
+  bool flagged = true;
+  g.Touch(H(3), 1000, &flagged);
+  g.MarkFlag(H(3), 1000);
+  EXPECT_EQ(g.Touch(H(3), 1200, &flagged), 200u);
+  EXPECT_FALSE(flagged);
+}
+
+TEST(GhostHistory, FlaggedRowsStillMatchTheirOwnEntryOnly) {
+  GhostHistory g(64 * 1024, 3, 100, 1, /*flag_bits=*/1);
+  for (uint64_t r = 0; r < 200; ++r) g.Touch(H(r), 1000);
+  for (uint64_t r = 0; r < 200; r += 2) g.MarkFlag(H(r), 1000);
+  int flagged_even = 0, flagged_odd = 0;
+  for (uint64_t r = 0; r < 200; ++r) {
+    bool flagged = false;
+    EXPECT_EQ(g.Touch(H(r), 1100, &flagged), 100u) << r;
+    (r % 2 ? flagged_odd : flagged_even) += flagged;
+  }
+  EXPECT_EQ(flagged_even, 100);
+  EXPECT_EQ(flagged_odd, 0);
+}
+
 }  // namespace
 }  // namespace engram::cache

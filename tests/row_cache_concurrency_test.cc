@@ -189,6 +189,7 @@ TEST(RowCacheRelocationRace, ResidentRowIsNeverMissedWhileRelocationsMoveIt) {
 INSTANTIATE_TEST_SUITE_P(Policies, RowCacheConcurrencyTest,
                          ::testing::Values(ConcurrencyCase{"legacy", 64, 3.0}, ConcurrencyCase{"default", 64, 3.0},
                                            ConcurrencyCase{"default", 256, 1.0},
+                                           ConcurrencyCase{"default,admission=adaptive", 64, 3.0},
                                            ConcurrencyCase{"two-choice,ways=1,relocate=4", 2003, 1.0},
                                            ConcurrencyCase{"ways16,admission=always,victim=oldest", 8, 3.0}));
 

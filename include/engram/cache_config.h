@@ -25,7 +25,17 @@ enum class AdmissionRule : uint8_t {
   // not in the cache are kept in a ghost history (ghost_* below); the sketch
   // then only orders the victims.
   kReuseDistance,
+  // kReuseDistance, except that a row failing the test is still admitted
+  // with a probability the cache adapts online from regret: it rises while
+  // refused rows come back sooner than the victims are idle, and falls while
+  // evicted rows come back (src/cache/adaptive_admission.h).
+  kAdaptiveReuse,
 };
+
+// Whether the rule reads the ghost history (ghost_* below).
+inline bool UsesGhostHistory(AdmissionRule rule) {
+  return rule == AdmissionRule::kReuseDistance || rule == AdmissionRule::kAdaptiveReuse;
+}
 
 // How the victim is chosen among the residents of the candidate set(s).
 enum class VictimOrder : uint8_t {
@@ -86,7 +96,7 @@ struct RowCacheConfig {
   double halving_per_capacity = 0.0;
   static constexpr double kMinHalvingPerCapacity = 0.01;
 
-  // Ghost history for AdmissionRule::kReuseDistance: when recently seen
+  // Ghost history for the reuse-distance rules (UsesGhostHistory): when recently seen
   // rows that are not cached were last accessed (src/cache/ghost_history.h).
   // Rows are remembered while the table has room and for at most
   // (3/4 x 2^ghost_epoch_bits) epochs.

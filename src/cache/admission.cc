@@ -20,12 +20,13 @@ bool FrequencyAdmission::Admits(const AdmissionCandidate& row, const Victim& vic
   return static_cast<double>(draw >> 11) * 0x1.0p-53 < warm_admit_probability_;
 }
 
-Admission AdmissionFor(const RowCacheConfig& config) {
+Admission AdmissionFor(const RowCacheConfig& config, uint64_t capacity_rows) {
   switch (config.admission) {
     case AdmissionRule::kAlways: return AdmitAll{};
     case AdmissionRule::kEstimateAtLeast:
     case AdmissionRule::kEstimateGreater: return FrequencyAdmission(config);
     case AdmissionRule::kReuseDistance: return ReuseDistanceAdmission{};
+    case AdmissionRule::kAdaptiveReuse: return AdaptiveAdmission(config, capacity_rows);
   }
   return AdmitAll{};  // unreachable: RowCacheConfig::Validate rejects other values
 }

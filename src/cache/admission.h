@@ -14,12 +14,16 @@
 //    victim has been idle. A row seen for the first time, or too long ago to
 //    be remembered, is refused. The sketch then only orders the victims: a
 //    count cannot tell a row about to be re-read from an old popular one.
+//  - AdaptiveAdmission (adaptive_admission.h): the reuse test, plus a
+//    probability of admitting a row that fails it, adapted online from the
+//    regret of refusals against the regret of evictions.
 #pragma once
 
 #include <cstdint>
 #include <variant>
 
 #include "engram/cache_config.h"
+#include "src/cache/adaptive_admission.h"
 #include "src/cache/frequency_sketch.h"
 #include "src/cache/ghost_history.h"
 #include "src/cache/set_hasher.h"
@@ -62,10 +66,11 @@ struct ReuseDistanceAdmission {
   }
 };
 
-using Admission = std::variant<AdmitAll, FrequencyAdmission, ReuseDistanceAdmission>;
+using Admission = std::variant<AdmitAll, FrequencyAdmission, ReuseDistanceAdmission, AdaptiveAdmission>;
 
-// The admission rule of config.admission.
-Admission AdmissionFor(const RowCacheConfig& config);
+// The admission rule of config.admission, for a cache of capacity_rows slots
+// (which only sets the adaptive rule's period; 0 gives its shortest).
+Admission AdmissionFor(const RowCacheConfig& config, uint64_t capacity_rows = 0);
 
 inline bool Admits(const Admission& admission, const AdmissionCandidate& row, const Victim& victim,
                    const FrequencySketch& sketch, const SetHasher& hasher) {

@@ -161,6 +161,7 @@ constexpr Choice<AdmissionRule> kAdmissionChoices[] = {
     {"always", AdmissionRule::kAlways},          {"ge", AdmissionRule::kEstimateAtLeast},
     {">=", AdmissionRule::kEstimateAtLeast, true}, {"gt", AdmissionRule::kEstimateGreater},
     {">", AdmissionRule::kEstimateGreater, true},  {"reuse", AdmissionRule::kReuseDistance},
+    {"adaptive", AdmissionRule::kAdaptiveReuse},
 };
 constexpr Choice<VictimOrder> kVictimChoices[] = {
     {"estimate", VictimOrder::kLowestEstimateThenOldest},
@@ -288,7 +289,7 @@ Status RowCacheConfig::Validate() const {
     return bad("relocate=" + std::to_string(relocation_depth) + " needs sets=2 (a row has no other set to move to)");
   }
   if (admission != AdmissionRule::kAlways && admission != AdmissionRule::kEstimateAtLeast &&
-      admission != AdmissionRule::kEstimateGreater && admission != AdmissionRule::kReuseDistance) {
+      admission != AdmissionRule::kEstimateGreater && !UsesGhostHistory(admission)) {
     return bad("admission rule " + std::to_string(int(admission)) + " is unknown");
   }
   if (victim_order != VictimOrder::kLowestEstimateThenOldest && victim_order != VictimOrder::kOldest) {

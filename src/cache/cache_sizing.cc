@@ -34,7 +34,7 @@ CacheFootprint FootprintFor(const RowCacheConfig& config, uint64_t num_sets, uin
   f.index_bytes = num_sets * layout.stride;
   f.slab_bytes = num_sets * config.ways * uint64_t{row_bytes};
   f.sketch_bytes = config.sketch_bytes != 0 ? config.sketch_bytes : AutoSketchBytes(config, num_sets * config.ways);
-  f.ghost_bytes = config.admission == AdmissionRule::kReuseDistance ? GhostBytes(config, num_sets * config.ways) : 0;
+  f.ghost_bytes = UsesGhostHistory(config.admission) ? GhostBytes(config, num_sets * config.ways) : 0;
   f.fixed_bytes = kStatShards * sizeof(StatShard);
   return f;
 }
@@ -50,7 +50,7 @@ uint64_t SetsForBudget(const RowCacheConfig& config, uint64_t budget_bytes, uint
   } else {
     fixed += config.sketch_bytes;
   }
-  if (config.admission == AdmissionRule::kReuseDistance) {
+  if (UsesGhostHistory(config.admission)) {
     per_set += static_cast<uint64_t>(std::ceil(config.ghost_per_row * config.ways));
     fixed += 64;  // rounding up to whole buckets
   }

@@ -3,7 +3,7 @@
 //
 // Charged: the index (SetLayout::stride per set), the row slab, the
 // frequency sketch (fixed, or two counters' worth per slot when
-// sketch_bytes == 0), the ghost history (AdmissionRule::kReuseDistance only)
+// sketch_bytes == 0), the ghost history (UsesGhostHistory rules only)
 // and the statistics shards. RowCache::CapacityForBudget and BudgetForRows
 // (row_cache.h) are defined here too.
 #pragma once
@@ -23,7 +23,7 @@ struct CacheFootprint {
   uint64_t index_bytes = 0;
   uint64_t slab_bytes = 0;
   uint64_t sketch_bytes = 0;
-  uint64_t ghost_bytes = 0;  // ghost history (AdmissionRule::kReuseDistance only)
+  uint64_t ghost_bytes = 0;  // ghost history (UsesGhostHistory rules only)
   uint64_t fixed_bytes = 0;  // statistics shards
   uint64_t total() const { return index_bytes + slab_bytes + sketch_bytes + ghost_bytes + fixed_bytes; }
 };

@@ -6,10 +6,12 @@
 
 namespace engram::cache {
 
-GhostHistory::GhostHistory(uint64_t bytes, uint32_t epoch_bits, uint64_t granularity, uint64_t seed)
+GhostHistory::GhostHistory(uint64_t bytes, uint32_t epoch_bits, uint64_t granularity, uint64_t seed,
+                           uint32_t flag_bits)
     : buckets_(std::max<uint64_t>(bytes / 64, 1)),
       epoch_bits_(epoch_bits),
       epoch_mask_(static_cast<uint16_t>((1u << epoch_bits) - 1)),
+      flag_mask_(static_cast<uint16_t>(flag_bits != 0 ? 1u << epoch_bits : 0)),
       // The sweep visits every bucket once per (2^bits - max_age) epochs, so
       // an entry is cleared at an age in [max_age, 2^bits): before it wraps.
       // A quarter of the epoch range for the sweep, the rest trusted.
@@ -22,10 +24,11 @@ GhostHistory::Slot GhostHistory::SlotOf(uint64_t hash) const {
   const uint64_t h = Remix(hash ^ seed_);
   Slot s;
   s.bucket = static_cast<uint64_t>((static_cast<unsigned __int128>(h) * buckets_) >> 64);
-  const uint32_t fp_bits = 16 - epoch_bits_;
+  const uint32_t low_bits = epoch_bits_ + (flag_mask_ != 0 ? 1 : 0);
+  const uint32_t fp_bits = 16 - low_bits;
   uint16_t fp = static_cast<uint16_t>(h & ((1u << fp_bits) - 1));  // low bits: independent of the bucket
   if (fp == 0) fp = 1;
-  s.fingerprint = static_cast<uint16_t>(fp << epoch_bits_);
+  s.fingerprint = static_cast<uint16_t>(fp << low_bits);
   return s;
 }
 
@@ -34,7 +37,7 @@ void GhostHistory::ScanBucket(const Slot& s, uint64_t now_epoch, Scan* scan) con
     const uint64_t v = Word(s.bucket, w).load(std::memory_order_relaxed);
     for (uint32_t k = 0; k < 4; ++k) scan->entries[w * 4 + k] = static_cast<uint16_t>(v >> (16 * k));
   }
-  const uint16_t fp_mask = static_cast<uint16_t>(~epoch_mask_);
+  const uint16_t fp_mask = static_cast<uint16_t>(~(epoch_mask_ | flag_mask_));
   for (uint32_t i = 0; i < kEntriesPerBucket; ++i) {
     const uint16_t e = scan->entries[i];
     if (e == 0) {
@@ -82,18 +85,36 @@ void GhostHistory::Place(const Slot& s, const Scan& scan, uint64_t when_epoch, u
   if (scan.target_empty || scan.target_age >= age) StoreEntry(s.bucket, scan.target, entry);
 }
 
-uint64_t GhostHistory::Touch(uint64_t hash, uint64_t now) {
+uint64_t GhostHistory::Touch(uint64_t hash, uint64_t now, bool* flagged) {
   const Slot s = SlotOf(hash);
   const uint64_t now_epoch = now / granularity_;
   Scan scan;
   ScanBucket(s, now_epoch, &scan);
   uint64_t previous = kNever;
+  bool was_flagged = false;
   if (scan.match >= 0) {
-    const uint32_t age = EpochAge(scan.entries[scan.match], now_epoch);
-    if (age < max_age_) previous = uint64_t{age} * granularity_;
+    const uint16_t entry = scan.entries[scan.match];
+    const uint32_t age = EpochAge(entry, now_epoch);
+    if (age < max_age_) {
+      previous = uint64_t{age} * granularity_;
+      was_flagged = (entry & flag_mask_) != 0;
+    }
+    // This access replaces the entry (and clears the mark).
+    const uint16_t now_entry = static_cast<uint16_t>(s.fingerprint | (now_epoch & epoch_mask_));
+    if (entry != now_entry) StoreEntry(s.bucket, scan.match, now_entry);
+  } else {
+    Place(s, scan, now_epoch, now_epoch);
   }
-  Place(s, scan, now_epoch, now_epoch);
+  if (flagged != nullptr) *flagged = was_flagged;
   return previous;
+}
+
+void GhostHistory::MarkFlag(uint64_t hash, uint64_t now) {
+  if (flag_mask_ == 0) return;
+  const Slot s = SlotOf(hash);
+  Scan scan;
+  ScanBucket(s, now / granularity_, &scan);
+  if (scan.match >= 0) StoreEntry(s.bucket, scan.match, static_cast<uint16_t>(scan.entries[scan.match] | flag_mask_));
 }
 
 void GhostHistory::Record(uint64_t hash, uint64_t when, uint64_t now) {

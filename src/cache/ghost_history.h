@@ -21,6 +21,10 @@
 //    rather than mistaken for a young one.
 //  - A new row takes an empty entry of its bucket, else the oldest one: the
 //    table remembers the most recently seen rows, as much as fits.
+//  - Optionally (flag_bits = 1) one fingerprint bit is a mark the caller sets
+//    on a remembered row (MarkFlag) and reads back on its next access
+//    (Touch): adaptive admission marks the rows it refused, to tell them
+//    from evicted rows when they come back. Recording an access clears it.
 //
 // A bucket is read as eight relaxed 64-bit loads into a local copy and
 // scanned there (no atomic operation per entry); an entry is written with a
@@ -46,14 +50,18 @@ class GhostHistory {
   static constexpr uint64_t kNever = ~uint64_t{0};
 
   // bytes >= 64 (rounded down to whole buckets); epoch_bits 2..8;
-  // granularity >= 1 ticks per epoch. The table is anonymous memory (zero
+  // granularity >= 1 ticks per epoch; flag_bits 0 or 1. The table is anonymous memory (zero
   // pages, i.e. empty entries, until first written), so it costs no RSS
   // until rows are recorded; throws std::bad_alloc if it cannot be mapped.
-  GhostHistory(uint64_t bytes, uint32_t epoch_bits, uint64_t granularity, uint64_t seed);
+  GhostHistory(uint64_t bytes, uint32_t epoch_bits, uint64_t granularity, uint64_t seed, uint32_t flag_bits = 0);
 
   // The row (by its 64-bit hash) is accessed now: returns the age of its
   // previous recorded access (as AgeOf) and records this one, in one pass.
-  uint64_t Touch(uint64_t hash, uint64_t now);
+  // flagged (if given): whether that previous access carried the mark.
+  uint64_t Touch(uint64_t hash, uint64_t now, bool* flagged = nullptr);
+  // Marks the row's remembered access (no-op if the row is not remembered,
+  // or the table has no flag bit).
+  void MarkFlag(uint64_t hash, uint64_t now);
   // The row was last accessed at tick `when` (<= now), e.g. a row leaving
   // the cache. Never makes a row's recorded access older, and never pushes
   // out a row recorded more recently than `when`.
@@ -106,6 +114,7 @@ class GhostHistory {
   uint64_t buckets_;
   uint32_t epoch_bits_;
   uint16_t epoch_mask_;
+  uint16_t flag_mask_;  // the mark's bit (just above the epoch), 0 without one
   uint32_t max_age_;  // entries this many epochs old are cleared by the sweep
   uint64_t granularity_;
   uint64_t seed_;

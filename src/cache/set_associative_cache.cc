@@ -81,7 +81,8 @@ SetAssociativeRowCache::SetAssociativeRowCache(const RowCacheConfig& config, uin
       halving_ticks_(HalvingPeriod(config, num_sets * config.ways)),
       relocation_(config.relocation_depth, num_sets * config.ways),
       victim_choice_(config, num_sets * config.ways),
-      admission_(AdmissionFor(config)),
+      admission_(AdmissionFor(config, num_sets * config.ways)),
+      adaptive_(std::get_if<AdaptiveAdmission>(&admission_)),
       empty_slots_(num_sets * config.ways),
       huge_pages_at_empty_(HugePagesAtEmpty(num_sets * config.ways,
                                             row_bytes != 0 ? row_bytes : double(layout_.stride) / config.ways)),
@@ -91,10 +92,12 @@ SetAssociativeRowCache::SetAssociativeRowCache(const RowCacheConfig& config, uin
       refresh_sets_per_call_((num_sets + kStampRefreshTicks / maintain_ticks_ - 1) /
                              (kStampRefreshTicks / maintain_ticks_)),
       shards_(new StatShard[kStatShards]) {
-  if (config.admission == AdmissionRule::kReuseDistance) {
+  if (UsesGhostHistory(config.admission)) {
     const uint64_t capacity = num_sets * config.ways;
+    // The adaptive rule marks refused rows in the history: one fingerprint bit.
     ghost_ = std::make_unique<GhostHistory>(footprint.ghost_bytes, config.ghost_epoch_bits,
-                                            std::max<uint64_t>(1, capacity / config.ghost_epochs), config.seed);
+                                            std::max<uint64_t>(1, capacity / config.ghost_epochs), config.seed,
+                                            /*flag_bits=*/adaptive_ != nullptr ? 1 : 0);
   }
 }
 
@@ -337,7 +340,9 @@ InsertOutcome SetAssociativeRowCache::InsertHashed(uint64_t row_id, uint64_t has
   // The row's previous access, and this one recorded (the history is
   // lock-free; it is touched under the set locks only because its line is
   // due by now).
-  const uint64_t candidate_age = ghost_ ? ghost_->Touch(hash, now64) : GhostHistory::kNever;
+  bool was_refused = false;
+  const uint64_t candidate_age = ghost_ ? ghost_->Touch(hash, now64, &was_refused) : GhostHistory::kNever;
+  if (adaptive_ != nullptr) adaptive_->OnReturn(candidate_age, was_refused);
   Placement p = Place(l, row_id, hash, now, PlaceMode::kAdmit, candidate_age);
   uint64_t evicted_hash = 0, evicted_at = 0;
   if (p.outcome == InsertOutcome::kInsertedEvicted && ghost_) {
@@ -354,6 +359,14 @@ InsertOutcome SetAssociativeRowCache::InsertHashed(uint64_t row_id, uint64_t has
     // The evicted row leaves the index; its last access goes to the history.
     if (p.outcome == InsertOutcome::kInsertedEvicted) ghost_->Record(evicted_hash, evicted_at, now64);
     ghost_->Sweep(now64);
+  }
+  if (adaptive_ != nullptr) {
+    if (p.outcome == InsertOutcome::kRefusedLostAdmission) {
+      ghost_->MarkFlag(hash, now64);
+      adaptive_->OnRefused();
+    } else if (p.outcome == InsertOutcome::kInsertedEvicted) {
+      adaptive_->OnEvicted();
+    }
   }
   switch (p.outcome) {
     case InsertOutcome::kInserted:

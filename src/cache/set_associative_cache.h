@@ -173,7 +173,7 @@ class SetAssociativeRowCache final : public RowCache {
   // Places row_id in the locked candidate sets (which do not hold it): free
   // way, relocation, victim choice, admission (kAdmit only).
   // candidate_age: ticks since the row's previous access (GhostHistory), for
-  // AdmissionRule::kReuseDistance.
+  // the reuse-distance rules.
   Placement Place(const LockedSets& l, uint64_t row_id, uint64_t hash, uint32_t now, PlaceMode mode,
                   uint64_t candidate_age = GhostHistory::kNever);
   void WriteEntry(uint64_t set, uint32_t way, uint64_t row_id, uint32_t stamp, std::span<const std::byte> row,
@@ -189,13 +189,15 @@ class SetAssociativeRowCache final : public RowCache {
   AnonymousMemory slab_;
   FrequencySketch sketch_;
   const uint64_t halving_ticks_;  // halve the sketch every this many ticks; 0 = never
-  // Only with AdmissionRule::kReuseDistance: previous accesses of rows not
+  // Only with the reuse-distance rules: previous accesses of rows not
   // in the cache (recorded on refusal and eviction).
   std::unique_ptr<GhostHistory> ghost_;
   // Placement steps 2-4 (step 1, FreeWay, has no parameters).
   const CuckooRelocation relocation_;
   const VictimChoice victim_choice_;
   const Admission admission_;
+  // admission_'s AdaptiveAdmission (which the insert path feeds back), or null.
+  const AdaptiveAdmission* const adaptive_;
   // Slots never filled yet: decremented after a row takes a free way, so it
   // is never below the true count (rows are replaced, never erased); tells
   // relocation when a search is no longer worthwhile.
