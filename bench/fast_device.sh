@@ -7,7 +7,8 @@
 # a fast NVMe; pass a directory on a real disk to measure that disk), runs
 # `engram-bench hit` and `engram-bench miss` ROUNDS times, and prints per round
 # and gather size one line ending in `hit_ratio=X miss_ratio_fio=Y`, then the
-# latency of a 24-row all-miss gather next to one 4 KiB read at QD 1.
+# latency of a 24-row all-miss gather next to one 4 KiB read at QD 1 and to
+# 24 reads handed to the raw engine at once (raw_batch: the device's floor).
 # The table is removed at exit.
 #
 #   hit_ratio       store rows/s / flat memcpy rows/s, resident rows
@@ -90,10 +91,11 @@ for m in (j for j in misses if j["kind"] == "miss"):
           f"fio_iops={m.get('fio_iops', 0):.0f} miss_cpu_ns_per_row={m['store_cpu_ns_per_row']:.0f} "
           f"miss_ratio_raw={m['miss_ratio_raw']:.3f} "
           f"hit_ratio={h['hit_ratio']:.3f} miss_ratio_fio={'n/a' if fio is None else format(fio, '.3f')}")
-g, r, f = lat["gather"], lat["raw_read"], lat.get("fio_read")
+g, r, b, f = lat["gather"], lat["raw_read"], lat["raw_batch"], lat.get("fio_read")
 print(f"round={rnd} latency rows_per_gather={lat['rows_per_gather']} gathers={lat['gathers']} "
       f"gather_p50_us={g['p50_us']:.1f} gather_p99_us={g['p99_us']:.1f} "
       f"raw_read_p50_us={r['p50_us']:.1f} raw_read_p99_us={r['p99_us']:.1f} "
+      f"raw_batch_p50_us={b['p50_us']:.1f} raw_batch_p99_us={b['p99_us']:.1f} "
       + (f"fio_read_p50_us={f['p50_us']:.1f} fio_read_p99_us={f['p99_us']:.1f}" if f else "fio_read=n/a"))
 PY
 }
