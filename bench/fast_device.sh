@@ -39,7 +39,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --plot) plot=1 ;;
     --out) out=${2:?--out needs a directory}; shift ;;
-    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fast_device: unknown option $1" >&2; exit 2 ;;
     *) dir=$1 ;;
   esac
