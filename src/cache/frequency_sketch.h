@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "src/cache/anonymous_memory.h"
 
@@ -51,6 +52,10 @@ class FrequencySketch {
   uint32_t max_count() const { return max_; }
   uint64_t halvings() const { return halvings_.load(std::memory_order_relaxed); }
   uint64_t memory_bytes() const { return bytes_; }
+
+  // The counters' memory (for committing it or mapping it with huge pages;
+  // never for reading counters).
+  std::span<uint8_t> memory() const { return {counters_.data(), counters_.size()}; }
 
  private:
   // Index of the key's counter in sketch row i, in [0, width_).

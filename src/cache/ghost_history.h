@@ -39,6 +39,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "src/cache/anonymous_memory.h"
 
@@ -83,6 +84,9 @@ class GhostHistory {
   uint64_t memory_bytes() const { return buckets_ * 64; }
   uint64_t granularity() const { return granularity_; }
   uint32_t max_age_epochs() const { return max_age_; }
+
+  // The history's memory (for committing it or mapping it with huge pages).
+  std::span<uint8_t> memory() const { return {words_.data(), words_.size()}; }
 
  private:
   static constexpr uint32_t kWordsPerBucket = kEntriesPerBucket / 4;

@@ -318,6 +318,12 @@ SetAssociativeRowCache::Placement SetAssociativeRowCache::Place(const LockedSets
   return {InsertOutcome::kInsertedEvicted, victim.set, victim.way};
 }
 
+std::vector<std::span<uint8_t>> SetAssociativeRowCache::MemoryRegions() const {
+  std::vector<std::span<uint8_t>> r = {{index_.data(), index_.size()}, {slab_.data(), slab_.size()}, sketch_.memory()};
+  if (ghost_) r.push_back(ghost_->memory());
+  return r;
+}
+
 InsertOutcome SetAssociativeRowCache::Insert(uint64_t row_id, std::span<const std::byte> row) {
   return InsertHashed(row_id, hasher_.Hash(row_id), row);
 }

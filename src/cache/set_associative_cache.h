@@ -73,9 +73,7 @@ class SetAssociativeRowCache final : public RowCache {
   InsertOutcome InsertPinned(uint64_t row_id, std::span<const std::byte> row) override;
   bool Unpin(uint64_t row_id) override;
 
-  void CommitMemory() override {
-    huge_pages_.Start({{index_.data(), index_.size()}, {slab_.data(), slab_.size()}}, /*populate=*/true);
-  }
+  void CommitMemory() override { huge_pages_.Start(MemoryRegions(), /*populate=*/true); }
   RowCacheStats Stats() const override;
   const RowCacheConfig& config() const override { return config_; }
   uint64_t capacity_rows() const override { return num_sets_ * layout_.ways; }
@@ -209,9 +207,13 @@ class SetAssociativeRowCache final : public RowCache {
   // most ~10 % more resident memory.
   void SlotFilled() {
     if (empty_slots_.fetch_sub(1, std::memory_order_relaxed) - 1 == huge_pages_at_empty_) {
-      huge_pages_.Start({{index_.data(), index_.size()}, {slab_.data(), slab_.size()}});
+      huge_pages_.Start(MemoryRegions());
     }
   }
+  // Every array a probe or an insert touches at random: index, slab, sketch
+  // counters and ghost history (what CommitMemory commits and promotion maps
+  // with huge pages).
+  std::vector<std::span<uint8_t>> MemoryRegions() const;
   const uint64_t huge_pages_at_empty_;
   std::atomic<uint64_t> clock_{1};
   // Ticks between Maintain calls (a power of two, at most 4096 and at most
