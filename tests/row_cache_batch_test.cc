@@ -1,6 +1,8 @@
-// RowCache::LookupBatch: the pipelined gather lookup must be indistinguishable
-// from one Lookup per row, in order (hits, copied bytes, counters, sketch,
-// read-ahead pins), and stay exact while other threads insert and evict.
+// RowCache::LookupBatch and InsertBatch: the pipelined gather lookup and the
+// pipelined insert of a gather's misses must be indistinguishable from one
+// Lookup / Insert per row, in order (hits, outcomes, copied bytes, counters,
+// sketch, residency, read-ahead pins), and stay exact while other threads
+// insert, evict and gather.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -13,6 +15,7 @@
 #include "src/cache/set_associative_cache.h"
 #include "src/cache/set_hasher.h"
 #include "tests/testing/cache_rows.h"
+#include "tests/testing/set_associative_caches.h"
 
 namespace engram {
 namespace {
@@ -21,32 +24,12 @@ constexpr uint32_t kRowBytes = 264;
 
 std::vector<std::byte> RowOf(uint64_t id) { return testing::CacheRowOf(id, kRowBytes); }
 
-std::unique_ptr<cache::SetAssociativeRowCache> Make(const char* spec, uint64_t sets, uint32_t row_bytes) {
-  auto config = RowCacheConfig::FromSpec(spec);
-  EXPECT_TRUE(config.ok()) << config.status().ToString();
-  auto made = cache::SetAssociativeRowCache::Make(*config, sets, row_bytes);
-  EXPECT_TRUE(made.ok()) << made.status().ToString();
-  return std::move(made).value();
-}
-
-void ExpectSameStats(const RowCacheStats& a, const RowCacheStats& b) {
-  EXPECT_EQ(a.lookups, b.lookups);
-  EXPECT_EQ(a.hits, b.hits);
-  EXPECT_EQ(a.misses, b.misses);
-  EXPECT_EQ(a.inserts, b.inserts);
-  EXPECT_EQ(a.evictions, b.evictions);
-  EXPECT_EQ(a.relocations, b.relocations);
-  EXPECT_EQ(a.total_refusals(), b.total_refusals());
-  EXPECT_EQ(a.resident_rows, b.resident_rows);
-  EXPECT_EQ(a.pinned_rows, b.pinned_rows);
-}
-
 class LookupBatchTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(LookupBatchTest, EqualsOneLookupPerRowInOrder) {
   for (uint32_t row_bytes : {kRowBytes, 0u}) {  // 0: the emulator's index-only cache
-    auto sequential = Make(GetParam(), 64, row_bytes);
-    auto batched = Make(GetParam(), 64, row_bytes);
+    auto sequential = testing::MakeSetAssociativeCache(GetParam(), 64, row_bytes);
+    auto batched = testing::MakeSetAssociativeCache(GetParam(), 64, row_bytes);
     std::mt19937_64 rng(11);
     std::vector<std::byte> a(40 * kRowBytes), b(40 * kRowBytes);
     for (int round = 0; round < 300; ++round) {
@@ -83,7 +66,7 @@ TEST_P(LookupBatchTest, EqualsOneLookupPerRowInOrder) {
         }
       }
     }
-    ExpectSameStats(sequential->Stats(), batched->Stats());
+    testing::ExpectSameCacheStats(sequential->Stats(), batched->Stats());
     for (uint64_t id = 0; id < 2 * sequential->capacity_rows(); ++id) {
       ASSERT_EQ(sequential->EstimateOf(id), batched->EstimateOf(id)) << "sketch differs at row " << id;
       ASSERT_EQ(sequential->Contains(id), batched->Contains(id)) << "residency differs at row " << id;
@@ -95,7 +78,7 @@ INSTANTIATE_TEST_SUITE_P(Presets, LookupBatchTest,
                          ::testing::Values("legacy", "ways8", "two-choice", "default", "lru", "ways=1"));
 
 TEST(LookupBatch, EmptyBatchDoesNothing) {
-  auto c = Make("default", 8, kRowBytes);
+  auto c = testing::MakeSetAssociativeCache("default", 8, kRowBytes);
   std::vector<uint64_t> ids;
   std::vector<std::byte*> dsts;
   std::vector<uint8_t> hit;
@@ -103,10 +86,11 @@ TEST(LookupBatch, EmptyBatchDoesNothing) {
   EXPECT_EQ(c->Stats().lookups, 0u);
 }
 
-// Writers keep evicting and relocating while readers gather in batches: a hit
-// must always carry its own row's bytes (TSan checks the locking).
-TEST(LookupBatch, ConcurrentBatchesWithEvictionsCopyOnlyExactRows) {
-  auto c = Make("default", 256, kRowBytes);
+// Threads gather in batches and insert each batch's misses in one batch, so
+// rows keep being evicted and relocated under the lookups: a hit must always
+// carry its own row's bytes (TSan checks the locking).
+TEST(RowCacheBatches, ConcurrentLookupAndInsertBatchesCopyOnlyExactRows) {
+  auto c = testing::MakeSetAssociativeCache("default", 256, kRowBytes);
   const uint64_t distinct = 3 * c->capacity_rows();
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
   constexpr int kBatches = 300;
@@ -123,16 +107,27 @@ TEST(LookupBatch, ConcurrentBatchesWithEvictionsCopyOnlyExactRows) {
       std::vector<std::byte*> dsts(ids.size());
       for (size_t i = 0; i < ids.size(); ++i) dsts[i] = buf.data() + i * kRowBytes;
       std::vector<uint8_t> hit(ids.size());
+      std::vector<uint64_t> misses;
+      std::vector<std::vector<std::byte>> bytes;
+      std::vector<const std::byte*> rows;
+      std::vector<InsertOutcome> outcomes;
       for (int b = 0; b < kBatches; ++b) {
         for (auto& id : ids) id = rng() % distinct;
         hits += c->LookupBatch(ids, dsts, PinAction::kConsume, hit);
+        misses.clear();
+        bytes.clear();
+        rows.clear();
         for (size_t i = 0; i < ids.size(); ++i) {
           if (hit[i]) {
             if (std::memcmp(dsts[i], RowOf(ids[i]).data(), kRowBytes) != 0) ++wrong;
           } else {
-            c->Insert(ids[i], RowOf(ids[i]));
+            misses.push_back(ids[i]);
+            bytes.push_back(RowOf(ids[i]));
           }
         }
+        for (auto& r : bytes) rows.push_back(r.data());
+        outcomes.resize(misses.size());
+        c->InsertBatch(misses, rows, outcomes);
       }
     });
   }
@@ -142,6 +137,65 @@ TEST(LookupBatch, ConcurrentBatchesWithEvictionsCopyOnlyExactRows) {
   RowCacheStats s = c->Stats();
   EXPECT_EQ(s.hits + s.misses, s.lookups);
   EXPECT_EQ(s.misses, s.inserts + s.total_refusals());
+}
+
+class InsertBatchTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(InsertBatchTest, EqualsOneInsertPerRowInOrder) {
+  for (uint32_t row_bytes : {kRowBytes, 0u}) {  // 0: the emulator's index-only cache
+    auto sequential = testing::MakeSetAssociativeCache(GetParam(), 64, row_bytes);
+    auto batched = testing::MakeSetAssociativeCache(GetParam(), 64, row_bytes);
+    std::mt19937_64 rng(12);
+    for (int round = 0; round < 300; ++round) {
+      // Gathers of 1..40 rows from a range ~3x the capacity: the misses of
+      // each are inserted, with evictions, refusals and relocations.
+      const size_t n = 1 + rng() % 40;
+      std::vector<uint64_t> misses;
+      for (size_t i = 0; i < n; ++i) {
+        const uint64_t id = rng() % (3 * sequential->capacity_rows());
+        const bool a = sequential->Lookup(id, {});
+        ASSERT_EQ(batched->Lookup(id, {}), a);
+        if (!a) misses.push_back(id);
+      }
+      if (round % 5 == 0 && !misses.empty()) misses.push_back(misses.front());  // a row offered twice
+      std::vector<std::vector<std::byte>> bytes;
+      std::vector<const std::byte*> rows;
+      for (uint64_t id : misses) bytes.push_back(RowOf(id));
+      for (auto& b : bytes) rows.push_back(b.data());
+      std::vector<InsertOutcome> want(misses.size()), got(misses.size());
+      for (size_t m = 0; m < misses.size(); ++m) {
+        want[m] = sequential->Insert(misses[m], row_bytes ? std::span<const std::byte>(bytes[m])
+                                                          : std::span<const std::byte>());
+      }
+      batched->InsertBatch(misses, row_bytes ? std::span<const std::byte* const>(rows)
+                                             : std::span<const std::byte* const>(),
+                           got);
+      ASSERT_EQ(got, want) << "round " << round;
+    }
+    testing::ExpectSameCacheStats(sequential->Stats(), batched->Stats());
+    std::vector<std::byte> y(kRowBytes);
+    for (uint64_t id = 0; id < 3 * sequential->capacity_rows(); ++id) {
+      ASSERT_EQ(sequential->EstimateOf(id), batched->EstimateOf(id)) << "sketch differs at row " << id;
+      ASSERT_EQ(sequential->Contains(id), batched->Contains(id)) << "residency differs at row " << id;
+    }
+    // Last, since a lookup counts in the sketch: every resident row has its bytes.
+    for (uint64_t id = 0; row_bytes && id < 3 * sequential->capacity_rows(); ++id) {
+      if (batched->Contains(id)) {
+        ASSERT_TRUE(batched->Lookup(id, y));
+        ASSERT_EQ(y, RowOf(id)) << id;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, InsertBatchTest,
+                         ::testing::Values("legacy", "ways8", "two-choice", "default", "lru", "ways=1"));
+
+TEST(InsertBatch, EmptyBatchDoesNothing) {
+  auto c = testing::MakeSetAssociativeCache("default", 8, kRowBytes);
+  c->InsertBatch({}, {}, {});
+  EXPECT_EQ(c->Stats().inserts, 0u);
+  EXPECT_EQ(c->Stats().resident_rows, 0u);
 }
 
 }  // namespace
