@@ -4,6 +4,8 @@
 #include "engram/store.h"
 #include "engram/asio.h"
 
+#include <sys/mman.h>
+
 #include <gtest/gtest.h>
 
 #include <boost/asio/bind_executor.hpp>
@@ -20,6 +22,7 @@
 #include <mutex>
 #include <random>
 #include <sstream>
+#include <chrono>
 #include <thread>
 
 #include "src/store/budget_split.h"
@@ -845,10 +848,11 @@ TEST_F(StoreTest, MetricsMoveAsGathersRun) {
 }
 
 // A small table's cache never has more slots than the table has rows, and
-// opening a store with a large budget commits almost none of it: memory is
-// committed as rows arrive. 1-byte records make a 1 GiB budget worth tens of
-// millions of slots (and their sketch and ghost history), so a cache sized
-// from the budget alone, or one that touches its arrays at open, shows here.
+// opening a store with a large budget commits almost none of it (with
+// commit_cache_memory off, memory is committed as rows arrive). 1-byte
+// records make a 1 GiB budget worth tens of millions of slots (and their
+// sketch and ghost history), so a cache sized from the budget alone, or one
+// that touches its arrays at open, shows here.
 TEST_F(StoreTest, SmallTableCacheIsCappedAtItsRowsAndOpeningCommitsAlmostNothing) {
   const std::string tiny = dir_.File("tiny.engram");
   ASSERT_TRUE(testing::WriteGeneratedTable(tiny, 1000, 1, 3).ok());
@@ -856,6 +860,7 @@ TEST_F(StoreTest, SmallTableCacheIsCappedAtItsRowsAndOpeningCommitsAlmostNothing
   o.tables.push_back({tiny, "", 0});
   o.cache_bytes = uint64_t{1} << 30;
   o.io_backend = "pread";
+  o.commit_cache_memory = false;
   const uint64_t before = testing::ResidentBytes();
   auto store = Store::Open(o);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
@@ -876,6 +881,41 @@ TEST_F(StoreTest, SmallTableCacheIsCappedAtItsRowsAndOpeningCommitsAlmostNothing
   ASSERT_GT(before, 0u) << "/proc/self/statm unreadable";
   EXPECT_LT(after - std::min(after, before), uint64_t{16} << 20)
       << "opening a store with a 1 GiB budget on a 1,000-row table grew RSS from " << before << " to " << after;
+}
+
+// With commit_cache_memory (the default) the cache's memory is committed by
+// a background thread after open, without a single row inserted: RSS grows
+// by about the cache's memory within seconds, and the store serves meanwhile.
+TEST_F(StoreTest, CommitCacheMemoryCommitsTheWholeCacheInTheBackground) {
+  if (testing::kUnderSanitizer) GTEST_SKIP() << "RSS is not comparable under sanitizers";
+  {
+    void* probe = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(probe, MAP_FAILED);
+    const bool populates = ::madvise(probe, 4096, 23 /* MADV_POPULATE_WRITE */) == 0;
+    ::munmap(probe, 4096);
+    if (!populates) GTEST_SKIP() << "this kernel does not populate on request (MADV_POPULATE_WRITE)";
+  }
+  const std::string path = dir_.File("commit.engram");
+  ASSERT_TRUE(testing::WriteGeneratedTable(path, 200000, kRecord, 4).ok());
+  StoreOptions o;
+  o.tables.push_back({path, "", 0});
+  o.cache_bytes = uint64_t{48} << 20;
+  o.io_backend = "pread";
+  const uint64_t before = testing::ResidentBytes();
+  ASSERT_GT(before, 0u) << "/proc/self/statm unreadable";
+  auto store = Store::Open(o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const uint64_t cache_memory = (*store)->Stats(0).cache.memory_bytes;
+  ASSERT_GT(cache_memory, uint64_t{32} << 20);
+  std::vector<uint64_t> ids = {1, 2, 3};
+  std::vector<std::byte> dst(ids.size() * kRecord);
+  ASSERT_TRUE((*store)->Gather(0, ids, dst.data(), kRecord).status.ok());
+  uint64_t grown = 0;
+  for (int i = 0; i < 200 && grown < cache_memory * 9 / 10; ++i) {
+    grown = testing::ResidentBytes() - std::min(testing::ResidentBytes(), before);
+    if (grown < cache_memory * 9 / 10) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_GE(grown, cache_memory * 9 / 10) << "cache memory " << cache_memory << " B, RSS grew by " << grown << " B";
 }
 
 // The budget a capped table cannot use goes to the tables that can: with

@@ -3,8 +3,8 @@
 // Every array of the row cache (index, row slab, frequency sketch, ghost
 // history) comes from here rather than new[]: the kernel hands out zero
 // pages lazily, so creating a 1.4M-row emulator index or a 1 GiB cache costs
-// no memset, opening a store commits no cache memory, and memory is committed
-// only as rows arrive. Structures that need zero-initialised counters rely on
+// no memset, and memory is committed as rows arrive (or all at once by
+// RowCache::CommitMemory, which a store calls in the background). Structures that need zero-initialised counters rely on
 // fresh anonymous pages being zero; they access the bytes through
 // std::atomic_ref, never by constructing atomics over them (which would
 // touch every page).

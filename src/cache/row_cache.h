@@ -57,8 +57,9 @@ class RowCache {
   // max_rows caps the capacity at a table's row count: a cache never has
   // more slots than max_rows (whole sets, rounded down; but at least one set,
   // so a table of fewer rows than config.ways gets one set of ways slots).
-  // Memory is committed only as rows arrive (every array is anonymous
-  // memory), so creating a large cache costs no RSS and no time.
+  // Creating a cache commits no memory (every array is anonymous memory), so
+  // a large cache costs no RSS and no time until rows arrive or
+  // CommitMemory() is called.
   static constexpr uint64_t kNoRowLimit = ~uint64_t{0};
   static Result<std::unique_ptr<RowCache>> Create(const RowCacheConfig& config, uint64_t budget_bytes,
                                                   uint32_t row_bytes, uint64_t max_rows = kNoRowLimit);
