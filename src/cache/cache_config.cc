@@ -289,7 +289,8 @@ Status RowCacheConfig::Validate() const {
     return bad("relocate=" + std::to_string(relocation_depth) + " needs sets=2 (a row has no other set to move to)");
   }
   if (admission != AdmissionRule::kAlways && admission != AdmissionRule::kEstimateAtLeast &&
-      admission != AdmissionRule::kEstimateGreater && !UsesGhostHistory(admission)) {
+      admission != AdmissionRule::kEstimateGreater && admission != AdmissionRule::kReuseDistance &&
+      admission != AdmissionRule::kAdaptiveReuse) {
     return bad("admission rule " + std::to_string(int(admission)) + " is unknown");
   }
   if (victim_order != VictimOrder::kLowestEstimateThenOldest && victim_order != VictimOrder::kOldest) {

@@ -52,17 +52,19 @@ bool HugePagePromotion::Populate(std::span<uint8_t> r) {
 }
 
 void HugePagePromotion::Run(std::vector<std::span<uint8_t>> regions, bool populate) {
+  // Asked first, so that ranges populated or faulted from now on come in as
+  // huge pages where the kernel has them.
+  for (std::span<uint8_t> r : regions) {
+    if (r.size() >= kHugePage) (void)::madvise(r.data(), r.size(), MADV_HUGEPAGE);
+  }
   if (populate) {
     for (std::span<uint8_t> r : regions) {
-      // Asked first, so that the untouched 2 MiB ranges come in as huge pages.
-      if (r.size() >= kHugePage) (void)::madvise(r.data(), r.size(), MADV_HUGEPAGE);
       if (!Populate(r)) break;
     }
   }
   bool collapse = true;  // MADV_COLLAPSE works here (until it says EINVAL)
   for (std::span<uint8_t> r : regions) {
     if (r.size() < kHugePage) continue;
-    (void)::madvise(r.data(), r.size(), MADV_HUGEPAGE);
     // Whole huge pages inside the region only: a range straddling its ends
     // would take in memory that is not the cache's.
     const auto begin = reinterpret_cast<uintptr_t>(r.data());
