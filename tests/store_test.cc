@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <future>
 #include <mutex>
 #include <random>
@@ -436,14 +437,15 @@ class GatedEngine final : public io::IoEngine {
   void SubmitBatch(std::span<io::BlockRead> reads, io::IoCallback done) override {
     const bool gated = !reads.empty() && reads[0].file == gated_file_;
     if (!gated) return inner_->SubmitBatch(reads, std::move(done));
-    inner_->SubmitBatch(reads, [this, done = std::move(done)]() mutable {
+    const uint64_t seq = next_seq_.fetch_add(1);
+    inner_->SubmitBatch(reads, [this, seq, done = std::move(done)]() mutable {
       std::unique_lock lock(mu_);
       if (open_) {
         lock.unlock();
         done();
         return;
       }
-      held_.push_back(std::move(done));
+      held_.emplace(seq, std::move(done));
     });
   }
   void Shutdown() override {
@@ -453,25 +455,26 @@ class GatedEngine final : public io::IoEngine {
   }
   // Lets the held completions run (here) and every later one pass.
   void Open() {
-    std::vector<io::IoCallback> run;
+    std::map<uint64_t, io::IoCallback> run;
     {
       std::lock_guard lock(mu_);
       open_ = true;
       run.swap(held_);
     }
-    for (auto& done : run) done();
+    for (auto& [seq, done] : run) done();
   }
   size_t held() {
     std::lock_guard lock(mu_);
     return held_.size();
   }
-  // Lets the oldest held completion run (here); the gate stays shut.
+  // Lets the held completion of the earliest submitted batch run (here); the
+  // gate stays shut.
   void RunOldestHeld() {
     io::IoCallback done;
     {
       std::lock_guard lock(mu_);
       if (held_.empty()) return;
-      done = std::move(held_.front());
+      done = std::move(held_.begin()->second);
       held_.erase(held_.begin());
     }
     done();
@@ -483,7 +486,8 @@ class GatedEngine final : public io::IoEngine {
   io::FileId gated_file_ = ~io::FileId{0};
   std::mutex mu_;
   bool open_ = false;
-  std::vector<io::IoCallback> held_;
+  std::atomic<uint64_t> next_seq_{0};
+  std::map<uint64_t, io::IoCallback> held_;  // by submission order
 };
 
 // A store over the fixture's table (0) and a second generated table (1)
@@ -516,6 +520,35 @@ class GatedStoreTest : public StoreTest {
   std::unique_ptr<Store> store_;
   GatedEngine* gate_ = nullptr;  // owned by store_
 };
+
+// Rows offered to table t's cache so far: kept or refused.
+uint64_t RowsOffered(Store& store, size_t t) {
+  const RowCacheStats c = store.Stats(t).cache;
+  return c.inserts + c.total_refusals();
+}
+
+TEST_F(GatedStoreTest, AGatherFillsTheCacheWithItsFirstBlocksRowsWhileLaterBlocksAreStillBeingRead) {
+  // 100 rows from 100 distinct blocks: more than one engine batch of reads.
+  std::vector<uint64_t> rows;
+  for (uint64_t i = 0; i < 100; ++i) rows.push_back(i * 15);
+  std::vector<std::byte> dst(rows.size() * kRecord);
+  auto gather = std::async(std::launch::async, [&] { return store_->Gather(1, rows, dst.data(), kRecord); });
+  ASSERT_GE(WaitUntilHeld(2), 2u);
+  gate_->RunOldestHeld();  // the batch holding the gather's first rows
+  uint64_t offered = 0;
+  for (int i = 0; i < 2000 && (offered = RowsOffered(*store_, 1)) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GT(offered, 0u) << "the first batch's rows waited for the last batch";
+  EXPECT_LT(offered, rows.size());
+  EXPECT_EQ(gather.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+  gate_->Open();
+  GatherResult r = gather.get();
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.misses, rows.size());
+  EXPECT_EQ(r.inserts + r.refusals, rows.size());
+  EXPECT_EQ(RowsOffered(*store_, 1), rows.size());
+}
 
 TEST_F(GatedStoreTest, ReleasingOneTablesReadAheadDoesNotWaitForAnotherTables) {
   // Table 1's read-ahead is held in flight; table 0's lands.

@@ -5,7 +5,9 @@
 #include <boost/asio/post.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
+#include <utility>
 
 #include "src/store/reference_reads.h"
 #include "src/store/store_impl.h"
@@ -14,23 +16,54 @@
 namespace engram {
 
 Status BlockBatch::Build(const TableState& table, io::FileId file, ReadBufferPool& pool,
-                         std::vector<std::pair<uint64_t, uint32_t>> rows_and_refs) {
-  std::sort(rows_and_refs.begin(), rows_and_refs.end());
-  rows.clear();
-  row_ref.clear();
+                         std::span<const std::pair<uint64_t, uint32_t>> rows_and_refs) {
+  const size_t n = rows_and_refs.size();
+  const TableGeometry& g = table.file->geometry();
   blocks.clear();
   first_row.clear();
-  const TableGeometry& g = table.file->geometry();
-  for (size_t i = 0; i < rows_and_refs.size(); ++i) {
-    uint64_t block = g.BlockOfRow(rows_and_refs[i].first);
-    if (blocks.empty() || blocks.back() != block) {
-      blocks.push_back(block);
-      first_row.push_back(static_cast<uint32_t>(rows.size()));
+  input_block.resize(n);
+  // Group by block with an open-addressing table (block index + 1 per slot,
+  // 0 = empty; load factor <= 1/2), keeping the blocks in order of first
+  // appearance: O(n), and no sort on the way to the first read.
+  const size_t slots = std::bit_ceil(std::max<size_t>(2 * n, 2));
+  const int shift = 64 - std::countr_zero(slots);
+  thread_local std::vector<uint32_t> table_slots;
+  table_slots.assign(slots, 0);
+  for (size_t k = 0; k < n; ++k) {
+    const uint64_t block = g.BlockOfRow(rows_and_refs[k].first);
+    size_t s = (block * 0x9E3779B97F4A7C15ull) >> shift;
+    for (;;) {
+      const uint32_t slot = table_slots[s];
+      if (slot == 0) {
+        table_slots[s] = static_cast<uint32_t>(blocks.size() + 1);
+        input_block[k] = static_cast<uint32_t>(blocks.size());
+        blocks.push_back(block);
+        first_row.push_back(0);
+        break;
+      }
+      if (blocks[slot - 1] == block) {
+        input_block[k] = slot - 1;
+        break;
+      }
+      s = (s + 1) & (slots - 1);
     }
-    rows.push_back(rows_and_refs[i].first);
-    row_ref.push_back(rows_and_refs[i].second);
+    ++first_row[input_block[k]];  // a count until the prefix sum below
   }
-  first_row.push_back(static_cast<uint32_t>(rows.size()));
+  // Counts to start indexes; then each row goes to its block's next place.
+  uint32_t start = 0;
+  for (uint32_t& f : first_row) start += std::exchange(f, start);
+  first_row.push_back(start);
+  rows.resize(n);
+  row_ref.resize(n);
+  input_row.resize(n);
+  thread_local std::vector<uint32_t> next;
+  next.assign(first_row.begin(), first_row.end() - 1);
+  for (size_t k = 0; k < n; ++k) {
+    const uint32_t i = next[input_block[k]]++;
+    rows[i] = rows_and_refs[k].first;
+    row_ref[i] = rows_and_refs[k].second;
+    input_row[k] = i;
+  }
   if (blocks.empty()) return Status::OK();
   ENGRAM_ASSIGN_OR_RETURN(buffers, pool.Acquire(blocks.size()));
   reads.resize(blocks.size());
@@ -121,7 +154,7 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
 
   if (table.file->is_reference()) return StartReferenceReads(self, std::move(missed));
   const size_t missed_rows = missed.size();
-  Status s = st.batch.Build(table, table.file_id, st.store->read_buffers(), std::move(missed));
+  Status s = st.batch.Build(table, table.file_id, st.store->read_buffers(), missed);
   if (!s.ok()) {
     // No read buffer: none of the misses is read, returned or cached.
     table.counters.Add(table.counters.failed_rows, missed_rows);
@@ -131,7 +164,7 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
     return st.Finish();
   }
   st.result.blocks_read = st.batch.blocks.size();
-  st.verified.reserve(st.batch.rows.size());
+  st.block_ok.assign(st.batch.blocks.size(), 0);
   st.checked.assign(st.chunks(), 0);
   // The engine holds `batch.reads` and the buffer until the callbacks run,
   // and each callback holds the state.
@@ -150,9 +183,10 @@ void GatherTicket::State::OnLanded(const std::shared_ptr<State>& self, uint32_t 
     std::lock_guard lock(st.mu);
     ++st.chunks_landed;
     st.landed = st.chunks_landed == st.landings();
+    // Queued for a waiter, present or yet to come, to check early.
+    if (c != kWholeGather) st.chunks_to_check.push_back(c);
     if (st.waiting) {
       // The waiter checks the chunk now, and runs the disk phase at the end.
-      if (c != kWholeGather) st.chunks_to_check.push_back(c);
       st.cv.notify_all();
       return;
     }
@@ -185,15 +219,46 @@ void GatherTicket::State::CheckChunk(uint32_t c) {
       continue;
     }
     result.bytes_read += io::kBlockSize;
+    block_ok[b] = 1;
     const std::byte* block = batch.Block(b).data();
     for (uint32_t i = begin; i < end; ++i) {
-      const uint32_t d = batch.row_ref[i];
-      const std::byte* bytes = block + g.RowOffsetInBlock(batch.rows[i]);
-      CopyOut(d, bytes, record);
-      verified.emplace_back(d, bytes);
+      CopyOut(batch.row_ref[i], block + g.RowOffsetInBlock(batch.rows[i]), record);
     }
   }
   checked[c] = 1;
+}
+
+void GatherTicket::State::OfferCheckedPrefix() {
+  const TableGeometry& g = store->table_state(table).file->geometry();
+  // Per-thread scratch, as in Start.
+  thread_local std::vector<uint64_t> ids;
+  thread_local std::vector<const std::byte*> rows;
+  ids.clear();
+  rows.clear();
+  const size_t n = batch.input_row.size();
+  for (; offered < n; ++offered) {
+    const uint32_t b = batch.input_block[offered];
+    if (!checked[b / kChunkBlocks]) break;
+    if (!block_ok[b]) continue;  // nothing from a failed block is cached
+    const uint64_t row = batch.rows[batch.input_row[offered]];
+    ids.push_back(row);
+    rows.push_back(batch.Block(b).data() + g.RowOffsetInBlock(row));
+  }
+  Offer(ids, rows);
+}
+
+void GatherTicket::State::Offer(std::span<const uint64_t> ids, std::span<const std::byte* const> bytes) {
+  if (ids.empty()) return;
+  thread_local std::vector<InsertOutcome> outcomes;
+  outcomes.resize(ids.size());
+  store->table_state(table).cache->InsertBatch(ids, bytes, outcomes);
+  for (InsertOutcome o : outcomes) {
+    if (o == InsertOutcome::kRefusedLostAdmission || o == InsertOutcome::kRefusedAllPinned) {
+      ++result.refusals;
+    } else {
+      ++result.inserts;
+    }
+  }
 }
 
 void GatherTicket::State::CopyOut(uint32_t d, const std::byte* bytes, uint32_t record) {
@@ -221,28 +286,21 @@ void GatherTicket::State::OnBlocksRead() {
   }
   // Verified rows offered to the cache by distinct index, in first-occurrence
   // order, the same order engram-replay offers them, so emulated and served
-  // counts agree exactly.
-  std::sort(verified.begin(), verified.end());
-  std::sort(result.failed_positions.begin(), result.failed_positions.end());
-  // Per-thread scratch, as in Start.
-  thread_local std::vector<uint64_t> ids;
-  thread_local std::vector<const std::byte*> rows;
-  thread_local std::vector<InsertOutcome> outcomes;
-  ids.clear();
-  rows.clear();
-  for (const auto& [d, bytes] : verified) {
-    ids.push_back(plan.distinct[d]);
-    rows.push_back(bytes);
-  }
-  outcomes.resize(ids.size());
-  table.cache->InsertBatch(ids, rows, outcomes);
-  for (InsertOutcome o : outcomes) {
-    if (o == InsertOutcome::kRefusedLostAdmission || o == InsertOutcome::kRefusedAllPinned) {
-      ++result.refusals;
-    } else {
-      ++result.inserts;
+  // counts agree exactly. A waiter may have offered a prefix already.
+  OfferCheckedPrefix();
+  if (!verified.empty()) {
+    std::sort(verified.begin(), verified.end());
+    thread_local std::vector<uint64_t> ids;
+    thread_local std::vector<const std::byte*> rows;
+    ids.clear();
+    rows.clear();
+    for (const auto& [d, bytes] : verified) {
+      ids.push_back(plan.distinct[d]);
+      rows.push_back(bytes);
     }
+    Offer(ids, rows);
   }
+  std::sort(result.failed_positions.begin(), result.failed_positions.end());
   result.disk_nanoseconds = io::MonotonicNanos() - t1;
   batch.buffers.Release();  // back to the pool now, not when the ticket dies
   if (reference) reference->blocks.buffers.Release();
@@ -340,6 +398,7 @@ GatherResult WaitForGather(GatherTicket ticket) {
     landed.swap(st.chunks_to_check);
     lock.unlock();
     for (uint32_t c : landed) st.CheckChunk(c);
+    st.OfferCheckedPrefix();
     lock.lock();
   }
   return std::move(st.result);
@@ -374,7 +433,7 @@ void StartReadAhead(StoreImpl* store, size_t table_index, std::vector<uint64_t> 
   op->table = table_index;
   std::vector<std::pair<uint64_t, uint32_t>> refs;
   op->ticket = BeginReadAhead(table, rows, refs);
-  Status s = op->batch.Build(table, table.file_id, store->read_buffers(), std::move(refs));
+  Status s = op->batch.Build(table, table.file_id, store->read_buffers(), refs);
   if (EndReadAheadWithoutReads(table, op->ticket, rows, s, op->batch.blocks.empty())) return;
   // The engine's completion thread only hands the blocks off.
   store->engine().SubmitBatch(op->batch.reads, [op] {

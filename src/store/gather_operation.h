@@ -11,8 +11,10 @@
 //       on the store's completion pool -- never on the I/O engine's
 //       completion thread, which only hands the landed chunks off). A thread
 //       in Wait() verifies and copies each chunk as it lands, while the later
-//       chunks are still being read; the inserts wait for the last chunk, so
-//       the cache sees them in the gather's order, as engram-replay does.
+//       chunks are still being read, and offers the cache each prefix of the
+//       misses (in the gather's order, as engram-replay offers them) whose
+//       blocks are all checked. Blocks are read in the order their first
+//       missed row appears, so the prefix grows as the reads land.
 //   wait = t2 - t0 >= cache + disk.
 // Nothing is copied out of, or inserted from, a block that failed its read or
 // its checksum; the gather then fails with that block's status, and lists the
@@ -43,18 +45,23 @@ class StoreImpl;
 struct TableState;
 struct ReferenceBatch;
 
-// Blocks to read for a set of rows: rows sorted by ID, grouped by block.
+// Blocks to read for a set of rows, grouped by block. Blocks are in the
+// order their first row appears in the input, so that a gather's reads land
+// roughly in the order its misses are offered to the cache, and the cache
+// can be filled while the later reads are still in flight.
 struct BlockBatch {
-  std::vector<uint64_t> blocks;           // distinct block indexes, ascending
+  std::vector<uint64_t> blocks;           // distinct block indexes, by first appearance
   std::vector<uint32_t> first_row;        // first_row[b]: index into rows of block b's first row
-  std::vector<uint64_t> rows;             // row IDs sorted ascending
+  std::vector<uint64_t> rows;             // row IDs grouped by block, in input order within it
   std::vector<uint32_t> row_ref;          // caller's reference for each row in `rows`
+  std::vector<uint32_t> input_row;        // input_row[k]: index into rows of the k-th input row
+  std::vector<uint32_t> input_block;      // input_block[k]: its block's index in blocks
   ReadBufferPool::Lease buffers;          // room for blocks.size() blocks
   std::vector<io::BlockRead> reads;
 
   // Builds the batch for rows[i] (with refs[i]); leases its block buffers.
   Status Build(const TableState& table, io::FileId file, ReadBufferPool& pool,
-               std::vector<std::pair<uint64_t, uint32_t>> rows_and_refs);
+               std::span<const std::pair<uint64_t, uint32_t>> rows_and_refs);
   std::span<const std::byte> Block(size_t b) const { return {buffers.Block(b), io::kBlockSize}; }
   // Checks the read status and checksum of block b, counting failures.
   Status Check(size_t b, TableState& table) const;
@@ -78,8 +85,13 @@ struct engram::GatherTicket::State {
   std::shared_ptr<ReferenceBatch> reference;  // a reference table's reads (reference_reads.h)
   GatherResult result;
   uint64_t t0 = 0, t1 = 0;
-  // Rows of verified blocks: (distinct index, bytes in the block buffer),
-  // copied to dst already and inserted into the cache at the end.
+  // The disk phase fills the cache in the gather's order (the order of
+  // `missed`, ascending distinct index), as engram-replay does: the rows of
+  // batch inputs [0, offered) have been offered (or skipped: their block
+  // failed). A prefix is offered as soon as all its blocks are checked.
+  size_t offered = 0;
+  std::vector<uint8_t> block_ok;  // block_ok[b]: block b was read and verified
+  // A reference table's verified rows: (distinct index, assembled record).
   std::vector<std::pair<uint32_t, const std::byte*>> verified;
 
   std::function<void(GatherResult)> done;  // callback form; empty for Wait()
@@ -92,7 +104,7 @@ struct engram::GatherTicket::State {
   bool landed = false;   // every block read has finished
   bool claimed = false;  // someone is running (or ran) OnBlocksRead
   size_t chunks_landed = 0;                 // chunks whose reads have all finished
-  std::vector<uint32_t> chunks_to_check;    // landed, not yet taken by the waiter
+  std::vector<uint32_t> chunks_to_check;    // landed, not yet taken by a waiter
   // checked[c]: chunk c was verified and copied early by the waiter (written
   // by the waiter only, read by whoever runs OnBlocksRead, which is then the
   // waiter too: a pool thread never claims a gather that has a waiter).
@@ -110,9 +122,14 @@ struct engram::GatherTicket::State {
   // The engine's completion of chunk c: only hands it off, to the waiter if
   // there is one, else (once every chunk has landed) to the completion pool.
   static void OnLanded(const std::shared_ptr<State>& self, uint32_t c = kWholeGather);
-  // Verifies the blocks of chunk c, copies their rows to dst and records
-  // them in `verified` (or their positions as failed).
+  // Verifies the blocks of chunk c, copies their rows to dst and marks them
+  // in block_ok (or records their positions as failed).
   void CheckChunk(uint32_t c);
+  // Offers the cache the rows of the longest prefix of batch inputs whose
+  // blocks are all checked, from `offered` on.
+  void OfferCheckedPrefix();
+  // Inserts rows (ids[i], bytes[i]) in that order, counting the outcomes.
+  void Offer(std::span<const uint64_t> ids, std::span<const std::byte* const> bytes);
   // Copies the row of distinct index d to each of its positions in dst.
   void CopyOut(uint32_t d, const std::byte* bytes, uint32_t record);
   // The disk phase: check the chunks not checked yet, fill the cache in the
