@@ -15,6 +15,8 @@
 #   miss_ratio_fio  store rows/s / fio io_uring IOPS (registered file and
 #                   buffers, batched submit), all-miss gathers on a fresh store
 #   miss_ratio_raw  store rows/s / engram-bench read IOPS (our raw engine)
+#   (hit and miss ratios are medians of paired rounds: each store slice is
+#   followed by its baselines' slices, so host drift cancels)
 #
 # --plot also draws, with gnuplot, OUTDIR/iops_vs_depth.png (all-miss rows/s
 # against queue depth: store, raw engine, fio) and OUTDIR/latency_cdf.png

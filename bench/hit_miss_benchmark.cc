@@ -201,7 +201,8 @@ Result<FioResult> RunFio(const std::string& fio, const std::string& file, uint64
                                    "--iodepth_batch_complete_min=1",
                                    "--iodepth_batch_complete_max=" + d,
                                    "--time_based",
-                                   "--runtime=" + std::to_string(std::max(1, int(seconds + 0.5))),
+                                   "--runtime=" + std::to_string(std::max<long long>(50, std::llround(seconds * 1e3))) +
+                                       "ms",
                                    "--norandommap",
                                    "--randrepeat=0",
                                    "--thread",
@@ -304,13 +305,14 @@ Status CheckDirectIo(const std::string& path) {
 // hit
 // ===========================================================================
 
-double HitBenchPoint::hit_ratio() const {
-  if (round_ratios.empty()) return 0;
-  std::vector<double> r = round_ratios;
+double MedianOf(std::vector<double> r) {
+  if (r.empty()) return 0;
   std::sort(r.begin(), r.end());
   const size_t m = r.size() / 2;
   return r.size() % 2 ? r[m] : (r[m - 1] + r[m]) / 2;
 }
+
+double HitBenchPoint::hit_ratio() const { return MedianOf(round_ratios); }
 
 Result<HitBenchReport> RunHitBenchmark(const HitBenchConfig& c, const ProgressLog& log) {
   ENGRAM_ASSIGN_OR_RETURN(TableShape shape, CheckBenchTable(c.file));
@@ -589,6 +591,7 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
   if (c.queue_depth == 0) return Status::InvalidArgument("miss: --queue-depth must be >= 1");
   if (c.latency_rows == 0) return Status::InvalidArgument("miss: --latency-rows must be >= 1");
   if (!(c.seconds > 0)) return Status::InvalidArgument("miss: --seconds must be > 0");
+  if (c.rounds == 0) return Status::InvalidArgument("miss: --rounds must be >= 1");
   std::vector<uint32_t> sizes = c.rows_per_gather;
   sizes.push_back(c.latency_rows);
   for (uint32_t n : sizes) {
@@ -604,40 +607,60 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
   };
   MissBenchReport report;
   std::string fio_skipped;  // why fio is not run any more (set once it is missing)
-  auto fio_at = [&](uint32_t depth) -> Result<FioResult> {
+  auto fio_at = [&](uint32_t depth, double seconds) -> Result<FioResult> {
     if (c.fio.empty()) return Status::Unsupported("fio not run (--fio '')");
     if (!fio_skipped.empty()) return Status::Unsupported(fio_skipped);
     say("miss: fio io_uring at depth " + std::to_string(depth));
-    auto f = RunFio(c.fio, c.file, shape.file_bytes, depth, c.seconds);
+    auto f = RunFio(c.fio, c.file, shape.file_bytes, depth, seconds);
     if (!f.ok() && f.status().code() == StatusCode::kNotFound) fio_skipped = f.status().message();
     if (f.ok() && report.fio_version.empty()) report.fio_version = f->version;
     return f;
   };
 
   std::vector<uint64_t> latency_samples;
+  // The first gather size equal to the latency gather's supplies its samples.
+  const size_t first_latency_point =
+      std::find(c.rows_per_gather.begin(), c.rows_per_gather.end(), c.latency_rows) - c.rows_per_gather.begin();
   for (size_t i = 0; i < c.rows_per_gather.size(); ++i) {
     const uint32_t n = c.rows_per_gather[i];
     MissBenchPoint p;
     p.rows_per_gather = n;
     p.depth = std::min(n, c.queue_depth);
-    say("miss: store, gathers of " + std::to_string(n) + " rows from untouched blocks");
-    ENGRAM_ASSIGN_OR_RETURN(StoreMissRun s, MeasureStoreMisses(c, shape, n, c.seed + i));
-    report.io_description = s.io_description;
-    p.gathers = s.gathers;
-    p.rows = s.rows;
-    p.fresh_stores = s.fresh_stores;
-    p.store_seconds = s.seconds;
-    p.store_cpu_seconds = s.cpu_seconds;
-    if (n == c.latency_rows && latency_samples.empty()) latency_samples = std::move(s.gather_ns);
-    say("miss: raw engine reads at depth " + std::to_string(p.depth));
-    ENGRAM_ASSIGN_OR_RETURN(io::ReadBenchResult raw, MeasureRawReads(c, p.depth));
-    if (raw.errors > 0) return Status::IOError("miss: " + std::to_string(raw.errors) + " raw reads failed");
-    p.raw_iops = raw.iops;
-    auto f = fio_at(p.depth);
-    if (f.ok()) {
-      p.fio_iops = f->iops;
+    // Each round: the store, then the raw engine, then fio, a slice each.
+    MissBenchConfig slice = c;
+    slice.seconds = c.seconds / c.rounds;
+    double raw_sum = 0, fio_sum = 0;
+    for (uint32_t r = 0; r < c.rounds; ++r) {
+      say("miss: store, gathers of " + std::to_string(n) + " rows from untouched blocks");
+      ENGRAM_ASSIGN_OR_RETURN(StoreMissRun s, MeasureStoreMisses(slice, shape, n, c.seed + i + 1000003ull * r));
+      report.io_description = s.io_description;
+      p.gathers += s.gathers;
+      p.rows += s.rows;
+      p.fresh_stores += s.fresh_stores;
+      p.store_seconds += s.seconds;
+      p.store_cpu_seconds += s.cpu_seconds;
+      if (n == c.latency_rows && i == first_latency_point) {
+        latency_samples.insert(latency_samples.end(), s.gather_ns.begin(), s.gather_ns.end());
+      }
+      const double store_rate = s.seconds > 0 ? double(s.rows) / s.seconds : 0;
+      say("miss: raw engine reads at depth " + std::to_string(p.depth));
+      ENGRAM_ASSIGN_OR_RETURN(io::ReadBenchResult raw, MeasureRawReads(slice, p.depth));
+      if (raw.errors > 0) return Status::IOError("miss: " + std::to_string(raw.errors) + " raw reads failed");
+      raw_sum += raw.iops;
+      if (raw.iops > 0) p.round_ratios_raw.push_back(store_rate / raw.iops);
+      auto f = fio_at(p.depth, slice.seconds);
+      if (f.ok()) {
+        fio_sum += f->iops;
+        p.round_ratios_fio.push_back(store_rate / f->iops);
+      } else {
+        p.fio_note = f.status().message();
+      }
+    }
+    p.raw_iops = raw_sum / c.rounds;
+    if (p.round_ratios_fio.size() == c.rounds) {
+      p.fio_iops = fio_sum / c.rounds;
     } else {
-      p.fio_note = f.status().message();
+      p.round_ratios_fio.clear();  // fio missing or failed in a round: no fio figure
     }
     report.points.push_back(p);
   }
@@ -659,7 +682,7 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
   say("miss: raw engine, batches of " + std::to_string(c.latency_rows) + " reads");
   ENGRAM_ASSIGN_OR_RETURN(std::vector<uint64_t> batches, MeasureRawBatches(c, shape, c.latency_rows));
   lat.raw_batch = PercentilesOf(batches);
-  auto f1 = fio_at(1);
+  auto f1 = fio_at(1, c.seconds);
   if (f1.ok()) {
     lat.fio_read = f1->lat;
     lat.fio_read_cdf = f1->cdf;

@@ -59,6 +59,9 @@ struct HitBenchConfig {
   uint64_t seed = 1;
 };
 
+// The median of `values` (0 if empty).
+double MedianOf(std::vector<double> values);
+
 struct HitBenchPoint {
   uint32_t rows_per_gather = 0;
   uint64_t resident_rows = 0;
@@ -100,7 +103,8 @@ struct MissBenchConfig {
   uint32_t queue_depth = 128;
   std::string io_backend = "io_uring";  // io_uring or pread (raw reads use the same)
   uint64_t cache_bytes = 64ull << 20;
-  double seconds = 2;          // per measurement (store, raw, fio) and per N
+  double seconds = 2;          // per measurement (store, raw, fio) and per N, split over `rounds`
+  uint32_t rounds = 3;         // store, raw engine and fio alternate this many times per N
   uint32_t latency_rows = 24;  // the all-miss gather whose latency is reported
   std::string fio = "fio";     // "" = do not run fio
   uint64_t seed = 1;
@@ -119,11 +123,20 @@ struct MissBenchPoint {
   double raw_iops = 0;
   double fio_iops = 0;  // 0 when fio did not run (see fio_note)
   std::string fio_note;
+  // Store rows/s over raw (fio) IOPS of each round: the store's slice and the
+  // raw and fio slices right after it, so all three see the same host.
+  std::vector<double> round_ratios_raw, round_ratios_fio;
   double store_rows_per_s() const { return store_seconds > 0 ? double(rows) / store_seconds : 0; }
   double store_ns_per_row() const { return rows ? store_seconds * 1e9 / double(rows) : 0; }
   double store_cpu_ns_per_row() const { return rows ? store_cpu_seconds * 1e9 / double(rows) : 0; }
-  double miss_ratio_raw() const { return raw_iops > 0 ? store_rows_per_s() / raw_iops : 0; }
-  double miss_ratio_fio() const { return fio_iops > 0 ? store_rows_per_s() / fio_iops : 0; }
+  // The medians of the rounds' paired ratios (a shared host's I/O and CPU
+  // capacity drifts between seconds; pairing cancels most of that drift).
+  double miss_ratio_raw() const { return MedianOf(round_ratios_raw); }
+  double miss_ratio_fio() const { return MedianOf(round_ratios_fio); }
+  // The same over the whole run's totals (drift included); raw_iops and
+  // fio_iops are the rounds' means.
+  double total_ratio_raw() const { return raw_iops > 0 ? store_rows_per_s() / raw_iops : 0; }
+  double total_ratio_fio() const { return fio_iops > 0 ? store_rows_per_s() / fio_iops : 0; }
 };
 
 struct MissLatency {

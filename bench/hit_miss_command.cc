@@ -109,6 +109,10 @@ CLI::App* RegisterMissCommand(CLI::App& app, MissArgs& a) {
       ->check(FiniteRange(1.0, double(uint64_t{1} << 30)))
       ->capture_default_str();
   cmd->add_option("--fio", a.config.fio, "fio executable; '' skips the fio comparison")->capture_default_str();
+  cmd->add_option("--rounds", a.config.rounds,
+                  "Store, raw engine and fio alternate this many times per gather size (ratios: median of the rounds)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   return cmd;
 }
 
@@ -176,11 +180,16 @@ int RunMissCommand(const MissArgs& args) {
                           {"store_ns_per_row", p.store_ns_per_row()},
                           {"store_cpu_ns_per_row", p.store_cpu_ns_per_row()},
                           {"raw_iops", p.raw_iops},
+                          {"rounds", p.round_ratios_raw.size()},
                           {"miss_ratio_raw", p.miss_ratio_raw()},
+                          {"total_ratio_raw", p.total_ratio_raw()},
+                          {"round_ratios_raw", p.round_ratios_raw},
                           {"io", report->io_description}};
       if (p.fio_iops > 0) {
         j["fio_iops"] = p.fio_iops;
         j["miss_ratio_fio"] = p.miss_ratio_fio();
+        j["total_ratio_fio"] = p.total_ratio_fio();
+        j["round_ratios_fio"] = p.round_ratios_fio;
       } else {
         j["fio_note"] = p.fio_note;
       }
@@ -188,10 +197,11 @@ int RunMissCommand(const MissArgs& args) {
     } else {
       std::printf(
           "miss rows_per_gather=%u depth=%u store_rows_per_s=%.0f raw_iops=%.0f fio_iops=%s store_ns_per_row=%.1f "
-          "store_cpu_ns_per_row=%.1f fresh_stores=%u miss_ratio_raw=%.3f miss_ratio_fio=%s\n",
-          p.rows_per_gather, p.depth, p.store_rows_per_s(), p.raw_iops,
-          OrNa(p.fio_iops, "%.0f").c_str(), p.store_ns_per_row(),
-          p.store_cpu_ns_per_row(), p.fresh_stores, p.miss_ratio_raw(),
+          "store_cpu_ns_per_row=%.1f fresh_stores=%u rounds=%zu total_ratio_raw=%.3f total_ratio_fio=%s "
+          "miss_ratio_raw=%.3f miss_ratio_fio=%s\n",
+          p.rows_per_gather, p.depth, p.store_rows_per_s(), p.raw_iops, OrNa(p.fio_iops, "%.0f").c_str(),
+          p.store_ns_per_row(), p.store_cpu_ns_per_row(), p.fresh_stores, p.round_ratios_raw.size(),
+          p.total_ratio_raw(), OrNa(p.total_ratio_fio(), "%.3f").c_str(), p.miss_ratio_raw(),
           OrNa(p.miss_ratio_fio(), "%.3f").c_str());
     }
   }
