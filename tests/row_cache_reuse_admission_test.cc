@@ -47,6 +47,33 @@ TEST(ReuseAdmission, FirstSeenRowIsRefusedByAFullSet) {
   for (uint64_t id = 1; id <= 4; ++id) Hit(*c, id);
 }
 
+// A first-seen row is refused whichever fresh victim it meets, so the cache
+// decides without choosing one; these pin the two cases where it still must
+// look: a stale resident (any row displaces it) and a set of pinned rows.
+TEST(ReuseAdmission, FirstSeenRowDisplacesAStaleResident) {
+  // stale=4: a resident idle for more than 4 cache-fulls (16 ticks) is stale.
+  auto config = RowCacheConfig::FromSpec("default,ways=4,sets=1,relocate=0,ghost_epochs=1024,ghost_bits=8,stale=4");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  auto made = SetAssociativeRowCache::Make(*config, 1, kRowBytes);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  SetAssociativeRowCache& c = **made;
+  for (uint64_t id = 1; id <= 4; ++id) EXPECT_EQ(Miss(c, id), InsertOutcome::kInserted);
+  EXPECT_EQ(Miss(c, 100), InsertOutcome::kRefusedLostAdmission);  // every resident is fresh
+  for (int round = 0; round < 4; ++round) {
+    for (uint64_t id = 2; id <= 4; ++id) Hit(c, id);  // row 1 idles past the guard
+  }
+  EXPECT_EQ(Miss(c, 200), InsertOutcome::kInsertedEvicted);
+  Hit(c, 200);
+  EXPECT_FALSE(c.Contains(1));
+}
+
+TEST(ReuseAdmission, FirstSeenRowMeetingOnlyPinnedRowsIsRefusedAsAllPinned) {
+  auto c = MakeOneSet();
+  for (uint64_t id = 1; id <= 4; ++id) EXPECT_EQ(c->InsertPinned(id, RowFor(id)), InsertOutcome::kInserted);
+  EXPECT_EQ(Miss(*c, 100), InsertOutcome::kRefusedAllPinned);
+  EXPECT_EQ(c->Stats().refusals[int(RefusalReason::kAllPinned)], 1u);
+}
+
 TEST(ReuseAdmission, RowBackSoonerThanTheVictimIdlesIsAdmitted) {
   auto c = MakeOneSet();
   for (uint64_t id = 1; id <= 4; ++id) Miss(*c, id);

@@ -64,6 +64,9 @@ struct ReuseDistanceAdmission {
   bool Admits(const AdmissionCandidate& row, const Victim& victim, const FrequencySketch&, const SetHasher&) const {
     return row.previous_access_age < victim.age;
   }
+  // A victim's age is 32 bits: a row unseen for at least that long (or
+  // never seen, kNever) is refused whichever victim it meets.
+  bool RefusesEveryVictim(const AdmissionCandidate& row) const { return row.previous_access_age >= UINT32_MAX; }
 };
 
 using Admission = std::variant<AdmitAll, FrequencyAdmission, ReuseDistanceAdmission, AdaptiveAdmission>;
@@ -76,6 +79,15 @@ inline bool Admits(const Admission& admission, const AdmissionCandidate& row, co
                    const FrequencySketch& sketch, const SetHasher& hasher) {
   if (victim.stale) return true;
   return std::visit([&](const auto& rule) { return rule.Admits(row, victim, sketch, hasher); }, admission);
+}
+
+// Whether Admits is false for `row` against every victim that is not stale,
+// so the outcome is known without choosing one. Only the reuse test can say
+// so (for a row the history does not remember); the other rules weigh the
+// victim, or (adaptive) count every decision.
+inline bool RefusesEveryFreshVictim(const Admission& admission, const AdmissionCandidate& row) {
+  const auto* reuse = std::get_if<ReuseDistanceAdmission>(&admission);
+  return reuse != nullptr && reuse->RefusesEveryVictim(row);
 }
 
 }  // namespace engram::cache

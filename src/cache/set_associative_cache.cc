@@ -308,6 +308,14 @@ SetAssociativeRowCache::Placement SetAssociativeRowCache::Place(const LockedSets
     return {InsertOutcome::kInserted, set, way};
   }
 
+  if (mode == PlaceMode::kAdmit &&
+      RefusesEveryFreshVictim(admission_, AdmissionCandidate{row_id, hash, now, candidate_age})) {
+    // Refused unless a victim is stale (any row displaces a stale one): the
+    // sets tell, and the candidates' sketch lines need not be read.
+    const VictimChoice::Presence present = victim_choice_.Scan(storage, candidates, count, now);
+    if (!present.any) return {InsertOutcome::kRefusedAllPinned, 0, 0};
+    if (!present.stale) return {InsertOutcome::kRefusedLostAdmission, 0, 0};
+  }
   const Victim victim = victim_choice_.Choose(storage, candidates, count, now, sketch_, hasher_);
   if (!victim.found) return {InsertOutcome::kRefusedAllPinned, 0, 0};
 

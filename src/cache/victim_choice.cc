@@ -52,4 +52,24 @@ Victim VictimChoice::Choose(const SetStorage& storage, const uint64_t* sets, int
   return v;
 }
 
+VictimChoice::Presence VictimChoice::Scan(const SetStorage& storage, const uint64_t* sets, int count,
+                                          uint32_t now) const {
+  Presence p;
+  const uint32_t ways = storage.layout->ways;
+  for (int i = 0; i < count; ++i) {
+    SetView s = storage.View(sets[i]);
+    const uint32_t unpinned = s.occupied() & ~s.pinned();
+    if (unpinned == 0) continue;
+    p.any = true;
+    if (stale_ticks_ == 0) return p;
+    for (uint32_t w = 0; w < ways; ++w) {
+      if (((unpinned >> w) & 1) && AgeOf(now, s.stamps()[w]) > stale_ticks_) {
+        p.stale = true;
+        return p;
+      }
+    }
+  }
+  return p;
+}
+
 }  // namespace engram::cache

@@ -40,6 +40,15 @@ class VictimChoice {
   Victim Choose(const SetStorage& storage, const uint64_t* sets, int count, uint32_t now,
                 const FrequencySketch& sketch, const SetHasher& hasher) const;
 
+  // Whether Choose would find a victim, and whether that victim would be
+  // stale, from the sets alone (no sketch reads): enough when the admission
+  // rule refuses the row against any fresh victim.
+  struct Presence {
+    bool any = false;    // an unpinned resident
+    bool stale = false;  // an unpinned stale resident
+  };
+  Presence Scan(const SetStorage& storage, const uint64_t* sets, int count, uint32_t now) const;
+
  private:
   const bool by_estimate_;
   // Age beyond which a resident is stale; 0 = no recency guard.
