@@ -472,58 +472,80 @@ struct StoreMissRun {
 // Gathers of n rows, each from a block no store has read before: a pass
 // visits the table's blocks in a random order, takes one random row of each, and is
 // served by a freshly opened store (its cache empty); when a pass runs out of
-// blocks, the next pass gets a new store. Opening and closing stores is not
-// timed.
-Result<StoreMissRun> MeasureStoreMisses(const MissBenchConfig& c, const TableShape& shape, uint32_t n,
-                                        uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  StoreMissRun run;
-  std::vector<std::byte> dst(size_t(n) * shape.record_bytes);
-  // A pass covers every block, or 4M of them on a huge table (32 MiB of IDs).
-  const uint64_t pass_blocks = std::min<uint64_t>(shape.blocks, uint64_t{1} << 22);
-  std::vector<uint64_t> ids(pass_blocks);
-  const auto budget = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(c.seconds));
-  Clock::duration spent{};
-  while (spent < budget) {
-    AffinePermutation blocks(shape.blocks, rng);
-    for (size_t i = 0; i < ids.size(); ++i) {
-      const uint64_t first = blocks(i) * shape.rows_per_block;
-      const uint64_t in_block = std::min<uint64_t>(shape.rows_per_block, shape.rows - first);
-      ids[i] = first + rng() % in_block;
+// blocks, the next pass gets a new store. A session lasts over several timed
+// slices (the rounds), so a store is fresh once per pass, not once per slice.
+// Opening and closing stores is not timed.
+class StoreMissSession {
+ public:
+  StoreMissSession(const MissBenchConfig& c, const TableShape& shape, uint32_t n, uint64_t seed)
+      : c_(c), shape_(shape), n_(n), rng_(seed), dst_(size_t(n) * shape.record_bytes),
+        // A pass covers every block, or 4M of them on a huge table (32 MiB of IDs).
+        ids_(std::min<uint64_t>(shape.blocks, uint64_t{1} << 22)) {}
+
+  // Gathers for `seconds` of timed work.
+  Result<StoreMissRun> Measure(double seconds) {
+    StoreMissRun run;
+    const auto budget = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    Clock::duration spent{};
+    while (spent < budget) {
+      if (store_ == nullptr || (next_ + 1) * n_ > ids_.size()) {
+        ENGRAM_RETURN_IF_ERROR(NewPass());
+        ++run.fresh_stores;
+      }
+      if (run.io_description.empty()) run.io_description = store_->io_description();
+      const double cpu0 = ProcessCpuSeconds();
+      const auto t0 = Clock::now();
+      auto now = t0;
+      for (; (next_ + 1) * n_ <= ids_.size() && spent + (now - t0) < budget; ++next_) {
+        std::span<const uint64_t> rows(ids_.data() + next_ * n_, n_);
+        GatherResult r = store_->Gather(0, rows, dst_.data(), shape_.record_bytes);
+        const auto end = Clock::now();
+        if (!r.status.ok()) return r.status.WithContext("miss: gather");
+        if (r.misses != n_ || r.hits != 0) {
+          return Status::Internal("miss: a gather of " + std::to_string(n_) + " rows from untouched blocks had " +
+                                  std::to_string(r.hits) + " hits and " + std::to_string(r.misses) + " misses");
+        }
+        run.gather_ns.push_back(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(end - now).count()));
+        ++run.gathers;
+        run.rows += n_;
+        now = end;
+      }
+      spent += now - t0;
+      run.cpu_seconds += ProcessCpuSeconds() - cpu0;
+    }
+    run.seconds = Seconds(spent);
+    return run;
+  }
+
+ private:
+  Status NewPass() {
+    store_.reset();
+    AffinePermutation blocks(shape_.blocks, rng_);
+    for (size_t i = 0; i < ids_.size(); ++i) {
+      const uint64_t first = blocks(i) * shape_.rows_per_block;
+      const uint64_t in_block = std::min<uint64_t>(shape_.rows_per_block, shape_.rows - first);
+      ids_[i] = first + rng_() % in_block;
     }
     // O_DIRECT bypasses the page cache; dropping it too makes the benchmark
     // honest on a filesystem where the store's reads might still land there.
-    if (int fd = ::open(c.file.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    if (int fd = ::open(c_.file.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
       (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
       ::close(fd);
     }
-    ENGRAM_ASSIGN_OR_RETURN(auto store, OpenStore(c.file, c.cache_bytes, "default", c.io_backend, c.queue_depth));
-    ++run.fresh_stores;
-    if (run.io_description.empty()) run.io_description = store->io_description();
-    const double cpu0 = ProcessCpuSeconds();
-    const auto t0 = Clock::now();
-    auto now = t0;
-    for (size_t g = 0; (g + 1) * n <= ids.size() && spent + (now - t0) < budget; ++g) {
-      std::span<const uint64_t> rows(ids.data() + g * n, n);
-      GatherResult r = store->Gather(0, rows, dst.data(), shape.record_bytes);
-      const auto end = Clock::now();
-      if (!r.status.ok()) return r.status.WithContext("miss: gather");
-      if (r.misses != n || r.hits != 0) {
-        return Status::Internal("miss: a gather of " + std::to_string(n) + " rows from untouched blocks had " +
-                                std::to_string(r.hits) + " hits and " + std::to_string(r.misses) + " misses");
-      }
-      run.gather_ns.push_back(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(end - now).count()));
-      ++run.gathers;
-      run.rows += n;
-      now = end;
-    }
-    spent += now - t0;
-    run.cpu_seconds += ProcessCpuSeconds() - cpu0;
-    store.reset();
+    ENGRAM_ASSIGN_OR_RETURN(store_, OpenStore(c_.file, c_.cache_bytes, "default", c_.io_backend, c_.queue_depth));
+    next_ = 0;
+    return Status::OK();
   }
-  run.seconds = Seconds(spent);
-  return run;
-}
+
+  const MissBenchConfig& c_;
+  const TableShape& shape_;
+  const uint32_t n_;
+  std::mt19937_64 rng_;
+  std::vector<std::byte> dst_;
+  std::vector<uint64_t> ids_;
+  std::unique_ptr<Store> store_;
+  size_t next_ = 0;  // the pass's next gather
+};
 
 Result<io::ReadBenchResult> MeasureRawReads(const MissBenchConfig& c, uint32_t depth) {
   io::ReadBenchConfig r;
@@ -630,9 +652,10 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
     MissBenchConfig slice = c;
     slice.seconds = c.seconds / c.rounds;
     double raw_sum = 0, fio_sum = 0;
+    StoreMissSession session(c, shape, n, c.seed + i);
     for (uint32_t r = 0; r < c.rounds; ++r) {
       say("miss: store, gathers of " + std::to_string(n) + " rows from untouched blocks");
-      ENGRAM_ASSIGN_OR_RETURN(StoreMissRun s, MeasureStoreMisses(slice, shape, n, c.seed + i + 1000003ull * r));
+      ENGRAM_ASSIGN_OR_RETURN(StoreMissRun s, session.Measure(slice.seconds));
       report.io_description = s.io_description;
       p.gathers += s.gathers;
       p.rows += s.rows;
@@ -670,7 +693,8 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
   lat.rows_per_gather = c.latency_rows;
   if (latency_samples.empty()) {
     say("miss: store, latency of gathers of " + std::to_string(c.latency_rows) + " rows");
-    ENGRAM_ASSIGN_OR_RETURN(StoreMissRun s, MeasureStoreMisses(c, shape, c.latency_rows, c.seed + 1000));
+    StoreMissSession session(c, shape, c.latency_rows, c.seed + 1000);
+    ENGRAM_ASSIGN_OR_RETURN(StoreMissRun s, session.Measure(c.seconds));
     latency_samples = std::move(s.gather_ns);
   }
   lat.gathers = latency_samples.size();
