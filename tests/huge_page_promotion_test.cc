@@ -121,7 +121,9 @@ TEST(HugePagePromotion, RowCacheCommitMemoryRacingInsertsKeepsEveryRow) {
   EXPECT_GT(c.huge_pages_for_testing().populated_bytes(), c.capacity_rows() * kRowBytes);
   std::vector<std::byte> dst(kRowBytes);
   for (uint64_t r = 0; r < 20000; ++r) {
-    if (c.Lookup(r, dst)) ASSERT_EQ(dst, RowOf(r)) << r;
+    if (c.Lookup(r, dst)) {
+      ASSERT_EQ(dst, RowOf(r)) << r;
+    }
   }
 }
 

@@ -153,6 +153,8 @@ TEST(RowCacheLegacy, AdmissionRulesAtEqualEstimates) {
         EXPECT_EQ(first, InsertOutcome::kRefusedLostAdmission);
         EXPECT_EQ(second, InsertOutcome::kInsertedEvicted);
         break;
+      case AdmissionRule::kAdaptiveReuse:  // not in the list above (adaptive_admission_test.cc)
+        break;
     }
   }
 }
