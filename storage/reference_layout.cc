@@ -5,8 +5,8 @@
 #include <cstdlib>
 
 #include <nlohmann/json.hpp>
-#include <xxhash.h>
 
+#include "storage/block_hash.h"
 #include "storage/bounded_json.h"
 
 namespace engram {
@@ -80,7 +80,7 @@ std::string DirectoryOf(const std::string& path) {
 
 uint64_t ComputeUnitChecksum(std::span<const std::byte> block, const ChecksumUnit& u, uint64_t unit,
                              uint64_t seed_base) {
-  return XXH3_64bits_withSeed(block.data() + u.begin, u.end - u.begin, seed_base ^ unit);
+  return BlockHash(block.data() + u.begin, u.end - u.begin, seed_base ^ unit);
 }
 
 uint64_t ReferenceLayout::UnitsOf(uint64_t offset, uint64_t bytes) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "storage/block_hash.h"
 #include "storage/byte_order.h"
 
 namespace engram {
@@ -284,7 +285,7 @@ uint64_t BlockSeedBase(uint64_t checksum_salt, uint32_t record_bytes) {
 }
 
 uint64_t ComputeBlockChecksum(std::span<const std::byte> block, uint64_t block_index, uint64_t seed_base) {
-  return XXH3_64bits_withSeed(block.data(), kBlockRecordArea, seed_base ^ block_index);
+  return BlockHash(block.data(), kBlockRecordArea, seed_base ^ block_index);
 }
 
 void SealBlock(std::span<std::byte> block, uint64_t block_index, uint64_t seed_base) {
