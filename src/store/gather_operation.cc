@@ -5,10 +5,10 @@
 #include <boost/asio/post.hpp>
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <utility>
 
+#include "src/store/first_appearance_index.h"
 #include "src/store/reference_reads.h"
 #include "src/store/store_impl.h"
 #include "storage/io/io_stats.h"
@@ -22,32 +22,15 @@ Status BlockBatch::Build(const TableState& table, io::FileId file, ReadBufferPoo
   blocks.clear();
   first_row.clear();
   input_block.resize(n);
-  // Group by block with an open-addressing table (block index + 1 per slot,
-  // 0 = empty; load factor <= 1/2), keeping the blocks in order of first
-  // appearance: O(n), and no sort on the way to the first read.
-  const size_t slots = std::bit_ceil(std::max<size_t>(2 * n, 2));
-  const int shift = 64 - std::countr_zero(slots);
-  thread_local std::vector<uint32_t> table_slots;
-  table_slots.assign(slots, 0);
+  // Group by block, keeping the blocks in order of first appearance: O(n),
+  // and no sort on the way to the first read.
+  thread_local FirstAppearanceIndex index;
+  index.Reset(n);
   for (size_t k = 0; k < n; ++k) {
-    const uint64_t block = g.BlockOfRow(rows_and_refs[k].first);
-    size_t s = (block * 0x9E3779B97F4A7C15ull) >> shift;
-    for (;;) {
-      const uint32_t slot = table_slots[s];
-      if (slot == 0) {
-        table_slots[s] = static_cast<uint32_t>(blocks.size() + 1);
-        input_block[k] = static_cast<uint32_t>(blocks.size());
-        blocks.push_back(block);
-        first_row.push_back(0);
-        break;
-      }
-      if (blocks[slot - 1] == block) {
-        input_block[k] = slot - 1;
-        break;
-      }
-      s = (s + 1) & (slots - 1);
-    }
-    ++first_row[input_block[k]];  // a count until the prefix sum below
+    const FirstAppearanceIndex::Found b = index.Find(g.BlockOfRow(rows_and_refs[k].first), blocks);
+    if (b.added) first_row.push_back(0);
+    input_block[k] = b.index;
+    ++first_row[b.index];  // a count until the prefix sum below
   }
   // Counts to start indexes; then each row goes to its block's next place.
   uint32_t start = 0;

@@ -1,0 +1,50 @@
+// FirstAppearanceIndex: dense indexes 0, 1, 2, ... for 64-bit keys in the
+// order each first appears, through an open-addressing table (slots hold
+// index + 1, 0 = empty; load factor <= 1/2). O(1) per key and no sort; the
+// caller keeps the keys themselves (keys[i] is the key of index i). Used to
+// deduplicate a gather's row IDs and to group its missed rows by block.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace engram {
+
+class FirstAppearanceIndex {
+ public:
+  // Empties the table for at most max_keys distinct keys.
+  void Reset(size_t max_keys) {
+    const size_t slots = std::bit_ceil(std::max<size_t>(2 * max_keys, 2));
+    shift_ = 64 - std::countr_zero(slots);
+    mask_ = slots - 1;
+    slots_.assign(slots, 0);
+  }
+
+  struct Found {
+    uint32_t index;
+    bool added;  // key was new: appended to keys
+  };
+  // The index of `key`, appending it to `keys` (the keys seen since Reset,
+  // in order) if it is new.
+  Found Find(uint64_t key, std::vector<uint64_t>& keys) {
+    for (size_t s = (key * 0x9E3779B97F4A7C15ull) >> shift_;; s = (s + 1) & mask_) {
+      const uint32_t slot = slots_[s];
+      if (slot == 0) {
+        slots_[s] = static_cast<uint32_t>(keys.size() + 1);
+        keys.push_back(key);
+        return {static_cast<uint32_t>(keys.size() - 1), true};
+      }
+      if (keys[slot - 1] == key) return {slot - 1, false};
+    }
+  }
+
+ private:
+  std::vector<uint32_t> slots_;
+  int shift_ = 63;
+  size_t mask_ = 1;
+};
+
+}  // namespace engram
