@@ -29,7 +29,7 @@ class RowCachePlacement : public ::testing::Test {
   // Puts row in (set, way), last accessed at tick `stamp`.
   void Put(uint64_t set, uint32_t way, uint64_t row, uint32_t stamp) {
     SetView v = storage_.View(set);
-    v.keys()[way] = row;
+    v.set_key(way, row);
     v.stamps()[way] = stamp;
     v.set_occupied(v.occupied() | (1u << way));
   }

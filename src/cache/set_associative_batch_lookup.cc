@@ -3,15 +3,22 @@
 // Why: one cached row costs two dependent random memory accesses -- its set's
 // index line, then its payload -- and a loop of plain Lookups pays them one
 // after another, so a cached gather ran at ~0.4x a flat in-memory gather of
-// the same rows. Here the rows ahead of the current one are prepared in two
+// the same rows. Here the rows ahead of the current one are prepared in
 // stages, so their misses are in flight together (memory-level parallelism):
 //
-//   row i + kIndexAhead:    hash it, prefetch its candidate sets' index lines
-//   row i + kPayloadAhead:  find its way (index now in cache; the set is locked
-//                           only to read, one set at a time), prefetch payload
-//   row i:                  the ordinary Lookup, on warm lines
+//   row i + kIndexAhead:      hash it, prefetch its first set's index line
+//   row i + kFirstSetAhead:   look for it in the first set (read without the
+//                             lock, as a hint); found: prefetch its payload;
+//                             not found: prefetch the second set's index line
+//   row i + kSecondSetAhead:  not in the first set: look in the second and
+//                             prefetch its payload
+//   row i:                    the ordinary Lookup, on warm lines
 //
-// The first two stages change nothing (no counts, no sketch, no clock, no
+// The second set's line is fetched only for the rows not in the first set:
+// the loop is bound by how many lines are in flight at once, and a row found
+// in its first set then costs one index line, not two.
+//
+// The stages before the last change nothing (no counts, no sketch, no clock, no
 // stamps; the sketch's line is only prefetched), and the third is exactly
 // Lookup, in order: the results, counters and sketch are those of sequential
 // Lookups. Only the bookkeeping is batched: the batch takes its n ticks with
@@ -19,6 +26,7 @@
 // evicts a row between its prefetch and its lookup, the lookup is simply
 // slower, never wrong.
 #include <algorithm>
+#include <bit>
 
 #include "src/cache/set_associative_cache.h"
 
@@ -26,7 +34,8 @@ namespace engram::cache {
 namespace {
 
 constexpr size_t kIndexAhead = 8;
-constexpr size_t kPayloadAhead = 4;
+constexpr size_t kFirstSetAhead = 4;
+constexpr size_t kSecondSetAhead = 2;
 constexpr size_t kRing = 16;  // > kIndexAhead, power of two
 static_assert(kRing > kIndexAhead && (kRing & (kRing - 1)) == 0);
 
@@ -46,18 +55,12 @@ void SetAssociativeRowCache::PrefetchIndex(const CandidateSets& c) const {
   if (c.second != c.first) PrefetchRange(index_.data() + c.second * layout_.stride, layout_.stride);
 }
 
-void SetAssociativeRowCache::PrefetchPayload(uint64_t row_id, const CandidateSets& c) {
-  for (uint64_t set : {c.first, c.second}) {
-    SetView s = View(set);
-    s.Lock();
-    const int way = FindWay(s, row_id);
-    s.Unlock();
-    if (way >= 0) {
-      PrefetchRange(Payload(set, uint32_t(way)), row_bytes_);
-      return;
-    }
-    if (c.second == c.first) return;
-  }
+int SetAssociativeRowCache::FindWayHint(uint64_t set, uint64_t row_id) const {
+  const SetView s = View(set);
+  uint32_t match = 0;
+  for (uint32_t w = 0; w < layout_.ways; ++w) match |= uint32_t{s.KeyHint(w) == row_id} << w;
+  match &= s.OccupiedHint();
+  return match != 0 ? std::countr_zero(match) : -1;
 }
 
 size_t SetAssociativeRowCache::LookupBatch(std::span<const uint64_t> row_ids, std::span<std::byte* const> dsts,
@@ -66,17 +69,36 @@ size_t SetAssociativeRowCache::LookupBatch(std::span<const uint64_t> row_ids, st
   const bool copy = row_bytes_ != 0;
   uint64_t hashes[kRing];
   CandidateSets sets[kRing];
+  bool in_second[kRing];  // not found in the first set by the payload stage
   auto prepare = [&](size_t j) {
     const uint64_t h = hasher_.Hash(row_ids[j]);
     hashes[j % kRing] = h;
     sets[j % kRing] = hasher_.Candidates(h);
-    PrefetchIndex(sets[j % kRing]);
+    PrefetchRange(index_.data() + sets[j % kRing].first * layout_.stride, layout_.stride);
     sketch_.Prefetch(h);
   };
+  // The hints are read without the set locks: a locked instruction would wait
+  // for the earlier rows' copies to drain from the store buffer, and a stale
+  // hint costs one useless prefetch, never a wrong row.
+  auto find_in_first = [&](size_t j) {
+    const CandidateSets& c = sets[j % kRing];
+    const int way = FindWayHint(c.first, row_ids[j]);
+    in_second[j % kRing] = way < 0 && c.second != c.first;
+    if (way >= 0) {
+      if (copy) PrefetchRange(Payload(c.first, uint32_t(way)), row_bytes_);
+    } else if (in_second[j % kRing]) {
+      PrefetchRange(index_.data() + c.second * layout_.stride, layout_.stride);
+    }
+  };
+  auto find_in_second = [&](size_t j) {
+    if (!in_second[j % kRing]) return;
+    const CandidateSets& c = sets[j % kRing];
+    const int way = FindWayHint(c.second, row_ids[j]);
+    if (way >= 0 && copy) PrefetchRange(Payload(c.second, uint32_t(way)), row_bytes_);
+  };
   for (size_t j = 0; j < std::min(n, kIndexAhead); ++j) prepare(j);
-  if (copy) {
-    for (size_t j = 0; j < std::min(n, kPayloadAhead); ++j) PrefetchPayload(row_ids[j], sets[j % kRing]);
-  }
+  for (size_t j = 0; j < std::min(n, kFirstSetAhead); ++j) find_in_first(j);
+  for (size_t j = 0; j < std::min(n, kSecondSetAhead); ++j) find_in_second(j);
   // The batch's ticks are taken at once, and its counts added once: row i
   // holds tick first_tick + i and does that tick's upkeep right after its
   // sketch increment, as Lookup does.
@@ -84,7 +106,8 @@ size_t SetAssociativeRowCache::LookupBatch(std::span<const uint64_t> row_ids, st
   LookupCounts counts;
   for (size_t i = 0; i < n; ++i) {
     if (i + kIndexAhead < n) prepare(i + kIndexAhead);
-    if (copy && i + kPayloadAhead < n) PrefetchPayload(row_ids[i + kPayloadAhead], sets[(i + kPayloadAhead) % kRing]);
+    if (i + kFirstSetAhead < n) find_in_first(i + kFirstSetAhead);
+    if (i + kSecondSetAhead < n) find_in_second(i + kSecondSetAhead);
     std::span<std::byte> dst(dsts[i], copy && dsts[i] ? row_bytes_ : 0);
     const uint64_t hash = hashes[i % kRing];
     sketch_.Increment(hash);

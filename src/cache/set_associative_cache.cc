@@ -279,7 +279,7 @@ void SetAssociativeRowCache::WriteEntry(uint64_t set, uint32_t way, uint64_t row
                                         std::span<const std::byte> row, bool pinned) {
   SetView s = View(set);
   const uint32_t bit = 1u << way;
-  s.keys()[way] = row_id;
+  s.set_key(way, row_id);
   s.stamps()[way] = stamp;
   s.set_occupied(s.occupied() | bit);
   s.set_pinned(pinned ? (s.pinned() | bit) : (s.pinned() & ~bit));

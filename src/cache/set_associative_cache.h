@@ -135,9 +135,9 @@ class SetAssociativeRowCache final : public RowCache {
   InsertOutcome InsertHashed(uint64_t row_id, uint64_t hash, std::span<const std::byte> row);
   // Prefetches the index lines of a row's candidate sets.
   void PrefetchIndex(const CandidateSets& c) const;
-  // Finds the row (locking one candidate set at a time, changing nothing) and
-  // prefetches its payload, so the Lookup that follows copies from cache.
-  void PrefetchPayload(uint64_t row_id, const CandidateSets& c);
+  // The way of `set` that holds the row, read without the lock (-1: none).
+  // A hint for prefetching only: it may be stale by the time it is used.
+  int FindWayHint(uint64_t set, uint64_t row_id) const;
   // One tick of the logical clock per operation; the operation whose tick
   // completes a halving period halves the sketch (exactly one does: ticks
   // are unique), so lookups share no counter beyond the clock itself. Every

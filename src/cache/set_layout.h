@@ -65,10 +65,33 @@ class SetView {
 
   uint32_t occupied() const { return compact_ ? base_[2] : Word(4); }
   uint32_t pinned() const { return compact_ ? base_[3] : Word(8); }
-  void set_occupied(uint32_t mask) { SetMask(2, 4, mask); }
+  void set_occupied(uint32_t mask) {
+    if (compact_) {
+      std::atomic_ref<uint8_t>(base_[2]).store(static_cast<uint8_t>(mask), std::memory_order_relaxed);
+    } else {
+      std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_ + 4)).store(mask, std::memory_order_relaxed);
+    }
+  }
   void set_pinned(uint32_t mask) { SetMask(3, 8, mask); }
   uint32_t* stamps() { return reinterpret_cast<uint32_t*>(base_ + stamps_offset_); }
-  uint64_t* keys() { return reinterpret_cast<uint64_t*>(base_ + keys_offset_); }
+  const uint64_t* keys() const { return reinterpret_cast<const uint64_t*>(base_ + keys_offset_); }
+  void set_key(uint32_t way, uint64_t row_id) {
+    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(base_ + keys_offset_ + 8 * way))
+        .store(row_id, std::memory_order_relaxed);
+  }
+
+  // Unlocked reads of the keys and the occupied mask, for hints only (which
+  // payload line to prefetch): the answer may be stale by the time it is used.
+  // Keys and the mask are stored with relaxed atomics, so these reads race with
+  // no writer; everything else in the set is plain memory under the lock.
+  uint64_t KeyHint(uint32_t way) const {
+    return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(base_ + keys_offset_ + 8 * way))
+        .load(std::memory_order_relaxed);
+  }
+  uint32_t OccupiedHint() const {
+    if (compact_) return std::atomic_ref<uint8_t>(base_[2]).load(std::memory_order_relaxed);
+    return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_ + 4)).load(std::memory_order_relaxed);
+  }
 
   void Lock() {
     if (compact_) {

@@ -30,7 +30,7 @@ struct SetStorage {
   void MoveEntry(uint64_t from_set, uint32_t from_way, uint64_t to_set, uint32_t to_way) const {
     SetView from = View(from_set);
     SetView to = View(to_set);
-    to.keys()[to_way] = from.keys()[from_way];
+    to.set_key(to_way, from.keys()[from_way]);
     to.stamps()[to_way] = from.stamps()[from_way];
     to.set_occupied(to.occupied() | (1u << to_way));
     to.set_pinned(to.pinned() & ~(1u << to_way));  // pinned rows are never moved
