@@ -22,6 +22,7 @@
 #include <span>
 
 #include "src/cache/anonymous_memory.h"
+#include "src/cache/set_hasher.h"
 
 namespace engram::cache {
 
@@ -39,13 +40,35 @@ class FrequencySketch {
   FrequencySketch(uint64_t bytes, uint32_t depth, uint32_t counter_bits, uint64_t seed,
                   bool conservative = false, bool blocked = false);
 
+  // Where a key's counters are: computed from its hash once, so a caller that
+  // prefetches the counters and later counts the key pays for it once.
+  // Rows layout: the double-hashing pair. Blocked layout: a = the key's
+  // block's first counter, b = the offset bits.
+  struct Probe {
+    uint64_t a, b;
+  };
   // hash is the row's 64-bit hash (SetHasher::Hash); the sketch remixes it.
-  void Increment(uint64_t hash);
+  Probe ProbeOf(uint64_t hash) const {
+    // Kirsch-Mitzenmacher double hashing: row i uses a + i*b. Remixing with the
+    // seed decorrelates the counters from the set index (hash % num_sets).
+    const uint64_t a = Remix(hash ^ seed_);
+    const uint64_t b = Remix(a) | 1;
+    if (blocked_) {
+      // The key's block, chosen once per operation from a's high bits; IndexIn
+      // only adds the offsets.
+      const uint64_t block = static_cast<uint64_t>((static_cast<unsigned __int128>(a) * blocks_) >> 64);
+      return {block * kBlockBytes * (8 / bits_), b};
+    }
+    return {a, b};
+  }
+  void Increment(uint64_t hash) { Increment(ProbeOf(hash)); }
+  void Increment(const Probe& p);
   uint32_t Estimate(uint64_t hash) const;
   // Starts loading the key's counters (a hint; no effect on the counts).
   // Lets a caller overlap the sketch's cache miss with its own before it
   // takes a lock, which waits for every earlier load.
-  void Prefetch(uint64_t hash) const;
+  void Prefetch(uint64_t hash) const { Prefetch(ProbeOf(hash)); }
+  void Prefetch(const Probe& p) const;
   // Halves every counter.
   void Halve();
 
@@ -58,16 +81,38 @@ class FrequencySketch {
   std::span<uint8_t> memory() const { return {counters_.data(), counters_.size()}; }
 
  private:
-  // Index of the key's counter in sketch row i, in [0, width_).
-  // Rows layout: the double-hashing pair. Blocked layout: a = the key's
-  // block's first counter, b = the offset bits.
-  struct Probe {
-    uint64_t a, b;
-  };
-  Probe ProbeOf(uint64_t hash) const;
-  uint64_t IndexIn(const Probe& p, uint32_t row) const;
-  uint32_t Get(uint64_t counter) const;
-  void Bump(uint64_t counter);
+  static constexpr uint64_t kBlockBytes = 64;
+
+  // Index of the key's counter in sketch row i, in [0, width_). Defined here,
+  // with Get and Bump, so that they inline into every count and estimate.
+  uint64_t IndexIn(const Probe& p, uint32_t row) const {
+    if (blocked_) {
+      // p.a is the block's first counter; offsets o + row * step (step odd, so
+      // the depth <= 8 offsets are distinct modulo the power-of-two block size).
+      const uint64_t per_block = kBlockBytes * (8 / bits_);
+      return p.a + ((p.b + row * ((p.b >> 32) | 1)) & (per_block - 1));
+    }
+    const uint64_t x = p.a + row * p.b;
+    // Multiply-shift range reduction: uniform over any width, no division.
+    return row * width_ + static_cast<uint64_t>((static_cast<unsigned __int128>(x) * width_) >> 64);
+  }
+  uint32_t Get(uint64_t counter) const {
+    if (bits_ == 8) return Byte(counter).load(std::memory_order_relaxed);
+    const uint8_t byte = Byte(counter >> 1).load(std::memory_order_relaxed);
+    return (counter & 1) ? (byte >> 4) : (byte & 0x0f);
+  }
+  void Bump(uint64_t counter) {
+    if (bits_ == 8) {
+      std::atomic_ref<uint8_t> cell = Byte(counter);
+      const uint8_t v = cell.load(std::memory_order_relaxed);
+      if (v != 0xff) cell.store(v + 1, std::memory_order_relaxed);
+      return;
+    }
+    std::atomic_ref<uint8_t> cell = Byte(counter >> 1);
+    const uint8_t byte = cell.load(std::memory_order_relaxed);
+    const unsigned shift = (counter & 1) ? 4 : 0;
+    if (((byte >> shift) & 0x0f) != 0x0f) cell.store(static_cast<uint8_t>(byte + (1u << shift)), std::memory_order_relaxed);
+  }
   std::atomic_ref<uint8_t> Byte(uint64_t i) const { return std::atomic_ref<uint8_t>(counters_.data()[i]); }
 
   uint64_t bytes_;

@@ -55,10 +55,25 @@ void SetAssociativeRowCache::PrefetchIndex(const CandidateSets& c) const {
   if (c.second != c.first) PrefetchRange(index_.data() + c.second * layout_.stride, layout_.stride);
 }
 
+template <uint32_t W>
+inline uint32_t MatchHints(const SetView& s, uint32_t ways, uint64_t row_id) {
+  uint32_t match = 0;
+#pragma GCC unroll 16
+  for (uint32_t w = 0; w < (W != 0 ? W : ways); ++w) match |= uint32_t{s.KeyHint(w) == row_id} << w;
+  return match;
+}
+
 int SetAssociativeRowCache::FindWayHint(uint64_t set, uint64_t row_id) const {
   const SetView s = View(set);
-  uint32_t match = 0;
-  for (uint32_t w = 0; w < layout_.ways; ++w) match |= uint32_t{s.KeyHint(w) == row_id} << w;
+  uint32_t match;
+  // Fixed widths unroll into branch-free compares, as in FindWay.
+  switch (layout_.ways) {
+    case 4: match = MatchHints<4>(s, 4, row_id); break;
+    case 5: match = MatchHints<5>(s, 5, row_id); break;
+    case 8: match = MatchHints<8>(s, 8, row_id); break;
+    case 16: match = MatchHints<16>(s, 16, row_id); break;
+    default: match = MatchHints<0>(s, layout_.ways, row_id); break;
+  }
   match &= s.OccupiedHint();
   return match != 0 ? std::countr_zero(match) : -1;
 }
@@ -69,13 +84,15 @@ size_t SetAssociativeRowCache::LookupBatch(std::span<const uint64_t> row_ids, st
   const bool copy = row_bytes_ != 0;
   uint64_t hashes[kRing];
   CandidateSets sets[kRing];
+  FrequencySketch::Probe probes[kRing];  // where the rows' sketch counters are, found once
   bool in_second[kRing];  // not found in the first set by the payload stage
   auto prepare = [&](size_t j) {
     const uint64_t h = hasher_.Hash(row_ids[j]);
     hashes[j % kRing] = h;
     sets[j % kRing] = hasher_.Candidates(h);
     PrefetchRange(index_.data() + sets[j % kRing].first * layout_.stride, layout_.stride);
-    sketch_.Prefetch(h);
+    probes[j % kRing] = sketch_.ProbeOf(h);
+    sketch_.Prefetch(probes[j % kRing]);
   };
   // The hints are read without the set locks: a locked instruction would wait
   // for the earlier rows' copies to drain from the store buffer, and a stale
@@ -110,7 +127,7 @@ size_t SetAssociativeRowCache::LookupBatch(std::span<const uint64_t> row_ids, st
     if (i + kSecondSetAhead < n) find_in_second(i + kSecondSetAhead);
     std::span<std::byte> dst(dsts[i], copy && dsts[i] ? row_bytes_ : 0);
     const uint64_t hash = hashes[i % kRing];
-    sketch_.Increment(hash);
+    sketch_.Increment(probes[i % kRing]);
     TickUpkeep(first_tick + i);
     const bool found = LookupHashed(row_ids[i], hash, static_cast<uint32_t>(first_tick + i), dst, pin, &counts);
     hit[i] = found ? 1 : 0;

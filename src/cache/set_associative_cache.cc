@@ -140,6 +140,7 @@ namespace {
 template <uint32_t W>
 inline int FindFixed(const uint64_t* keys, uint32_t occupied, uint64_t row_id) {
   uint32_t match = 0;
+#pragma GCC unroll 16
   for (uint32_t i = 0; i < W; ++i) match |= uint32_t{keys[i] == row_id} << i;
   match &= occupied;
   return match ? std::countr_zero(match) : -1;

@@ -5,6 +5,11 @@
 // the sketch counters. Tests use it to craft row IDs that collide in a set.
 #pragma once
 
+// xxHash's documented inline build (its functions static, renamed with an
+// XXH_INLINE_ prefix, so they never clash with the shared library's): a
+// lookup's XXH3 of an 8-byte key compiles into the caller instead of a call
+// through the PLT into the library's length dispatch.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <cstdint>
@@ -38,7 +43,8 @@ class SetHasher {
     uint64_t first = hash % num_sets_;
     if (!two_) return {first, first};
     // Uniform over the other num_sets - 1 sets, so the two always differ.
-    uint64_t second = (first + 1 + Remix(hash ^ 0x9e3779b97f4a7c15ULL) % (num_sets_ - 1)) % num_sets_;
+    uint64_t second = first + 1 + Remix(hash ^ 0x9e3779b97f4a7c15ULL) % (num_sets_ - 1);
+    if (second >= num_sets_) second -= num_sets_;  // < 2 * num_sets: a subtraction, not a third divide
     return {first, second};
   }
   CandidateSets CandidatesOf(uint64_t row_id) const { return Candidates(Hash(row_id)); }
