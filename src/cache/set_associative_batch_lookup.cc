@@ -82,13 +82,11 @@ size_t SetAssociativeRowCache::LookupBatch(std::span<const uint64_t> row_ids, st
                                            PinAction pin, std::span<uint8_t> hit) {
   const size_t n = row_ids.size();
   const bool copy = row_bytes_ != 0;
-  uint64_t hashes[kRing];
   CandidateSets sets[kRing];
   FrequencySketch::Probe probes[kRing];  // where the rows' sketch counters are, found once
   bool in_second[kRing];  // not found in the first set by the payload stage
   auto prepare = [&](size_t j) {
     const uint64_t h = hasher_.Hash(row_ids[j]);
-    hashes[j % kRing] = h;
     sets[j % kRing] = hasher_.Candidates(h);
     PrefetchRange(index_.data() + sets[j % kRing].first * layout_.stride, layout_.stride);
     probes[j % kRing] = sketch_.ProbeOf(h);
@@ -120,16 +118,17 @@ size_t SetAssociativeRowCache::LookupBatch(std::span<const uint64_t> row_ids, st
   // holds tick first_tick + i and does that tick's upkeep right after its
   // sketch increment, as Lookup does.
   const uint64_t first_tick = n != 0 ? TakeTicks(n) : 0;
+  uint64_t next_halving = FirstHalvingFrom(first_tick);
   LookupCounts counts;
   for (size_t i = 0; i < n; ++i) {
     if (i + kIndexAhead < n) prepare(i + kIndexAhead);
     if (i + kFirstSetAhead < n) find_in_first(i + kFirstSetAhead);
     if (i + kSecondSetAhead < n) find_in_second(i + kSecondSetAhead);
     std::span<std::byte> dst(dsts[i], copy && dsts[i] ? row_bytes_ : 0);
-    const uint64_t hash = hashes[i % kRing];
     sketch_.Increment(probes[i % kRing]);
-    TickUpkeep(first_tick + i);
-    const bool found = LookupHashed(row_ids[i], hash, static_cast<uint32_t>(first_tick + i), dst, pin, &counts);
+    TickUpkeep(first_tick + i, &next_halving);
+    const bool found =
+        LookupHashed(row_ids[i], sets[i % kRing], static_cast<uint32_t>(first_tick + i), dst, pin, &counts);
     hit[i] = found ? 1 : 0;
   }
   counts.AddTo(Shard());

@@ -185,14 +185,13 @@ bool SetAssociativeRowCache::Lookup(uint64_t row_id, std::span<std::byte> dst, P
   sketch_.Increment(hash);
   const uint32_t now = static_cast<uint32_t>(Tick64());
   LookupCounts counts;
-  const bool found = LookupHashed(row_id, hash, now, dst, pin, &counts);
+  const bool found = LookupHashed(row_id, c, now, dst, pin, &counts);
   counts.AddTo(Shard());
   return found;
 }
 
-bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash, uint32_t now, std::span<std::byte> dst,
-                                          PinAction pin, LookupCounts* counts) {
-  const CandidateSets c = hasher_.Candidates(hash);
+bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, const CandidateSets& c, uint32_t now,
+                                          std::span<std::byte> dst, PinAction pin, LookupCounts* counts) {
   auto hit = [&](SetView& s, uint64_t set, int way) {
     if (row_bytes_ != 0 && !dst.empty()) {
       std::memcpy(dst.data(), Payload(set, way), std::min<size_t>(dst.size(), row_bytes_));

@@ -126,10 +126,10 @@ class SetAssociativeRowCache final : public RowCache {
     int64_t pinned_delta = 0;
     void AddTo(StatShard& shard) const;
   };
-  // Lookup with the row's hash computed and its tick taken (the caller has
-  // done the tick's upkeep, TickUpkeep, after counting the row in the sketch:
-  // see Lookup); the outcome is added to *counts.
-  bool LookupHashed(uint64_t row_id, uint64_t hash, uint32_t now, std::span<std::byte> dst, PinAction pin,
+  // Lookup with the row's candidate sets computed and its tick taken (the
+  // caller has done the tick's upkeep, TickUpkeep, after counting the row in
+  // the sketch: see Lookup); the outcome is added to *counts.
+  bool LookupHashed(uint64_t row_id, const CandidateSets& c, uint32_t now, std::span<std::byte> dst, PinAction pin,
                     LookupCounts* counts);
   // Insert with the row's hash computed.
   InsertOutcome InsertHashed(uint64_t row_id, uint64_t hash, std::span<const std::byte> row);
@@ -154,6 +154,20 @@ class SetAssociativeRowCache final : public RowCache {
   uint64_t TakeTicks(uint64_t n) { return clock_.fetch_add(n, std::memory_order_relaxed); }
   void TickUpkeep(uint64_t t) {
     if (halving_ticks_ != 0 && t % halving_ticks_ == 0) sketch_.Halve();
+    if ((t & (maintain_ticks_ - 1)) == 0) Maintain(t);
+  }
+  // TickUpkeep for a run of consecutive ticks, with one division for the run
+  // instead of one per tick: *next_halving starts at FirstHalvingFrom(the
+  // run's first tick) and is advanced here past each halving.
+  uint64_t FirstHalvingFrom(uint64_t t) const {
+    if (halving_ticks_ == 0) return UINT64_MAX;
+    return t + (halving_ticks_ - t % halving_ticks_) % halving_ticks_;
+  }
+  void TickUpkeep(uint64_t t, uint64_t* next_halving) {
+    if (t == *next_halving) {
+      sketch_.Halve();
+      *next_halving += halving_ticks_;
+    }
     if ((t & (maintain_ticks_ - 1)) == 0) Maintain(t);
   }
   // Keeps the 32-bit stamps and the ghost history's epochs from wrapping
