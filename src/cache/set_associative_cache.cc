@@ -136,34 +136,6 @@ StatShard& SetAssociativeRowCache::Shard() const {
   return shards_[mine];
 }
 
-namespace {
-template <uint32_t W>
-inline int FindFixed(const uint64_t* keys, uint32_t occupied, uint64_t row_id) {
-  uint32_t match = 0;
-#pragma GCC unroll 16
-  for (uint32_t i = 0; i < W; ++i) match |= uint32_t{keys[i] == row_id} << i;
-  match &= occupied;
-  return match ? std::countr_zero(match) : -1;
-}
-}  // namespace
-
-int SetAssociativeRowCache::FindWay(SetView& s, uint64_t row_id) const {
-  const uint64_t* keys = s.keys();
-  const uint32_t occupied = s.occupied();
-  // Fixed widths let the compiler unroll the tag compare into branch-free code.
-  switch (layout_.ways) {
-    case 4: return FindFixed<4>(keys, occupied, row_id);
-    case 5: return FindFixed<5>(keys, occupied, row_id);
-    case 8: return FindFixed<8>(keys, occupied, row_id);
-    case 16: return FindFixed<16>(keys, occupied, row_id);
-    default:
-      for (uint32_t i = 0; i < layout_.ways; ++i) {
-        if (keys[i] == row_id && ((occupied >> i) & 1)) return static_cast<int>(i);
-      }
-      return -1;
-  }
-}
-
 void SetAssociativeRowCache::LookupCounts::AddTo(StatShard& shard) const {
   if (hits != 0) shard.hits.fetch_add(hits, std::memory_order_relaxed);
   if (misses != 0) shard.misses.fetch_add(misses, std::memory_order_relaxed);
@@ -190,29 +162,9 @@ bool SetAssociativeRowCache::Lookup(uint64_t row_id, std::span<std::byte> dst, P
   return found;
 }
 
-bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, const CandidateSets& c, uint32_t now,
-                                          std::span<std::byte> dst, PinAction pin, LookupCounts* counts) {
-  auto hit = [&](SetView& s, uint64_t set, int way) {
-    if (row_bytes_ != 0 && !dst.empty()) {
-      std::memcpy(dst.data(), Payload(set, way), std::min<size_t>(dst.size(), row_bytes_));
-    }
-    s.stamps()[way] = now;
-    const uint32_t bit = 1u << way;
-    if (pin == PinAction::kConsume && (s.pinned() & bit)) {
-      s.set_pinned(s.pinned() & ~bit);
-      --counts->pinned_delta;
-    }
-    ++counts->hits;
-  };
-
+bool SetAssociativeRowCache::LookupPastFirstSet(uint64_t row_id, const CandidateSets& c, uint32_t now,
+                                                std::span<std::byte> dst, PinAction pin, LookupCounts* counts) {
   SetView first = View(c.first);
-  first.Lock();
-  int way = FindWay(first, row_id);
-  if (way >= 0) {
-    hit(first, c.first, way);
-    first.Unlock();
-    return true;
-  }
   if (c.second == c.first) {
     first.Unlock();
     ++counts->misses;
@@ -220,6 +172,7 @@ bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, const CandidateSets& 
   }
   // Not in the first set. A relocation could be moving the row between its
   // two sets right now, so hold both (ascending order) for a definite answer.
+  int way = -1;
   SetView second = View(c.second);
   if (c.second > c.first) {
     second.Lock();
@@ -231,9 +184,9 @@ bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, const CandidateSets& 
   }
   bool found = true;
   if (way >= 0) {
-    hit(first, c.first, way);
+    ServeHit(first, c.first, way, now, dst, pin, counts);
   } else if ((way = FindWay(second, row_id)) >= 0) {
-    hit(second, c.second, way);
+    ServeHit(second, c.second, way, now, dst, pin, counts);
   } else {
     found = false;
     ++counts->misses;

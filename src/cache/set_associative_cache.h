@@ -30,8 +30,11 @@
 // row is never torn.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <vector>
@@ -118,7 +121,9 @@ class SetAssociativeRowCache final : public RowCache {
   SetStorage Storage() const { return {index_.data(), slab_.data(), &layout_, row_bytes_}; }
   SetView View(uint64_t set) const { return Storage().View(set); }
   uint8_t* Payload(uint64_t set, uint32_t way) const { return Storage().Payload(set, way); }
-  int FindWay(SetView& s, uint64_t row_id) const;
+  // The way of set `s` (locked) that holds the row, or -1. Defined below, with
+  // LookupHashed's first-set path, so that both inline into LookupBatch.
+  int FindWay(const SetView& s, uint64_t row_id) const;
   // What lookups add to the statistics, summed by the caller and added to its
   // shard once (LookupBatch adds a whole batch's with one add per counter).
   struct LookupCounts {
@@ -131,6 +136,25 @@ class SetAssociativeRowCache final : public RowCache {
   // the sketch: see Lookup); the outcome is added to *counts.
   bool LookupHashed(uint64_t row_id, const CandidateSets& c, uint32_t now, std::span<std::byte> dst, PinAction pin,
                     LookupCounts* counts);
+  // LookupHashed's rest, for a row not in its first set; called with the first
+  // set locked, and unlocks it.
+  bool LookupPastFirstSet(uint64_t row_id, const CandidateSets& c, uint32_t now, std::span<std::byte> dst,
+                          PinAction pin, LookupCounts* counts);
+  // A hit on (set, way), its set locked: copy the row out, stamp it, consume
+  // its read-ahead pin if asked.
+  void ServeHit(SetView& s, uint64_t set, int way, uint32_t now, std::span<std::byte> dst, PinAction pin,
+                LookupCounts* counts) {
+    if (row_bytes_ != 0 && !dst.empty()) {
+      std::memcpy(dst.data(), Payload(set, uint32_t(way)), std::min<size_t>(dst.size(), row_bytes_));
+    }
+    s.stamps()[way] = now;
+    const uint32_t bit = 1u << way;
+    if (pin == PinAction::kConsume && (s.pinned() & bit)) {
+      s.set_pinned(s.pinned() & ~bit);
+      --counts->pinned_delta;
+    }
+    ++counts->hits;
+  }
   // Insert with the row's hash computed.
   InsertOutcome InsertHashed(uint64_t row_id, uint64_t hash, std::span<const std::byte> row);
   // Prefetches the index lines of a row's candidate sets.
@@ -239,5 +263,47 @@ class SetAssociativeRowCache final : public RowCache {
   // Last member: destroyed (its thread stopped) before the regions it works on.
   HugePagePromotion huge_pages_;
 };
+
+namespace set_associative_internal {
+template <uint32_t W>
+inline int FindFixed(const uint64_t* keys, uint32_t occupied, uint64_t row_id) {
+  uint32_t match = 0;
+#pragma GCC unroll 16
+  for (uint32_t i = 0; i < W; ++i) match |= uint32_t{keys[i] == row_id} << i;
+  match &= occupied;
+  return match ? std::countr_zero(match) : -1;
+}
+}  // namespace set_associative_internal
+
+inline int SetAssociativeRowCache::FindWay(const SetView& s, uint64_t row_id) const {
+  using set_associative_internal::FindFixed;
+  const uint64_t* keys = s.keys();
+  const uint32_t occupied = s.occupied();
+  // Fixed widths let the compiler unroll the tag compare into branch-free code.
+  switch (layout_.ways) {
+    case 4: return FindFixed<4>(keys, occupied, row_id);
+    case 5: return FindFixed<5>(keys, occupied, row_id);
+    case 8: return FindFixed<8>(keys, occupied, row_id);
+    case 16: return FindFixed<16>(keys, occupied, row_id);
+    default:
+      for (uint32_t i = 0; i < layout_.ways; ++i) {
+        if (keys[i] == row_id && ((occupied >> i) & 1)) return static_cast<int>(i);
+      }
+      return -1;
+  }
+}
+
+// Most hits are in the first set: that path inlines into the lookup loops,
+// the rest (second set, miss) is a call.
+inline bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, const CandidateSets& c, uint32_t now,
+                                                 std::span<std::byte> dst, PinAction pin, LookupCounts* counts) {
+  SetView first = View(c.first);
+  first.Lock();
+  const int way = FindWay(first, row_id);
+  if (way < 0) return LookupPastFirstSet(row_id, c, now, dst, pin, counts);
+  ServeHit(first, c.first, way, now, dst, pin, counts);
+  first.Unlock();
+  return true;
+}
 
 }  // namespace engram::cache
