@@ -17,23 +17,31 @@ FrequencySketch::FrequencySketch(uint64_t bytes, uint32_t depth, uint32_t counte
       conservative_(conservative),
       counters_(AnonymousMemory::AllocateOrThrow(bytes_, "frequency sketch")) {}
 
-void FrequencySketch::Increment(const Probe& p) {
+template <bool kBlocked, uint32_t kBits>
+void FrequencySketch::CountAt(const Probe& p) {
   if (!conservative_) {
-    for (uint32_t i = 0; i < depth_; ++i) Bump(IndexIn(p, i));
+    for (uint32_t i = 0; i < depth_; ++i) BumpAt<kBits>(IndexAt<kBlocked, kBits>(p, i));
+    return;
+  }
+  uint64_t idx[8];
+  uint32_t val[8];
+  uint32_t m = max_;
+  for (uint32_t i = 0; i < depth_; ++i) {
+    idx[i] = IndexAt<kBlocked, kBits>(p, i);
+    val[i] = GetAt<kBits>(idx[i]);
+    if (val[i] < m) m = val[i];
+  }
+  if (m == max_) return;
+  for (uint32_t i = 0; i < depth_; ++i) {
+    if (val[i] == m) BumpAt<kBits>(idx[i]);
+  }
+}
+
+void FrequencySketch::Increment(const Probe& p) {
+  if (blocked_) {
+    bits_ == 8 ? CountAt<true, 8>(p) : CountAt<true, 4>(p);
   } else {
-    uint64_t idx[8];
-    uint32_t val[8];
-    uint32_t m = max_;
-    for (uint32_t i = 0; i < depth_; ++i) {
-      idx[i] = IndexIn(p, i);
-      val[i] = Get(idx[i]);
-      if (val[i] < m) m = val[i];
-    }
-    if (m != max_) {
-      for (uint32_t i = 0; i < depth_; ++i) {
-        if (val[i] == m) Bump(idx[i]);
-      }
-    }
+    bits_ == 8 ? CountAt<false, 8>(p) : CountAt<false, 4>(p);
   }
 }
 

@@ -83,36 +83,55 @@ class FrequencySketch {
  private:
   static constexpr uint64_t kBlockBytes = 64;
 
-  // Index of the key's counter in sketch row i, in [0, width_). Defined here,
-  // with Get and Bump, so that they inline into every count and estimate.
-  uint64_t IndexIn(const Probe& p, uint32_t row) const {
-    if (blocked_) {
+  // Index of the key's counter in sketch row i, in [0, width_), and the
+  // counter's read and saturating bump. Templates on the layout and counter
+  // width (both fixed at construction), so that Increment's loop, which runs
+  // on every lookup, instantiates them without a branch per counter; the
+  // plain forms below choose the instantiation at run time.
+  template <bool kBlocked, uint32_t kBits>
+  uint64_t IndexAt(const Probe& p, uint32_t row) const {
+    if constexpr (kBlocked) {
       // p.a is the block's first counter; offsets o + row * step (step odd, so
       // the depth <= 8 offsets are distinct modulo the power-of-two block size).
-      const uint64_t per_block = kBlockBytes * (8 / bits_);
-      return p.a + ((p.b + row * ((p.b >> 32) | 1)) & (per_block - 1));
+      constexpr uint64_t kPerBlock = kBlockBytes * (8 / kBits);
+      return p.a + ((p.b + row * ((p.b >> 32) | 1)) & (kPerBlock - 1));
+    } else {
+      const uint64_t x = p.a + row * p.b;
+      // Multiply-shift range reduction: uniform over any width, no division.
+      return row * width_ + static_cast<uint64_t>((static_cast<unsigned __int128>(x) * width_) >> 64);
     }
-    const uint64_t x = p.a + row * p.b;
-    // Multiply-shift range reduction: uniform over any width, no division.
-    return row * width_ + static_cast<uint64_t>((static_cast<unsigned __int128>(x) * width_) >> 64);
   }
-  uint32_t Get(uint64_t counter) const {
-    if (bits_ == 8) return Byte(counter).load(std::memory_order_relaxed);
-    const uint8_t byte = Byte(counter >> 1).load(std::memory_order_relaxed);
-    return (counter & 1) ? (byte >> 4) : (byte & 0x0f);
+  template <uint32_t kBits>
+  uint32_t GetAt(uint64_t counter) const {
+    if constexpr (kBits == 8) {
+      return Byte(counter).load(std::memory_order_relaxed);
+    } else {
+      const uint8_t byte = Byte(counter >> 1).load(std::memory_order_relaxed);
+      return (counter & 1) ? (byte >> 4) : (byte & 0x0f);
+    }
   }
-  void Bump(uint64_t counter) {
-    if (bits_ == 8) {
+  template <uint32_t kBits>
+  void BumpAt(uint64_t counter) {
+    if constexpr (kBits == 8) {
       std::atomic_ref<uint8_t> cell = Byte(counter);
       const uint8_t v = cell.load(std::memory_order_relaxed);
       if (v != 0xff) cell.store(v + 1, std::memory_order_relaxed);
-      return;
+    } else {
+      std::atomic_ref<uint8_t> cell = Byte(counter >> 1);
+      const uint8_t byte = cell.load(std::memory_order_relaxed);
+      const unsigned shift = (counter & 1) ? 4 : 0;
+      if (((byte >> shift) & 0x0f) != 0x0f) {
+        cell.store(static_cast<uint8_t>(byte + (1u << shift)), std::memory_order_relaxed);
+      }
     }
-    std::atomic_ref<uint8_t> cell = Byte(counter >> 1);
-    const uint8_t byte = cell.load(std::memory_order_relaxed);
-    const unsigned shift = (counter & 1) ? 4 : 0;
-    if (((byte >> shift) & 0x0f) != 0x0f) cell.store(static_cast<uint8_t>(byte + (1u << shift)), std::memory_order_relaxed);
   }
+  template <bool kBlocked, uint32_t kBits>
+  void CountAt(const Probe& p);
+  uint64_t IndexIn(const Probe& p, uint32_t row) const {
+    if (blocked_) return bits_ == 8 ? IndexAt<true, 8>(p, row) : IndexAt<true, 4>(p, row);
+    return IndexAt<false, 8>(p, row);  // the rows layout's index does not depend on the width
+  }
+  uint32_t Get(uint64_t counter) const { return bits_ == 8 ? GetAt<8>(counter) : GetAt<4>(counter); }
   std::atomic_ref<uint8_t> Byte(uint64_t i) const { return std::atomic_ref<uint8_t>(counters_.data()[i]); }
 
   uint64_t bytes_;
