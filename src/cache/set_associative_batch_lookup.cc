@@ -19,7 +19,7 @@
 // in its first set then costs one index line, not two.
 //
 // The stages before the last change nothing (no counts, no sketch, no clock, no
-// stamps; the sketch's line is only prefetched), and the third is exactly
+// stamps; the sketch's line is only prefetched), and the last is exactly
 // Lookup, in order: the results, counters and sketch are those of sequential
 // Lookups. Only the bookkeeping is batched: the batch takes its n ticks with
 // one add to the clock and adds its hits and misses to the statistics once. If another thread moves or
@@ -48,19 +48,19 @@ inline void PrefetchRange(const void* p, size_t bytes) {
   }
 }
 
+template <uint32_t W>
+uint32_t MatchHints(const SetView& s, uint32_t ways, uint64_t row_id) {
+  uint32_t match = 0;
+#pragma GCC unroll 16
+  for (uint32_t w = 0; w < (W != 0 ? W : ways); ++w) match |= uint32_t{s.KeyHint(w) == row_id} << w;
+  return match;
+}
+
 }  // namespace
 
 void SetAssociativeRowCache::PrefetchIndex(const CandidateSets& c) const {
   PrefetchRange(index_.data() + c.first * layout_.stride, layout_.stride);
   if (c.second != c.first) PrefetchRange(index_.data() + c.second * layout_.stride, layout_.stride);
-}
-
-template <uint32_t W>
-inline uint32_t MatchHints(const SetView& s, uint32_t ways, uint64_t row_id) {
-  uint32_t match = 0;
-#pragma GCC unroll 16
-  for (uint32_t w = 0; w < (W != 0 ? W : ways); ++w) match |= uint32_t{s.KeyHint(w) == row_id} << w;
-  return match;
 }
 
 int SetAssociativeRowCache::FindWayHint(uint64_t set, uint64_t row_id) const {
