@@ -48,14 +48,6 @@ inline void PrefetchRange(const void* p, size_t bytes) {
   }
 }
 
-template <uint32_t W>
-uint32_t MatchHints(const SetView& s, uint32_t ways, uint64_t row_id) {
-  uint32_t match = 0;
-#pragma GCC unroll 16
-  for (uint32_t w = 0; w < (W != 0 ? W : ways); ++w) match |= uint32_t{s.KeyHint(w) == row_id} << w;
-  return match;
-}
-
 }  // namespace
 
 void SetAssociativeRowCache::PrefetchIndex(const CandidateSets& c) const {
@@ -65,16 +57,9 @@ void SetAssociativeRowCache::PrefetchIndex(const CandidateSets& c) const {
 
 int SetAssociativeRowCache::FindWayHint(uint64_t set, uint64_t row_id) const {
   const SetView s = View(set);
-  uint32_t match;
-  // Fixed widths unroll into branch-free compares, as in FindWay.
-  switch (layout_.ways) {
-    case 4: match = MatchHints<4>(s, 4, row_id); break;
-    case 5: match = MatchHints<5>(s, 5, row_id); break;
-    case 8: match = MatchHints<8>(s, 8, row_id); break;
-    case 16: match = MatchHints<16>(s, 16, row_id); break;
-    default: match = MatchHints<0>(s, layout_.ways, row_id); break;
-  }
-  match &= s.OccupiedHint();
+  const uint32_t match =
+      set_associative_internal::MatchKeys(layout_.ways, row_id, [&s](uint32_t w) { return s.KeyHint(w); }) &
+      s.OccupiedHint();
   return match != 0 ? std::countr_zero(match) : -1;
 }
 

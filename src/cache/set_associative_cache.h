@@ -177,8 +177,8 @@ class SetAssociativeRowCache final : public RowCache {
   // t must then call TickUpkeep(t) where it would have called Tick64().
   uint64_t TakeTicks(uint64_t n) { return clock_.fetch_add(n, std::memory_order_relaxed); }
   void TickUpkeep(uint64_t t) {
-    if (halving_ticks_ != 0 && t % halving_ticks_ == 0) sketch_.Halve();
-    if ((t & (maintain_ticks_ - 1)) == 0) Maintain(t);
+    uint64_t next_halving = FirstHalvingFrom(t);
+    TickUpkeep(t, &next_halving);
   }
   // TickUpkeep for a run of consecutive ticks, with one division for the run
   // instead of one per tick: *next_halving starts at FirstHalvingFrom(the
@@ -265,32 +265,33 @@ class SetAssociativeRowCache final : public RowCache {
 };
 
 namespace set_associative_internal {
-template <uint32_t W>
-inline int FindFixed(const uint64_t* keys, uint32_t occupied, uint64_t row_id) {
+// The mask of ways w < ways whose key (key_at(w)) is row_id. The usual widths
+// are fixed at compile time, so the compare unrolls into branch-free code.
+template <uint32_t W, typename KeyAt>
+inline uint32_t MatchFixed(uint32_t ways, uint64_t row_id, const KeyAt& key_at) {
   uint32_t match = 0;
 #pragma GCC unroll 16
-  for (uint32_t i = 0; i < W; ++i) match |= uint32_t{keys[i] == row_id} << i;
-  match &= occupied;
-  return match ? std::countr_zero(match) : -1;
+  for (uint32_t w = 0; w < (W != 0 ? W : ways); ++w) match |= uint32_t{key_at(w) == row_id} << w;
+  return match;
+}
+template <typename KeyAt>
+inline uint32_t MatchKeys(uint32_t ways, uint64_t row_id, const KeyAt& key_at) {
+  switch (ways) {
+    case 4: return MatchFixed<4>(ways, row_id, key_at);
+    case 5: return MatchFixed<5>(ways, row_id, key_at);
+    case 8: return MatchFixed<8>(ways, row_id, key_at);
+    case 16: return MatchFixed<16>(ways, row_id, key_at);
+    default: return MatchFixed<0>(ways, row_id, key_at);
+  }
 }
 }  // namespace set_associative_internal
 
 inline int SetAssociativeRowCache::FindWay(const SetView& s, uint64_t row_id) const {
-  using set_associative_internal::FindFixed;
   const uint64_t* keys = s.keys();
-  const uint32_t occupied = s.occupied();
-  // Fixed widths let the compiler unroll the tag compare into branch-free code.
-  switch (layout_.ways) {
-    case 4: return FindFixed<4>(keys, occupied, row_id);
-    case 5: return FindFixed<5>(keys, occupied, row_id);
-    case 8: return FindFixed<8>(keys, occupied, row_id);
-    case 16: return FindFixed<16>(keys, occupied, row_id);
-    default:
-      for (uint32_t i = 0; i < layout_.ways; ++i) {
-        if (keys[i] == row_id && ((occupied >> i) & 1)) return static_cast<int>(i);
-      }
-      return -1;
-  }
+  const uint32_t match =
+      set_associative_internal::MatchKeys(layout_.ways, row_id, [keys](uint32_t w) { return keys[w]; }) &
+      s.occupied();
+  return match != 0 ? std::countr_zero(match) : -1;
 }
 
 // Most hits are in the first set: that path inlines into the lookup loops,
