@@ -182,6 +182,42 @@ TEST_F(StoreTest, ConcurrentGathersFromSeveralThreadsAreByteExact) {
   EXPECT_EQ(s.cache.misses, s.cache.inserts + s.cache.total_refusals());
 }
 
+TEST_F(StoreTest, TicketsHeldAcrossLaterGathersOrWaitedOnAnotherThreadKeepTheirOwnRowsAndCounts) {
+  // A thread reuses its last gather's state once nobody holds it. A ticket
+  // still held -- waited after later gathers on its thread, or handed to
+  // another thread -- must keep its own state: its rows, counts and reads.
+  auto store = Store::Open(Options("auto", 8u << 20));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  for (int round = 0; round < 40; ++round) {
+    auto held_ids = RandomRows(300, 3 * round, 15000);
+    auto next_ids = RandomRows(24, 3 * round + 1, 15000);
+    auto handed_ids = RandomRows(100, 3 * round + 2, 15000);
+    std::vector<std::byte> held(held_ids.size() * kRecord), next(next_ids.size() * kRecord),
+        handed(handed_ids.size() * kRecord);
+    GatherTicket held_ticket = (*store)->StartGather(0, held_ids, held.data(), kRecord);
+    const GatherResult next_result = (*store)->Gather(0, next_ids, next.data(), kRecord);
+    GatherTicket handed_ticket = (*store)->StartGather(0, handed_ids, handed.data(), kRecord);
+    GatherResult handed_result;
+    std::thread other([&] { handed_result = (*store)->Wait(std::move(handed_ticket)); });
+    // This thread gathers again while the other thread waits.
+    const GatherResult again = (*store)->Gather(0, next_ids, next.data(), kRecord);
+    const GatherResult held_result = (*store)->Wait(std::move(held_ticket));
+    other.join();
+    for (const GatherResult* r : std::initializer_list<const GatherResult*>{&held_result, &next_result, &handed_result, &again}) {
+      ASSERT_TRUE(r->status.ok()) << r->status.ToString();
+      EXPECT_EQ(r->hits + r->misses, r->distinct_rows);
+    }
+    EXPECT_EQ(held_result.rows, held_ids.size());
+    EXPECT_EQ(next_result.rows, next_ids.size());
+    EXPECT_EQ(handed_result.rows, handed_ids.size());
+    EXPECT_EQ(again.rows, next_ids.size());
+    ExpectRowsExact(held_ids, held, kRecord);
+    ExpectRowsExact(next_ids, next, kRecord);
+    ExpectRowsExact(handed_ids, handed, kRecord);
+  }
+  EXPECT_EQ((*store)->Stats(0).gathers, 160u);
+}
+
 TEST_F(StoreTest, ReadinessWaitSplitsIntoCacheAndDiskAndCountersAddUp) {
   auto store = Store::Open(Options("auto"));
   ASSERT_TRUE(store.ok()) << store.status().ToString();

@@ -25,17 +25,18 @@ class FirstAppearanceIndex {
 
   struct Found {
     uint32_t index;
-    bool added;  // key was new: appended to keys
+    bool added;  // key was new: written to keys[index]
   };
-  // The index of `key`, appending it to `keys` (the keys seen since Reset,
-  // in order) if it is new.
-  Found Find(uint64_t key, std::vector<uint64_t>& keys) {
+  // The index of `key` among keys[0, count) -- the keys seen since Reset, in
+  // order -- or, if it is new, writes it to keys[count] and counts it. keys
+  // has room for the max_keys of Reset, so nothing grows on the way.
+  Found Find(uint64_t key, uint64_t* keys, uint32_t& count) {
     for (size_t s = (key * 0x9E3779B97F4A7C15ull) >> shift_;; s = (s + 1) & mask_) {
       const uint32_t slot = slots_[s];
       if (slot == 0) {
-        slots_[s] = static_cast<uint32_t>(keys.size() + 1);
-        keys.push_back(key);
-        return {static_cast<uint32_t>(keys.size() - 1), true};
+        slots_[s] = count + 1;
+        keys[count] = key;
+        return {count++, true};
       }
       if (keys[slot - 1] == key) return {slot - 1, false};
     }

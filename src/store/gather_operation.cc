@@ -19,19 +19,21 @@ Status BlockBatch::Build(const TableState& table, io::FileId file, ReadBufferPoo
                          std::span<const std::pair<uint64_t, uint32_t>> rows_and_refs) {
   const size_t n = rows_and_refs.size();
   const TableGeometry& g = table.file->geometry();
-  blocks.clear();
-  first_row.clear();
+  blocks.resize(n);
+  first_row.assign(n + 1, 0);
   input_block.resize(n);
   // Group by block, keeping the blocks in order of first appearance: O(n),
   // and no sort on the way to the first read.
   thread_local FirstAppearanceIndex index;
   index.Reset(n);
+  uint32_t block_count = 0;
   for (size_t k = 0; k < n; ++k) {
-    const FirstAppearanceIndex::Found b = index.Find(g.BlockOfRow(rows_and_refs[k].first), blocks);
-    if (b.added) first_row.push_back(0);
+    const FirstAppearanceIndex::Found b = index.Find(g.BlockOfRow(rows_and_refs[k].first), blocks.data(), block_count);
     input_block[k] = b.index;
     ++first_row[b.index];  // a count until the prefix sum below
   }
+  blocks.resize(block_count);
+  first_row.resize(block_count);
   // Counts to start indexes; then each row goes to its block's next place.
   uint32_t start = 0;
   for (uint32_t& f : first_row) start += std::exchange(f, start);
@@ -85,6 +87,50 @@ Status BlockBatch::Check(size_t b, TableState& table) const {
 
 using engram::GatherTicket;
 
+std::shared_ptr<GatherTicket::State> GatherTicket::State::Acquire() {
+  thread_local std::shared_ptr<State> spare;
+  if (spare && spare.use_count() == 1 && spare->plan.next_pos.capacity() <= kRecycledRows) {
+    // Every other holder has let go, and each one's last use of the state
+    // was under mu (a waiter's, a callback's Finish, an engine's OnLanded):
+    // taking mu orders those uses before the reuse.
+    { std::lock_guard lock(spare->mu); }
+    spare->Reset();
+    return spare;
+  }
+  spare = std::make_shared<State>();
+  return spare;
+}
+
+void GatherTicket::State::Reset() {
+  store = nullptr;
+  table = 0;
+  row_ids = {};
+  dst = nullptr;
+  stride = 0;
+  plan.distinct.clear();
+  plan.first_pos.clear();
+  plan.next_pos.clear();
+  batch.blocks.clear();
+  batch.first_row.clear();
+  batch.rows.clear();
+  batch.row_ref.clear();
+  batch.input_row.clear();
+  batch.input_block.clear();
+  batch.buffers.Release();
+  batch.reads.clear();
+  reference.reset();
+  result = GatherResult();
+  t0 = t1 = 0;
+  offered = 0;
+  block_ok.clear();
+  verified.clear();
+  done = nullptr;
+  complete = waiting = landed = claimed = false;
+  chunks_landed = 0;
+  chunks_to_check.clear();
+  checked.clear();
+}
+
 void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   State& st = *self;
   TableState& table = st.store->table_state(st.table);
@@ -107,10 +153,23 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   for (size_t d = 0; d < distinct; ++d) outs[d] = st.dst + size_t(st.plan.first_pos[d]) * st.stride;
   // kKeep: the pin of a read-ahead row is dropped by ConsumeReadAhead below,
   // under the lock that pairs it with the store's list (see TableState).
-  table.cache->LookupBatch(st.plan.distinct, outs, PinAction::kKeep, hit);
+  const size_t hits = table.cache->LookupBatch(st.plan.distinct, outs, PinAction::kKeep, hit);
   // Every row asked for is served by this gather, hit or miss: a read-ahead
   // of it still in flight must not pin it when it lands.
-  table.ConsumeReadAhead(st.plan.distinct, hit);
+  const size_t consumed = table.ConsumeReadAhead(st.plan.distinct, hit);
+  if (hits == distinct && consumed == 0) {
+    // Every row a hit, none of them a read-ahead's: all that is left is to
+    // copy the rows asked for more than once.
+    st.result.hits = hits;
+    if (st.plan.has_duplicates()) {
+      for (size_t d = 0; d < distinct; ++d) {
+        st.plan.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(st.dst + size_t(p) * st.stride, outs[d], record); });
+      }
+    }
+    st.t1 = io::MonotonicNanos();
+    st.result.cache_nanoseconds = st.t1 - st.t0;
+    return st.Finish(st.t1);
+  }
   std::vector<std::pair<uint64_t, uint32_t>> missed;
   for (size_t d = 0; d < distinct; ++d) {
     const uint64_t row = st.plan.distinct[d];
@@ -295,9 +354,8 @@ void GatherTicket::State::AddFailedRow(uint32_t d) {
   plan.ForEachDuplicate(d, [&](uint32_t p) { result.failed_positions.push_back(p); });
 }
 
-void GatherTicket::State::Finish() {
+void GatherTicket::State::Finish(uint64_t now) {
   TableState& table = store->table_state(this->table);
-  const uint64_t now = io::MonotonicNanos();
   result.wait_nanoseconds = now - t0;
   TableCounters& c = table.counters;
   c.Add(c.gathers, 1);
@@ -307,9 +365,13 @@ void GatherTicket::State::Finish() {
   c.Add(c.readiness_wait_cache_nanoseconds, result.cache_nanoseconds);
   c.Add(c.readiness_wait_disk_nanoseconds, result.disk_nanoseconds);
   if (done) {
-    // The callback form hands the result off; it must not block.
+    // The callback form hands the result off; it must not block. Marking the
+    // gather complete under mu afterwards orders this thread's use of the
+    // state before its reuse (Acquire).
     auto cb = std::move(done);
     cb(std::move(result));
+    std::lock_guard lock(mu);
+    complete = true;
     return;
   }
   std::lock_guard lock(mu);

@@ -38,6 +38,7 @@
 #include "src/store/table_state.h"
 #include "storage/io/aligned_buffer.h"
 #include "storage/io/io_engine.h"
+#include "storage/io/io_stats.h"
 
 namespace engram {
 
@@ -117,6 +118,13 @@ struct engram::GatherTicket::State {
   // OnLanded's chunk for a landing that is not one of the chunks (a reference
   // table's reads, checked only by OnBlocksRead).
   static constexpr uint32_t kWholeGather = UINT32_MAX;
+  // A state for a new gather on this thread. Each thread keeps its last state
+  // and reuses it once nobody else holds it (its ticket is gone and no engine
+  // or pool callback still refers to it), so the vectors keep their storage
+  // and a thread's back-to-back hit-only gathers allocate nothing. States of
+  // gathers larger than kRecycledRows are not kept.
+  static std::shared_ptr<State> Acquire();
+  static constexpr size_t kRecycledRows = size_t{1} << 16;
   // Runs the cache phase and submits the reads (or completes at once).
   static void Start(const std::shared_ptr<State>& self);
   // The engine's completion of chunk c: only hands it off, to the waiter if
@@ -137,8 +145,11 @@ struct engram::GatherTicket::State {
   void OnBlocksRead();
   // Records distinct row d (every position holding it) as not written.
   void AddFailedRow(uint32_t d);
-  // Publishes the result: counters, then the callback or the waiter.
-  void Finish();
+  // Publishes the result: counters, then the callback or the waiter. `now`
+  // is the time the rows were ready.
+  void Finish(uint64_t now = io::MonotonicNanos());
+  // Empties every field for the next gather, keeping the vectors' storage.
+  void Reset();
 };
 
 namespace engram {

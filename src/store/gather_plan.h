@@ -23,6 +23,9 @@ struct GatherPlan {
 
   void Build(std::span<const uint64_t> row_ids);
 
+  // Some row is asked for at more than one position.
+  bool has_duplicates() const { return distinct.size() < next_pos.size(); }
+
   // Calls fn(pos) for every later position of distinct row d (not the first).
   template <typename Fn>
   void ForEachDuplicate(size_t d, Fn&& fn) const {

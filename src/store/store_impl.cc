@@ -153,7 +153,7 @@ std::string StoreImpl::metadata_json(size_t table) const {
 std::shared_ptr<GatherState> StoreImpl::Begin(size_t table, std::span<const uint64_t> row_ids,
                                                       std::byte* dst, size_t stride,
                                                       std::function<void(GatherResult)> done) {
-  auto st = std::make_shared<GatherState>();
+  std::shared_ptr<GatherState> st = GatherState::Acquire();
   st->t0 = io::MonotonicNanos();
   st->store = this;
   st->table = table;

@@ -148,14 +148,15 @@ struct TableState {
 
   // A gather asks for `rows` (distinct): unpins those a read-ahead pinned
   // (sets kConsumedPin in flags[i] for each) and marks those still in
-  // flight as served.
+  // flight as served. Returns how many pins it dropped.
   // One lock for the whole gather, and none when no read-ahead is pending.
   static constexpr uint8_t kConsumedPin = 2;
-  void ConsumeReadAhead(std::span<const uint64_t> rows, std::span<uint8_t> flags) {
+  size_t ConsumeReadAhead(std::span<const uint64_t> rows, std::span<uint8_t> flags) {
     if (read_ahead_count.load(std::memory_order_relaxed) == 0 &&
         in_flight_row_count.load(std::memory_order_relaxed) == 0) {
-      return;
+      return 0;
     }
+    size_t consumed = 0;
     std::lock_guard lock(read_ahead_mu);
     for (size_t i = 0; i < rows.size(); ++i) {
       if (!in_flight_rows.empty()) {
@@ -166,7 +167,9 @@ struct TableState {
       read_ahead_count.fetch_sub(1, std::memory_order_relaxed);
       cache->Unpin(rows[i]);
       flags[i] |= kConsumedPin;
+      ++consumed;
     }
+    return consumed;
   }
 };
 
