@@ -67,13 +67,19 @@ size_t SetAssociativeRowCache::LookupBatch(std::span<const uint64_t> row_ids, st
                                            PinAction pin, std::span<uint8_t> hit) {
   const size_t n = row_ids.size();
   const bool copy = row_bytes_ != 0;
-  CandidateSets sets[kRing];
+  // Per row in the ring: its hash and first candidate set, and its second
+  // set once the first has been searched without finding it (in_second).
+  uint64_t hashes[kRing];
+  uint64_t first_sets[kRing];
+  uint64_t second_sets[kRing];
   FrequencySketch::Probe probes[kRing];  // where the rows' sketch counters are, found once
   bool in_second[kRing];  // not found in the first set by the payload stage
+  const bool two = hasher_.two_candidates();
   auto prepare = [&](size_t j) {
     const uint64_t h = hasher_.Hash(row_ids[j]);
-    sets[j % kRing] = hasher_.Candidates(h);
-    PrefetchRange(index_.data() + sets[j % kRing].first * layout_.stride, layout_.stride);
+    hashes[j % kRing] = h;
+    first_sets[j % kRing] = hasher_.First(h);
+    PrefetchRange(index_.data() + first_sets[j % kRing] * layout_.stride, layout_.stride);
     probes[j % kRing] = sketch_.ProbeOf(h);
     sketch_.Prefetch(probes[j % kRing]);
   };
@@ -81,20 +87,21 @@ size_t SetAssociativeRowCache::LookupBatch(std::span<const uint64_t> row_ids, st
   // for the earlier rows' copies to drain from the store buffer, and a stale
   // hint costs one useless prefetch, never a wrong row.
   auto find_in_first = [&](size_t j) {
-    const CandidateSets& c = sets[j % kRing];
-    const int way = FindWayHint(c.first, row_ids[j]);
-    in_second[j % kRing] = way < 0 && c.second != c.first;
+    const uint64_t first = first_sets[j % kRing];
+    const int way = FindWayHint(first, row_ids[j]);
+    in_second[j % kRing] = way < 0 && two;
     if (way >= 0) {
-      if (copy) PrefetchRange(Payload(c.first, uint32_t(way)), row_bytes_);
+      if (copy) PrefetchRange(Payload(first, uint32_t(way)), row_bytes_);
     } else if (in_second[j % kRing]) {
-      PrefetchRange(index_.data() + c.second * layout_.stride, layout_.stride);
+      second_sets[j % kRing] = hasher_.Second(hashes[j % kRing], first);
+      PrefetchRange(index_.data() + second_sets[j % kRing] * layout_.stride, layout_.stride);
     }
   };
   auto find_in_second = [&](size_t j) {
     if (!in_second[j % kRing]) return;
-    const CandidateSets& c = sets[j % kRing];
-    const int way = FindWayHint(c.second, row_ids[j]);
-    if (way >= 0 && copy) PrefetchRange(Payload(c.second, uint32_t(way)), row_bytes_);
+    const uint64_t second = second_sets[j % kRing];
+    const int way = FindWayHint(second, row_ids[j]);
+    if (way >= 0 && copy) PrefetchRange(Payload(second, uint32_t(way)), row_bytes_);
   };
   for (size_t j = 0; j < std::min(n, kIndexAhead); ++j) prepare(j);
   for (size_t j = 0; j < std::min(n, kFirstSetAhead); ++j) find_in_first(j);
@@ -113,7 +120,8 @@ size_t SetAssociativeRowCache::LookupBatch(std::span<const uint64_t> row_ids, st
     sketch_.Increment(probes[i % kRing]);
     TickUpkeep(first_tick + i, &next_halving);
     const bool found =
-        LookupHashed(row_ids[i], sets[i % kRing], static_cast<uint32_t>(first_tick + i), dst, pin, &counts);
+        LookupHashed(row_ids[i], hashes[i % kRing], first_sets[i % kRing], static_cast<uint32_t>(first_tick + i), dst,
+                     pin, &counts);
     hit[i] = found ? 1 : 0;
   }
   counts.AddTo(Shard());

@@ -134,8 +134,8 @@ class SetAssociativeRowCache final : public RowCache {
   // Lookup with the row's candidate sets computed and its tick taken (the
   // caller has done the tick's upkeep, TickUpkeep, after counting the row in
   // the sketch: see Lookup); the outcome is added to *counts.
-  bool LookupHashed(uint64_t row_id, const CandidateSets& c, uint32_t now, std::span<std::byte> dst, PinAction pin,
-                    LookupCounts* counts);
+  bool LookupHashed(uint64_t row_id, uint64_t hash, uint64_t first_set, uint32_t now, std::span<std::byte> dst,
+                    PinAction pin, LookupCounts* counts);
   // LookupHashed's rest, for a row not in its first set; called with the first
   // set locked, and unlocks it.
   bool LookupPastFirstSet(uint64_t row_id, const CandidateSets& c, uint32_t now, std::span<std::byte> dst,
@@ -296,13 +296,16 @@ inline int SetAssociativeRowCache::FindWay(const SetView& s, uint64_t row_id) co
 
 // Most hits are in the first set: that path inlines into the lookup loops,
 // the rest (second set, miss) is a call.
-inline bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, const CandidateSets& c, uint32_t now,
+// The second candidate set is found only for a row not in its first.
+inline bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash, uint64_t first_set, uint32_t now,
                                                  std::span<std::byte> dst, PinAction pin, LookupCounts* counts) {
-  SetView first = View(c.first);
+  SetView first = View(first_set);
   first.Lock();
   const int way = FindWay(first, row_id);
-  if (way < 0) return LookupPastFirstSet(row_id, c, now, dst, pin, counts);
-  ServeHit(first, c.first, way, now, dst, pin, counts);
+  if (way < 0) {
+    return LookupPastFirstSet(row_id, {first_set, hasher_.Second(hash, first_set)}, now, dst, pin, counts);
+  }
+  ServeHit(first, first_set, way, now, dst, pin, counts);
   first.Unlock();
   return true;
 }

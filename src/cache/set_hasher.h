@@ -40,12 +40,18 @@ class SetHasher {
   uint64_t Hash(uint64_t row_id) const { return XXH3_64bits_withSeed(&row_id, sizeof(row_id), seed_); }
 
   CandidateSets Candidates(uint64_t hash) const {
-    uint64_t first = hash % num_sets_;
-    if (!two_) return {first, first};
+    const uint64_t first = First(hash);
+    return {first, Second(hash, first)};
+  }
+  // The two halves of Candidates, for a lookup that needs the second set only
+  // when the row is not in its first.
+  uint64_t First(uint64_t hash) const { return hash % num_sets_; }
+  uint64_t Second(uint64_t hash, uint64_t first) const {
+    if (!two_) return first;
     // Uniform over the other num_sets - 1 sets, so the two always differ.
     uint64_t second = first + 1 + Remix(hash ^ 0x9e3779b97f4a7c15ULL) % (num_sets_ - 1);
     if (second >= num_sets_) second -= num_sets_;  // < 2 * num_sets: a subtraction, not a third divide
-    return {first, second};
+    return second;
   }
   CandidateSets CandidatesOf(uint64_t row_id) const { return Candidates(Hash(row_id)); }
 
