@@ -72,6 +72,7 @@ size_t SetAssociativeRowCache::LookupBatch(std::span<const uint64_t> row_ids, st
   uint64_t hashes[kRing];
   uint64_t first_sets[kRing];
   uint64_t second_sets[kRing];
+  int first_ways[kRing];  // the way of the first set the hint found the row in, or -1
   FrequencySketch::Probe probes[kRing];  // where the rows' sketch counters are, found once
   bool in_second[kRing];  // not found in the first set by the payload stage
   const bool two = hasher_.two_candidates();
@@ -89,6 +90,7 @@ size_t SetAssociativeRowCache::LookupBatch(std::span<const uint64_t> row_ids, st
   auto find_in_first = [&](size_t j) {
     const uint64_t first = first_sets[j % kRing];
     const int way = FindWayHint(first, row_ids[j]);
+    first_ways[j % kRing] = way;
     in_second[j % kRing] = way < 0 && two;
     if (way >= 0) {
       if (copy) PrefetchRange(Payload(first, uint32_t(way)), row_bytes_);
@@ -120,8 +122,8 @@ size_t SetAssociativeRowCache::LookupBatch(std::span<const uint64_t> row_ids, st
     sketch_.Increment(probes[i % kRing]);
     TickUpkeep(first_tick + i, &next_halving);
     const bool found =
-        LookupHashed(row_ids[i], hashes[i % kRing], first_sets[i % kRing], static_cast<uint32_t>(first_tick + i), dst,
-                     pin, &counts);
+        LookupHashed(row_ids[i], hashes[i % kRing], first_sets[i % kRing], first_ways[i % kRing],
+                     static_cast<uint32_t>(first_tick + i), dst, pin, &counts);
     hit[i] = found ? 1 : 0;
   }
   counts.AddTo(Shard());

@@ -157,7 +157,7 @@ bool SetAssociativeRowCache::Lookup(uint64_t row_id, std::span<std::byte> dst, P
   sketch_.Increment(hash);
   const uint32_t now = static_cast<uint32_t>(Tick64());
   LookupCounts counts;
-  const bool found = LookupHashed(row_id, hash, c.first, now, dst, pin, &counts);
+  const bool found = LookupHashed(row_id, hash, c.first, -1, now, dst, pin, &counts);
   counts.AddTo(Shard());
   return found;
 }

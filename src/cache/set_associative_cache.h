@@ -134,8 +134,10 @@ class SetAssociativeRowCache final : public RowCache {
   // Lookup with the row's candidate sets computed and its tick taken (the
   // caller has done the tick's upkeep, TickUpkeep, after counting the row in
   // the sketch: see Lookup); the outcome is added to *counts.
-  bool LookupHashed(uint64_t row_id, uint64_t hash, uint64_t first_set, uint32_t now, std::span<std::byte> dst,
-                    PinAction pin, LookupCounts* counts);
+  // way_hint: the way of the first set the row was seen in without the lock
+  // (FindWayHint), or -1; checked under the lock before it is used.
+  bool LookupHashed(uint64_t row_id, uint64_t hash, uint64_t first_set, int way_hint, uint32_t now,
+                    std::span<std::byte> dst, PinAction pin, LookupCounts* counts);
   // LookupHashed's rest, for a row not in its first set; called with the first
   // set locked, and unlocks it.
   bool LookupPastFirstSet(uint64_t row_id, const CandidateSets& c, uint32_t now, std::span<std::byte> dst,
@@ -297,11 +299,14 @@ inline int SetAssociativeRowCache::FindWay(const SetView& s, uint64_t row_id) co
 // Most hits are in the first set: that path inlines into the lookup loops,
 // the rest (second set, miss) is a call.
 // The second candidate set is found only for a row not in its first.
-inline bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash, uint64_t first_set, uint32_t now,
-                                                 std::span<std::byte> dst, PinAction pin, LookupCounts* counts) {
+inline bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash, uint64_t first_set, int way_hint,
+                                                 uint32_t now, std::span<std::byte> dst, PinAction pin,
+                                                 LookupCounts* counts) {
   SetView first = View(first_set);
   first.Lock();
-  const int way = FindWay(first, row_id);
+  // The hint is usually right, and checking one way is cheaper than all.
+  const bool hinted = way_hint >= 0 && (first.occupied() >> way_hint & 1u) && first.keys()[way_hint] == row_id;
+  const int way = hinted ? way_hint : FindWay(first, row_id);
   if (way < 0) {
     return LookupPastFirstSet(row_id, {first_set, hasher_.Second(hash, first_set)}, now, dst, pin, counts);
   }

@@ -107,9 +107,8 @@ void GatherTicket::State::Reset() {
   row_ids = {};
   dst = nullptr;
   stride = 0;
-  plan.distinct.clear();
-  plan.first_pos.clear();
-  plan.next_pos.clear();
+  // The plan is left as it is: Build overwrites all of it, and a plan of the
+  // same size as the last is then built without zeroing anything.
   batch.blocks.clear();
   batch.first_row.clear();
   batch.rows.clear();
@@ -149,7 +148,7 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   // read-ahead pin of the row was released), so the hit path allocates nothing more.
   thread_local std::vector<uint8_t> hit;
   outs.resize(distinct);
-  hit.assign(distinct, 0);
+  hit.resize(distinct);  // every hit[d] is set by LookupBatch
   for (size_t d = 0; d < distinct; ++d) outs[d] = st.dst + size_t(st.plan.first_pos[d]) * st.stride;
   // kKeep: the pin of a read-ahead row is dropped by ConsumeReadAhead below,
   // under the lock that pairs it with the store's list (see TableState).
