@@ -45,16 +45,6 @@ void FrequencySketch::Increment(const Probe& p) {
   }
 }
 
-void FrequencySketch::Prefetch(const Probe& p) const {
-  // A counter's byte: 8-bit counters one per byte, 4-bit two per byte.
-  const unsigned shift = bits_ == 8 ? 0 : 1;
-  if (blocked_) {
-    __builtin_prefetch(counters_.data() + (IndexIn(p, 0) >> shift));
-    return;
-  }
-  for (uint32_t i = 0; i < depth_; ++i) __builtin_prefetch(counters_.data() + (IndexIn(p, i) >> shift));
-}
-
 uint32_t FrequencySketch::Estimate(uint64_t hash) const {
   Probe p = ProbeOf(hash);
   uint32_t m = max_;

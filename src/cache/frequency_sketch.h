@@ -68,7 +68,15 @@ class FrequencySketch {
   // Lets a caller overlap the sketch's cache miss with its own before it
   // takes a lock, which waits for every earlier load.
   void Prefetch(uint64_t hash) const { Prefetch(ProbeOf(hash)); }
-  void Prefetch(const Probe& p) const;
+  void Prefetch(const Probe& p) const {
+    // A counter's byte: 8-bit counters one per byte, 4-bit two per byte.
+    const unsigned shift = bits_ == 8 ? 0 : 1;
+    if (blocked_) {
+      __builtin_prefetch(counters_.data() + (IndexIn(p, 0) >> shift));
+      return;
+    }
+    for (uint32_t i = 0; i < depth_; ++i) __builtin_prefetch(counters_.data() + (IndexIn(p, i) >> shift));
+  }
   // Halves every counter.
   void Halve();
 
