@@ -148,7 +148,8 @@ struct engram::GatherTicket::State {
   // Publishes the result: counters, then the callback or the waiter. `now`
   // is the time the rows were ready.
   void Finish(uint64_t now = io::MonotonicNanos());
-  // Empties every field for the next gather, keeping the vectors' storage.
+  // Readies the state for the next gather: empties every field but the plan
+  // (which Build rewrites whole), keeping the vectors' storage.
   void Reset();
 };
 
