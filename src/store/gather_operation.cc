@@ -156,42 +156,36 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   // Every row asked for is served by this gather, hit or miss: a read-ahead
   // of it still in flight must not pin it when it lands.
   const size_t consumed = table.ConsumeReadAhead(st.plan.distinct, hit);
+  std::vector<std::pair<uint64_t, uint32_t>> missed;
   if (hits == distinct && consumed == 0) {
     // Every row a hit, none of them a read-ahead's: all that is left is to
     // copy the rows asked for more than once.
     st.result.hits = hits;
     if (st.plan.has_duplicates()) {
-      for (size_t d = 0; d < distinct; ++d) {
-        st.plan.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(st.dst + size_t(p) * st.stride, outs[d], record); });
-      }
+      for (size_t d = 0; d < distinct; ++d) st.CopyToDuplicates(d, outs[d], record);
     }
-    st.t1 = io::MonotonicNanos();
-    st.result.cache_nanoseconds = st.t1 - st.t0;
-    return st.Finish(st.t1);
-  }
-  std::vector<std::pair<uint64_t, uint32_t>> missed;
-  for (size_t d = 0; d < distinct; ++d) {
-    const uint64_t row = st.plan.distinct[d];
-    std::byte* out = outs[d];
-    const bool consumed = (hit[d] & TableState::kConsumedPin) != 0;
-    if (hit[d] & 1) {
-      ++st.result.hits;
-      if (consumed) {
-        ++st.result.read_ahead_used;
-        table.counters.Add(table.counters.read_ahead_used_rows, 1);
+  } else {
+    for (size_t d = 0; d < distinct; ++d) {
+      const bool consumed = (hit[d] & TableState::kConsumedPin) != 0;
+      if (hit[d] & 1) {
+        ++st.result.hits;
+        if (consumed) {
+          ++st.result.read_ahead_used;
+          table.counters.Add(table.counters.read_ahead_used_rows, 1);
+        }
+        st.CopyToDuplicates(d, outs[d], record);
+      } else {
+        // Pinned by a read-ahead that landed between the lookup and the
+        // consume: unpinned above, and of no use to this gather.
+        if (consumed) table.counters.Add(table.counters.read_ahead_wasted_rows, 1);
+        missed.emplace_back(st.plan.distinct[d], static_cast<uint32_t>(d));
       }
-      st.plan.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(st.dst + size_t(p) * st.stride, out, record); });
-    } else {
-      // Pinned by a read-ahead that landed between the lookup and the
-      // consume: unpinned above, and of no use to this gather.
-      if (consumed) table.counters.Add(table.counters.read_ahead_wasted_rows, 1);
-      missed.emplace_back(row, static_cast<uint32_t>(d));
     }
   }
   st.result.misses = missed.size();
   st.t1 = io::MonotonicNanos();
   st.result.cache_nanoseconds = st.t1 - st.t0;
-  if (missed.empty()) return st.Finish();
+  if (missed.empty()) return st.Finish(st.t1);
 
   if (table.file->is_reference()) return StartReferenceReads(self, std::move(missed));
   const size_t missed_rows = missed.size();
@@ -304,6 +298,10 @@ void GatherTicket::State::Offer(std::span<const uint64_t> ids, std::span<const s
 
 void GatherTicket::State::CopyOut(uint32_t d, const std::byte* bytes, uint32_t record) {
   std::memcpy(dst + size_t(plan.first_pos[d]) * stride, bytes, record);
+  CopyToDuplicates(d, bytes, record);
+}
+
+void GatherTicket::State::CopyToDuplicates(uint32_t d, const std::byte* bytes, uint32_t record) {
   plan.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(dst + size_t(p) * stride, bytes, record); });
 }
 

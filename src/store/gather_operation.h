@@ -140,6 +140,8 @@ struct engram::GatherTicket::State {
   void Offer(std::span<const uint64_t> ids, std::span<const std::byte* const> bytes);
   // Copies the row of distinct index d to each of its positions in dst.
   void CopyOut(uint32_t d, const std::byte* bytes, uint32_t record);
+  // Copies it to the later positions holding it (the first already has it).
+  void CopyToDuplicates(uint32_t d, const std::byte* bytes, uint32_t record);
   // The disk phase: check the chunks not checked yet, fill the cache in the
   // gather's order, Finish().
   void OnBlocksRead();
