@@ -13,6 +13,7 @@ FrequencySketch::FrequencySketch(uint64_t bytes, uint32_t depth, uint32_t counte
       width_(bytes_ * (8 / counter_bits) / depth),
       blocked_(blocked),
       blocks_(bytes_ / kBlockBytes),
+      block_counters_(kBlockBytes * (8 / counter_bits)),
       seed_(Remix(seed ^ 0x5ce7c4a1d2b3f607ULL)),
       conservative_(conservative),
       counters_(AnonymousMemory::AllocateOrThrow(bytes_, "frequency sketch")) {}
@@ -32,9 +33,11 @@ void FrequencySketch::CountAt(const Probe& p) {
     if (val[i] < m) m = val[i];
   }
   if (m == max_) return;
-  for (uint32_t i = 0; i < depth_; ++i) {
-    if (val[i] == m) BumpAt<kBits>(idx[i]);
-  }
+  // Which counters hold the minimum is close to random, so a branch per
+  // counter would be mispredicted about once per increment; instead every
+  // counter is rewritten, the ones at the minimum one higher (none can
+  // overflow: m < max_).
+  for (uint32_t i = 0; i < depth_; ++i) AddAt<kBits>(idx[i], val[i] == m ? 1u : 0u);
 }
 
 void FrequencySketch::Increment(const Probe& p) {

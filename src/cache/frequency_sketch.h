@@ -57,7 +57,7 @@ class FrequencySketch {
       // The key's block, chosen once per operation from a's high bits; IndexIn
       // only adds the offsets.
       const uint64_t block = static_cast<uint64_t>((static_cast<unsigned __int128>(a) * blocks_) >> 64);
-      return {block * kBlockBytes * (8 / bits_), b};
+      return {block * block_counters_, b};
     }
     return {a, b};
   }
@@ -67,12 +67,15 @@ class FrequencySketch {
   // Starts loading the key's counters (a hint; no effect on the counts).
   // Lets a caller overlap the sketch's cache miss with its own before it
   // takes a lock, which waits for every earlier load.
-  void Prefetch(uint64_t hash) const { Prefetch(ProbeOf(hash)); }
-  void Prefetch(const Probe& p) const {
+  // Always inlined: GCC 12 at -O2 keeps the call out of line and then drops
+  // it as a call without effects, prefetch and all (seen with objdump).
+  [[gnu::always_inline]] void Prefetch(uint64_t hash) const { Prefetch(ProbeOf(hash)); }
+  [[gnu::always_inline]] void Prefetch(const Probe& p) const {
     // A counter's byte: 8-bit counters one per byte, 4-bit two per byte.
     const unsigned shift = bits_ == 8 ? 0 : 1;
     if (blocked_) {
-      __builtin_prefetch(counters_.data() + (IndexIn(p, 0) >> shift));
+      // p.a is the first counter of the key's block: the block is one line.
+      __builtin_prefetch(counters_.data() + (p.a >> shift));
       return;
     }
     for (uint32_t i = 0; i < depth_; ++i) __builtin_prefetch(counters_.data() + (IndexIn(p, i) >> shift));
@@ -133,6 +136,21 @@ class FrequencySketch {
       }
     }
   }
+  // Adds `add` (0 or 1) to a counter below its maximum, storing even an
+  // unchanged value: branch-free, for the conservative update.
+  template <uint32_t kBits>
+  void AddAt(uint64_t counter, uint32_t add) {
+    if constexpr (kBits == 8) {
+      std::atomic_ref<uint8_t> cell = Byte(counter);
+      cell.store(static_cast<uint8_t>(cell.load(std::memory_order_relaxed) + add), std::memory_order_relaxed);
+    } else {
+      // Two of a key's counters may share a byte: the byte is read afresh.
+      std::atomic_ref<uint8_t> cell = Byte(counter >> 1);
+      const unsigned shift = (counter & 1) ? 4 : 0;
+      cell.store(static_cast<uint8_t>(cell.load(std::memory_order_relaxed) + (add << shift)),
+                 std::memory_order_relaxed);
+    }
+  }
   template <bool kBlocked, uint32_t kBits>
   void CountAt(const Probe& p);
   uint64_t IndexIn(const Probe& p, uint32_t row) const {
@@ -149,6 +167,7 @@ class FrequencySketch {
   uint64_t width_;  // counters per sketch row (rows layout)
   bool blocked_;
   uint64_t blocks_;  // 64-byte blocks (blocked layout)
+  uint64_t block_counters_;  // counters per block: kBlockBytes * (8 / bits_), kept to spare a divide per probe
   uint64_t seed_;
   bool conservative_;
   AnonymousMemory counters_;  // bytes_ counter bytes, accessed through Byte()
