@@ -93,6 +93,44 @@ TEST(FrequencySketch, ConservativeUpdateNeverUnderestimatesAndOvercountsLess) {
   EXPECT_LT(err_cons, err_plain);
 }
 
+// Every counter of a sketch, summed (4-bit counters two to a byte).
+uint64_t CounterSum(const FrequencySketch& s, uint32_t bits) {
+  uint64_t sum = 0;
+  for (uint8_t b : s.memory()) sum += bits == 8 ? b : (b & 0x0f) + (b >> 4);
+  return sum;
+}
+
+TEST(FrequencySketch, ConservativeIncrementRaisesTheEstimateByOneInEveryLayoutWidthAndDepth) {
+  // A crowded sketch, so keys share counters and a key's counters differ;
+  // with 4-bit blocked counters and depth 8, two counters of one key often
+  // share a byte, and both must be bumped when both hold the minimum. Each
+  // increment raises the key's estimate by exactly one (until saturated)
+  // and adds at most depth, at least one, to the sum of all counters.
+  for (bool blocked : {false, true}) {
+    for (uint32_t bits : {8u, 4u}) {
+      for (uint32_t depth : {1u, 2u, 3u, 4u, 8u}) {
+        FrequencySketch s(256, depth, bits, 7, /*conservative=*/true, blocked);
+        for (uint64_t step = 0; step < 3000; ++step) {
+          const uint64_t key = (step * 2654435761u) % 400;
+          const uint32_t before = s.Estimate(H(key));
+          const uint64_t sum_before = CounterSum(s, bits);
+          s.Increment(H(key));
+          const uint32_t expected = std::min(before + 1, s.max_count());
+          ASSERT_EQ(s.Estimate(H(key)), expected)
+              << (blocked ? "blocked " : "rows ") << bits << "-bit depth " << depth << " step " << step;
+          const uint64_t added = CounterSum(s, bits) - sum_before;
+          if (before < s.max_count()) {
+            ASSERT_GE(added, 1u) << bits << "-bit depth " << depth;
+            ASSERT_LE(added, depth) << bits << "-bit depth " << depth;
+          } else {
+            ASSERT_EQ(added, 0u) << bits << "-bit depth " << depth;
+          }
+        }
+      }
+    }
+  }
+}
+
 // (When to halve is the cache's decision, on its clock: RowCacheLegacy's
 // halving test and the reference model pin that.)
 TEST(FrequencySketch, HalveHalvesEveryCounter) {

@@ -18,16 +18,18 @@ FrequencySketch::FrequencySketch(uint64_t bytes, uint32_t depth, uint32_t counte
       conservative_(conservative),
       counters_(AnonymousMemory::AllocateOrThrow(bytes_, "frequency sketch")) {}
 
-template <bool kBlocked, uint32_t kBits>
+template <bool kBlocked, uint32_t kBits, uint32_t kDepth>
 void FrequencySketch::CountAt(const Probe& p) {
+  const uint32_t depth = kDepth != 0 ? kDepth : depth_;
   if (!conservative_) {
-    for (uint32_t i = 0; i < depth_; ++i) BumpAt<kBits>(IndexAt<kBlocked, kBits>(p, i));
+    for (uint32_t i = 0; i < depth; ++i) BumpAt<kBits>(IndexAt<kBlocked, kBits>(p, i));
     return;
   }
   uint64_t idx[8];
   uint32_t val[8];
   uint32_t m = max_;
-  for (uint32_t i = 0; i < depth_; ++i) {
+#pragma GCC unroll 8
+  for (uint32_t i = 0; i < depth; ++i) {
     idx[i] = IndexAt<kBlocked, kBits>(p, i);
     val[i] = GetAt<kBits>(idx[i]);
     if (val[i] < m) m = val[i];
@@ -37,14 +39,26 @@ void FrequencySketch::CountAt(const Probe& p) {
   // counter would be mispredicted about once per increment; instead every
   // counter is rewritten, the ones at the minimum one higher (none can
   // overflow: m < max_).
-  for (uint32_t i = 0; i < depth_; ++i) AddAt<kBits>(idx[i], val[i] == m ? 1u : 0u);
+#pragma GCC unroll 8
+  for (uint32_t i = 0; i < depth; ++i) AddAt<kBits>(idx[i], val[i] == m ? 1u : 0u);
+}
+
+template <bool kBlocked, uint32_t kBits>
+void FrequencySketch::CountWithDepth(const Probe& p) {
+  // The presets' depths (default 2, legacy 4) get loops of a fixed length,
+  // which the compiler unrolls: this runs on every lookup.
+  switch (depth_) {
+    case 2: return CountAt<kBlocked, kBits, 2>(p);
+    case 4: return CountAt<kBlocked, kBits, 4>(p);
+    default: return CountAt<kBlocked, kBits, 0>(p);
+  }
 }
 
 void FrequencySketch::Increment(const Probe& p) {
   if (blocked_) {
-    bits_ == 8 ? CountAt<true, 8>(p) : CountAt<true, 4>(p);
+    bits_ == 8 ? CountWithDepth<true, 8>(p) : CountWithDepth<true, 4>(p);
   } else {
-    bits_ == 8 ? CountAt<false, 8>(p) : CountAt<false, 4>(p);
+    bits_ == 8 ? CountWithDepth<false, 8>(p) : CountWithDepth<false, 4>(p);
   }
 }
 

@@ -96,9 +96,10 @@ class FrequencySketch {
 
   // Index of the key's counter in sketch row i, in [0, width_), and the
   // counter's read and saturating bump. Templates on the layout and counter
-  // width (both fixed at construction), so that Increment's loop, which runs
-  // on every lookup, instantiates them without a branch per counter; the
-  // plain forms below choose the instantiation at run time.
+  // width (both fixed at construction; CountAt also on the depth), so that
+  // Increment's loops, which run on every lookup, instantiate them without a
+  // branch per counter; the plain forms below choose the instantiation at
+  // run time.
   template <bool kBlocked, uint32_t kBits>
   uint64_t IndexAt(const Probe& p, uint32_t row) const {
     if constexpr (kBlocked) {
@@ -151,8 +152,11 @@ class FrequencySketch {
                  std::memory_order_relaxed);
     }
   }
-  template <bool kBlocked, uint32_t kBits>
+  // kDepth: the sketch's depth fixed at compile time, or 0 for depth_.
+  template <bool kBlocked, uint32_t kBits, uint32_t kDepth>
   void CountAt(const Probe& p);
+  template <bool kBlocked, uint32_t kBits>
+  void CountWithDepth(const Probe& p);
   uint64_t IndexIn(const Probe& p, uint32_t row) const {
     if (blocked_) return bits_ == 8 ? IndexAt<true, 8>(p, row) : IndexAt<true, 4>(p, row);
     return IndexAt<false, 8>(p, row);  // the rows layout's index does not depend on the width
