@@ -11,7 +11,9 @@
 // it on its own clock, so lookups share no counter here).
 //
 // Thread safety: counters are relaxed atomics updated with load + store, not
-// read-modify-write: two racing increments of one counter may count once.
+// read-modify-write: two racing increments of one counter may count once (and
+// the conservative update rewrites the key's counters it does not raise, so
+// a racing increment of one of those may be lost too).
 // That keeps the hot path free of locked instructions; the estimate is
 // approximate by design and exact when single-threaded (the emulator).
 #pragma once
@@ -67,8 +69,8 @@ class FrequencySketch {
   // Starts loading the key's counters (a hint; no effect on the counts).
   // Lets a caller overlap the sketch's cache miss with its own before it
   // takes a lock, which waits for every earlier load.
-  // Always inlined: GCC 12 at -O2 keeps the call out of line and then drops
-  // it as a call without effects, prefetch and all (seen with objdump).
+  // Always inlined: otherwise GCC 12 at -O2 may keep the call out of line
+  // and then delete it as a call without effects, prefetch and all.
   [[gnu::always_inline]] void Prefetch(uint64_t hash) const { Prefetch(ProbeOf(hash)); }
   [[gnu::always_inline]] void Prefetch(const Probe& p) const {
     // A counter's byte: 8-bit counters one per byte, 4-bit two per byte.
