@@ -13,7 +13,6 @@ FrequencySketch::FrequencySketch(uint64_t bytes, uint32_t depth, uint32_t counte
       width_(bytes_ * (8 / counter_bits) / depth),
       blocked_(blocked),
       blocks_(bytes_ / kBlockBytes),
-      block_counters_(kBlockBytes * (8 / counter_bits)),
       seed_(Remix(seed ^ 0x5ce7c4a1d2b3f607ULL)),
       conservative_(conservative),
       counters_(AnonymousMemory::AllocateOrThrow(bytes_, "frequency sketch")) {}
@@ -25,8 +24,9 @@ void FrequencySketch::CountAt(const Probe& p) {
     for (uint32_t i = 0; i < depth; ++i) BumpAt<kBits>(IndexAt<kBlocked, kBits>(p, i));
     return;
   }
-  uint64_t idx[8];
-  uint32_t val[8];
+  // Zeroed only to spare GCC's maybe-uninitialized warning on the unrolled run-time depth.
+  uint64_t idx[kDepth != 0 ? kDepth : 8] = {};  // depth_ <= 8
+  uint32_t val[kDepth != 0 ? kDepth : 8] = {};
   uint32_t m = max_;
 #pragma GCC unroll 8
   for (uint32_t i = 0; i < depth; ++i) {

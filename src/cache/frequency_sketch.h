@@ -59,7 +59,8 @@ class FrequencySketch {
       // The key's block, chosen once per operation from a's high bits; IndexIn
       // only adds the offsets.
       const uint64_t block = static_cast<uint64_t>((static_cast<unsigned __int128>(a) * blocks_) >> 64);
-      return {block * block_counters_, b};
+      // The block's first counter: 64 per block of 8-bit counters, 128 of 4-bit.
+      return {(block * kBlockBytes) << (bits_ == 8 ? 0 : 1), b};
     }
     return {a, b};
   }
@@ -126,21 +127,11 @@ class FrequencySketch {
   }
   template <uint32_t kBits>
   void BumpAt(uint64_t counter) {
-    if constexpr (kBits == 8) {
-      std::atomic_ref<uint8_t> cell = Byte(counter);
-      const uint8_t v = cell.load(std::memory_order_relaxed);
-      if (v != 0xff) cell.store(v + 1, std::memory_order_relaxed);
-    } else {
-      std::atomic_ref<uint8_t> cell = Byte(counter >> 1);
-      const uint8_t byte = cell.load(std::memory_order_relaxed);
-      const unsigned shift = (counter & 1) ? 4 : 0;
-      if (((byte >> shift) & 0x0f) != 0x0f) {
-        cell.store(static_cast<uint8_t>(byte + (1u << shift)), std::memory_order_relaxed);
-      }
-    }
+    if (GetAt<kBits>(counter) != (1u << kBits) - 1) AddAt<kBits>(counter, 1);
   }
   // Adds `add` (0 or 1) to a counter below its maximum, storing even an
-  // unchanged value: branch-free, for the conservative update.
+  // unchanged value: branch-free for the conservative update; BumpAt checks
+  // the maximum first.
   template <uint32_t kBits>
   void AddAt(uint64_t counter, uint32_t add) {
     if constexpr (kBits == 8) {
@@ -173,7 +164,6 @@ class FrequencySketch {
   uint64_t width_;  // counters per sketch row (rows layout)
   bool blocked_;
   uint64_t blocks_;  // 64-byte blocks (blocked layout)
-  uint64_t block_counters_;  // counters per block: kBlockBytes * (8 / bits_), kept to spare a divide per probe
   uint64_t seed_;
   bool conservative_;
   AnonymousMemory counters_;  // bytes_ counter bytes, accessed through Byte()
