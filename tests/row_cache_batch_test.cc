@@ -75,7 +75,7 @@ TEST_P(LookupBatchTest, EqualsOneLookupPerRowInOrder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, LookupBatchTest,
-                         ::testing::Values("legacy", "ways8", "two-choice", "default", "lru", "ways=1"));
+                         ::testing::Values("legacy", "ways8", "ways16", "two-choice", "default", "lru", "ways=1"));
 
 TEST(LookupBatch, EmptyBatchDoesNothing) {
   auto c = testing::MakeSetAssociativeCache("default", 8, kRowBytes);
@@ -189,7 +189,7 @@ TEST_P(InsertBatchTest, EqualsOneInsertPerRowInOrder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, InsertBatchTest,
-                         ::testing::Values("legacy", "ways8", "two-choice", "default", "lru", "ways=1"));
+                         ::testing::Values("legacy", "ways8", "ways16", "two-choice", "default", "lru", "ways=1"));
 
 TEST(InsertBatch, EmptyBatchDoesNothing) {
   auto c = testing::MakeSetAssociativeCache("default", 8, kRowBytes);

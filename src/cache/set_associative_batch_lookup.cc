@@ -39,7 +39,7 @@ constexpr size_t kSecondSetAhead = 2;
 constexpr size_t kRing = 16;  // > kIndexAhead, power of two
 static_assert(kRing > kIndexAhead && (kRing & (kRing - 1)) == 0);
 
-inline void PrefetchRange(const void* p, size_t bytes) {
+[[gnu::always_inline]] inline void PrefetchRange(const void* p, size_t bytes) {
   const char* c = static_cast<const char*>(p);
   const uintptr_t first = reinterpret_cast<uintptr_t>(c) & ~uintptr_t{63};
   const uintptr_t last = reinterpret_cast<uintptr_t>(c + bytes - 1) & ~uintptr_t{63};
@@ -55,16 +55,43 @@ void SetAssociativeRowCache::PrefetchIndex(const CandidateSets& c) const {
   if (c.second != c.first) PrefetchRange(index_.data() + c.second * layout_.stride, layout_.stride);
 }
 
+template <uint32_t kWays>
+[[gnu::always_inline]] inline void SetAssociativeRowCache::PrefetchSet(uint64_t set) const {
+  const uint8_t* base = index_.data() + set * LayoutFor<kWays>().stride;
+  if constexpr (kWays != 0) {
+    // Whole lines from the set's start: the stride is a multiple of 64 and
+    // the index is page-aligned.
+    for (uint32_t off = 0; off < LayoutFor<kWays>().stride; off += 64) __builtin_prefetch(base + off, 0, 3);
+  } else {
+    PrefetchRange(base, layout_.stride);
+  }
+}
+
+template <uint32_t kWays>
 int SetAssociativeRowCache::FindWayHint(uint64_t set, uint64_t row_id) const {
-  const SetView s = View(set);
-  const uint32_t match =
-      set_associative_internal::MatchKeys(layout_.ways, row_id, [&s](uint32_t w) { return s.KeyHint(w); }) &
-      s.OccupiedHint();
+  const SetView s = ViewIn<kWays>(set);
+  const uint32_t match = set_associative_internal::MatchKeys<kWays>(layout_.ways, row_id,
+                                                                    [&s](uint32_t w) { return s.KeyHint(w); }) &
+                         s.OccupiedHint();
   return match != 0 ? std::countr_zero(match) : -1;
 }
 
 size_t SetAssociativeRowCache::LookupBatch(std::span<const uint64_t> row_ids, std::span<std::byte* const> dsts,
                                            PinAction pin, std::span<uint8_t> hit) {
+  if (layout_.compact) {
+    switch (layout_.ways) {
+      case 4: return LookupBatchIn<4>(row_ids, dsts, pin, hit);
+      case 5: return LookupBatchIn<5>(row_ids, dsts, pin, hit);
+      case 8: return LookupBatchIn<8>(row_ids, dsts, pin, hit);
+      default: break;
+    }
+  }
+  return LookupBatchIn<0>(row_ids, dsts, pin, hit);
+}
+
+template <uint32_t kWays>
+size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, std::span<std::byte* const> dsts,
+                                             PinAction pin, std::span<uint8_t> hit) {
   const size_t n = row_ids.size();
   const bool copy = row_bytes_ != 0;
   // Per row in the ring: its hash and first candidate set, and its second
@@ -80,7 +107,7 @@ size_t SetAssociativeRowCache::LookupBatch(std::span<const uint64_t> row_ids, st
     const uint64_t h = hasher_.Hash(row_ids[j]);
     hashes[j % kRing] = h;
     first_sets[j % kRing] = hasher_.First(h);
-    PrefetchRange(index_.data() + first_sets[j % kRing] * layout_.stride, layout_.stride);
+    PrefetchSet<kWays>(first_sets[j % kRing]);
     probes[j % kRing] = sketch_.ProbeOf(h);
     sketch_.Prefetch(probes[j % kRing]);
   };
@@ -89,21 +116,21 @@ size_t SetAssociativeRowCache::LookupBatch(std::span<const uint64_t> row_ids, st
   // hint costs one useless prefetch, never a wrong row.
   auto find_in_first = [&](size_t j) {
     const uint64_t first = first_sets[j % kRing];
-    const int way = FindWayHint(first, row_ids[j]);
+    const int way = FindWayHint<kWays>(first, row_ids[j]);
     first_ways[j % kRing] = way;
     in_second[j % kRing] = way < 0 && two;
     if (way >= 0) {
-      if (copy) PrefetchRange(Payload(first, uint32_t(way)), row_bytes_);
+      if (copy) PrefetchRange(PayloadIn<kWays>(first, uint32_t(way)), row_bytes_);
     } else if (in_second[j % kRing]) {
       second_sets[j % kRing] = hasher_.Second(hashes[j % kRing], first);
-      PrefetchRange(index_.data() + second_sets[j % kRing] * layout_.stride, layout_.stride);
+      PrefetchSet<kWays>(second_sets[j % kRing]);
     }
   };
   auto find_in_second = [&](size_t j) {
     if (!in_second[j % kRing]) return;
     const uint64_t second = second_sets[j % kRing];
-    const int way = FindWayHint(second, row_ids[j]);
-    if (way >= 0 && copy) PrefetchRange(Payload(second, uint32_t(way)), row_bytes_);
+    const int way = FindWayHint<kWays>(second, row_ids[j]);
+    if (way >= 0 && copy) PrefetchRange(PayloadIn<kWays>(second, uint32_t(way)), row_bytes_);
   };
   for (size_t j = 0; j < std::min(n, kIndexAhead); ++j) prepare(j);
   for (size_t j = 0; j < std::min(n, kFirstSetAhead); ++j) find_in_first(j);
@@ -122,8 +149,8 @@ size_t SetAssociativeRowCache::LookupBatch(std::span<const uint64_t> row_ids, st
     sketch_.Increment(probes[i % kRing]);
     TickUpkeep(first_tick + i, &next_halving);
     const bool found =
-        LookupHashed(row_ids[i], hashes[i % kRing], first_sets[i % kRing], first_ways[i % kRing],
-                     static_cast<uint32_t>(first_tick + i), dst, pin, &counts);
+        LookupHashed<kWays>(row_ids[i], hashes[i % kRing], first_sets[i % kRing], first_ways[i % kRing],
+                            static_cast<uint32_t>(first_tick + i), dst, pin, &counts);
     hit[i] = found ? 1 : 0;
   }
   counts.AddTo(Shard());

@@ -121,8 +121,33 @@ class SetAssociativeRowCache final : public RowCache {
   SetStorage Storage() const { return {index_.data(), slab_.data(), &layout_, row_bytes_}; }
   SetView View(uint64_t set) const { return Storage().View(set); }
   uint8_t* Payload(uint64_t set, uint32_t way) const { return Storage().Payload(set, way); }
+  // The lookup path is compiled once per common set shape (kWays = 4, 5 or 8
+  // ways: one or two index lines, the masks in one byte each) and once for
+  // any shape (kWays = 0, the layout read at run time). With the shape fixed
+  // at compile time the offsets, the stride and the compare loop are
+  // constants, which takes a third of a hit's instructions off the lookup;
+  // LookupBatch picks the instantiation once per batch.
+  template <uint32_t kWays>
+  const SetLayout& LayoutFor() const {
+    if constexpr (kWays == 0) {
+      return layout_;
+    } else {
+      static constexpr SetLayout kLayout = SetLayout::For(kWays);
+      static_assert(kLayout.compact && kLayout.stride % 64 == 0);
+      return kLayout;
+    }
+  }
+  template <uint32_t kWays>
+  SetView ViewIn(uint64_t set) const {
+    return SetView(index_.data() + set * LayoutFor<kWays>().stride, LayoutFor<kWays>());
+  }
+  template <uint32_t kWays>
+  uint8_t* PayloadIn(uint64_t set, uint32_t way) const {
+    return slab_.data() + (set * LayoutFor<kWays>().ways + way) * uint64_t{row_bytes_};
+  }
   // The way of set `s` (locked) that holds the row, or -1. Defined below, with
   // LookupHashed's first-set path, so that both inline into LookupBatch.
+  template <uint32_t kWays = 0>
   int FindWay(const SetView& s, uint64_t row_id) const;
   // What lookups add to the statistics, summed by the caller and added to its
   // shard once (LookupBatch adds a whole batch's with one add per counter).
@@ -136,6 +161,7 @@ class SetAssociativeRowCache final : public RowCache {
   // the sketch: see Lookup); the outcome is added to *counts.
   // way_hint: the way of the first set the row was seen in without the lock
   // (FindWayHint), or -1; checked under the lock before it is used.
+  template <uint32_t kWays = 0>
   bool LookupHashed(uint64_t row_id, uint64_t hash, uint64_t first_set, int way_hint, uint32_t now,
                     std::span<std::byte> dst, PinAction pin, LookupCounts* counts);
   // LookupHashed's rest, for a row not in its first set; called with the first
@@ -144,10 +170,11 @@ class SetAssociativeRowCache final : public RowCache {
                           PinAction pin, LookupCounts* counts);
   // A hit on (set, way), its set locked: copy the row out, stamp it, consume
   // its read-ahead pin if asked.
+  template <uint32_t kWays = 0>
   void ServeHit(SetView& s, uint64_t set, int way, uint32_t now, std::span<std::byte> dst, PinAction pin,
                 LookupCounts* counts) {
     if (row_bytes_ != 0 && !dst.empty()) {
-      std::memcpy(dst.data(), Payload(set, uint32_t(way)), std::min<size_t>(dst.size(), row_bytes_));
+      std::memcpy(dst.data(), PayloadIn<kWays>(set, uint32_t(way)), std::min<size_t>(dst.size(), row_bytes_));
     }
     s.stamps()[way] = now;
     const uint32_t bit = 1u << way;
@@ -161,9 +188,17 @@ class SetAssociativeRowCache final : public RowCache {
   InsertOutcome InsertHashed(uint64_t row_id, uint64_t hash, std::span<const std::byte> row);
   // Prefetches the index lines of a row's candidate sets.
   void PrefetchIndex(const CandidateSets& c) const;
+  // Prefetches one set's index lines (always inlined: see ARCHITECTURE.md).
+  template <uint32_t kWays>
+  void PrefetchSet(uint64_t set) const;
   // The way of `set` that holds the row, read without the lock (-1: none).
   // A hint for prefetching only: it may be stale by the time it is used.
+  template <uint32_t kWays>
   int FindWayHint(uint64_t set, uint64_t row_id) const;
+  // LookupBatch for one set shape (see LayoutFor).
+  template <uint32_t kWays>
+  size_t LookupBatchIn(std::span<const uint64_t> row_ids, std::span<std::byte* const> dsts, PinAction pin,
+                       std::span<uint8_t> hit);
   // One tick of the logical clock per operation; the operation whose tick
   // completes a halving period halves the sketch (exactly one does: ticks
   // are unique), so lookups share no counter beyond the clock itself. Every
@@ -276,8 +311,9 @@ inline uint32_t MatchFixed(uint32_t ways, uint64_t row_id, const KeyAt& key_at) 
   for (uint32_t w = 0; w < (W != 0 ? W : ways); ++w) match |= uint32_t{key_at(w) == row_id} << w;
   return match;
 }
-template <typename KeyAt>
+template <uint32_t kWays, typename KeyAt>
 inline uint32_t MatchKeys(uint32_t ways, uint64_t row_id, const KeyAt& key_at) {
+  if constexpr (kWays != 0) return MatchFixed<kWays>(kWays, row_id, key_at);
   switch (ways) {
     case 4: return MatchFixed<4>(ways, row_id, key_at);
     case 5: return MatchFixed<5>(ways, row_id, key_at);
@@ -288,10 +324,11 @@ inline uint32_t MatchKeys(uint32_t ways, uint64_t row_id, const KeyAt& key_at) {
 }
 }  // namespace set_associative_internal
 
+template <uint32_t kWays>
 inline int SetAssociativeRowCache::FindWay(const SetView& s, uint64_t row_id) const {
   const uint64_t* keys = s.keys();
   const uint32_t match =
-      set_associative_internal::MatchKeys(layout_.ways, row_id, [keys](uint32_t w) { return keys[w]; }) &
+      set_associative_internal::MatchKeys<kWays>(layout_.ways, row_id, [keys](uint32_t w) { return keys[w]; }) &
       s.occupied();
   return match != 0 ? std::countr_zero(match) : -1;
 }
@@ -299,18 +336,19 @@ inline int SetAssociativeRowCache::FindWay(const SetView& s, uint64_t row_id) co
 // Most hits are in the first set: that path inlines into the lookup loops,
 // the rest (second set, miss) is a call.
 // The second candidate set is found only for a row not in its first.
+template <uint32_t kWays>
 inline bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash, uint64_t first_set, int way_hint,
                                                  uint32_t now, std::span<std::byte> dst, PinAction pin,
                                                  LookupCounts* counts) {
-  SetView first = View(first_set);
+  SetView first = ViewIn<kWays>(first_set);
   first.Lock();
   // The hint is usually right, and checking one way is cheaper than all.
   const bool hinted = way_hint >= 0 && (first.occupied() >> way_hint & 1u) && first.keys()[way_hint] == row_id;
-  const int way = hinted ? way_hint : FindWay(first, row_id);
+  const int way = hinted ? way_hint : FindWay<kWays>(first, row_id);
   if (way < 0) {
     return LookupPastFirstSet(row_id, {first_set, hasher_.Second(hash, first_set)}, now, dst, pin, counts);
   }
-  ServeHit(first, first_set, way, now, dst, pin, counts);
+  ServeHit<kWays>(first, first_set, way, now, dst, pin, counts);
   first.Unlock();
   return true;
 }

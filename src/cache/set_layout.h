@@ -41,7 +41,7 @@ struct SetLayout {
 
   static constexpr uint32_t kMaxCompactWays = 8;
 
-  static SetLayout For(uint32_t ways) {
+  static constexpr SetLayout For(uint32_t ways) {
     SetLayout l;
     l.ways = ways;
     l.compact = ways <= kMaxCompactWays;
