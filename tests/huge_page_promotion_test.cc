@@ -66,7 +66,7 @@ TEST(HugePagePromotion, CollapsesCommittedRangesAndKeepsTheirBytes) {
   cache::HugePagePromotion p;
   p.Start({{m->data(), m->size()}});
   p.Start({});  // only the first call counts
-  p.WaitForTesting();
+  p.Wait();
   // Only whole, aligned huge pages inside the region: 7 or 8 of them.
   EXPECT_GE(p.collapsed_ranges(), 7u);
   EXPECT_LE(p.collapsed_ranges(), 8u);
@@ -85,7 +85,7 @@ TEST(HugePagePromotion, PopulateCommitsEveryPageAndKeepsWrittenBytes) {
   EXPECT_LT(ResidentPages(a->data(), a->size()), a->size() / 4096);
   cache::HugePagePromotion p;
   p.Start({{a->data(), a->size()}, {b->data(), b->size()}}, /*populate=*/true);
-  p.WaitForTesting();
+  p.Wait();
   EXPECT_EQ(p.populated_bytes(), a->size() + b->size());
   EXPECT_EQ(ResidentPages(a->data(), a->size()), a->size() / 4096);
   EXPECT_EQ(ResidentPages(b->data(), b->size()), b->size() / 4096);
@@ -116,7 +116,7 @@ TEST(HugePagePromotion, RowCacheCommitMemoryRacingInsertsKeepsEveryRow) {
   });
   for (uint64_t id = 1000; id < 20000; ++id) c.Insert(id, RowOf(id));
   reader.join();
-  c.huge_pages_for_testing().WaitForTesting();
+  c.huge_pages_for_testing().Wait();
   EXPECT_EQ(wrong.load(), 0u);
   EXPECT_GT(c.huge_pages_for_testing().populated_bytes(), c.capacity_rows() * kRowBytes);
   std::vector<std::byte> dst(kRowBytes);
@@ -132,7 +132,7 @@ TEST(HugePagePromotion, RegionsSmallerThanAHugePageAreLeftAlone) {
   ASSERT_TRUE(m.ok());
   cache::HugePagePromotion p;
   p.Start({{m->data(), m->size()}});
-  p.WaitForTesting();
+  p.Wait();
   EXPECT_EQ(p.collapsed_ranges(), 0u);
 }
 
@@ -154,7 +154,7 @@ TEST(HugePagePromotion, RowCachePromotesOnceMostPagesAreCommittedAndRowsSurvive)
     c.Insert(id, RowOf(id));
     ++id;
   }
-  c.huge_pages_for_testing().WaitForTesting();
+  c.huge_pages_for_testing().Wait();
   EXPECT_EQ(c.huge_pages_for_testing().collapsed_ranges(), 0u);
 
   // Readers look rows up while the fill crosses ~14 % and the promotion runs.
@@ -174,7 +174,7 @@ TEST(HugePagePromotion, RowCachePromotesOnceMostPagesAreCommittedAndRowsSurvive)
     c.Insert(id, RowOf(id));
     ++id;
   }
-  c.huge_pages_for_testing().WaitForTesting();
+  c.huge_pages_for_testing().Wait();
   stop = true;
   for (auto& r : readers) r.join();
   EXPECT_EQ(wrong.load(), 0u);

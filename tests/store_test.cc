@@ -955,15 +955,17 @@ TEST_F(StoreTest, SmallTableCacheIsCappedAtItsRowsAndOpeningCommitsAlmostNothing
 // With commit_cache_memory (the default) the cache's memory is committed by
 // a background thread after open, without a single row inserted: RSS grows
 // by about the cache's memory within seconds, and the store serves meanwhile.
+bool KernelPopulatesOnRequest() {
+  void* probe = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (probe == MAP_FAILED) return false;
+  const bool populates = ::madvise(probe, 4096, 23 /* MADV_POPULATE_WRITE */) == 0;
+  ::munmap(probe, 4096);
+  return populates;
+}
+
 TEST_F(StoreTest, CommitCacheMemoryCommitsTheWholeCacheInTheBackground) {
   if (testing::kUnderSanitizer) GTEST_SKIP() << "RSS is not comparable under sanitizers";
-  {
-    void* probe = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(probe, MAP_FAILED);
-    const bool populates = ::madvise(probe, 4096, 23 /* MADV_POPULATE_WRITE */) == 0;
-    ::munmap(probe, 4096);
-    if (!populates) GTEST_SKIP() << "this kernel does not populate on request (MADV_POPULATE_WRITE)";
-  }
+  if (!KernelPopulatesOnRequest()) GTEST_SKIP() << "this kernel does not populate on request (MADV_POPULATE_WRITE)";
   const std::string path = dir_.File("commit.engram");
   ASSERT_TRUE(testing::WriteGeneratedTable(path, 200000, kRecord, 4).ok());
   StoreOptions o;
@@ -985,6 +987,38 @@ TEST_F(StoreTest, CommitCacheMemoryCommitsTheWholeCacheInTheBackground) {
     if (grown < cache_memory * 9 / 10) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_GE(grown, cache_memory * 9 / 10) << "cache memory " << cache_memory << " B, RSS grew by " << grown << " B";
+}
+
+// WaitForCacheMemory returns once that background commit is done: the RSS
+// has grown by the cache's memory when it returns, with no polling. Without
+// commit_cache_memory there is nothing to wait for, and it returns at once.
+TEST_F(StoreTest, WaitForCacheMemoryReturnsOnceTheCacheIsCommitted) {
+  const std::string path = dir_.File("wait.engram");
+  ASSERT_TRUE(testing::WriteGeneratedTable(path, 200000, kRecord, 4).ok());
+  for (const bool commit : {false, true}) {
+    StoreOptions o;
+    o.tables.push_back({path, "", 0});
+    o.cache_bytes = uint64_t{48} << 20;
+    o.io_backend = "pread";
+    o.commit_cache_memory = commit;
+    const uint64_t before = testing::ResidentBytes();
+    auto store = Store::Open(o);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    (*store)->WaitForCacheMemory();
+    const uint64_t grown = testing::ResidentBytes() - std::min(testing::ResidentBytes(), before);
+    const uint64_t cache_memory = (*store)->Stats(0).cache.memory_bytes;
+    // The store serves after the wait as before it.
+    std::vector<uint64_t> ids = {5, 6, 7};
+    std::vector<std::byte> dst(ids.size() * kRecord);
+    ASSERT_TRUE((*store)->Gather(0, ids, dst.data(), kRecord).status.ok());
+    EXPECT_EQ(std::memcmp(dst.data(), testing::ExpectedRow(4, 5, kRecord).data(), kRecord), 0);
+    if (testing::kUnderSanitizer || !KernelPopulatesOnRequest()) continue;  // RSS says nothing then
+    if (commit) {
+      EXPECT_GE(grown, cache_memory * 9 / 10) << "cache memory " << cache_memory << " B, RSS grew by " << grown << " B";
+    } else {
+      EXPECT_LT(grown, cache_memory / 4) << "nothing was to be committed, yet RSS grew by " << grown << " B";
+    }
+  }
 }
 
 // The budget a capped table cannot use goes to the tables that can: with

@@ -31,7 +31,7 @@ void HugePagePromotion::Start(std::vector<std::span<uint8_t>> regions, bool popu
   });
 }
 
-void HugePagePromotion::WaitForTesting() {
+void HugePagePromotion::Wait() {
   std::lock_guard lock(join_mu_);
   if (thread_.joinable()) thread_.join();
 }

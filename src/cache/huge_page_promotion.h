@@ -46,8 +46,8 @@ class HugePagePromotion {
   // committing all of their pages if `populate`; only the first call does
   // anything. Regions smaller than one huge page are not promoted.
   void Start(std::vector<std::span<uint8_t>> regions, bool populate = false);
-  // Blocks until the promotion has finished (for tests and benchmarks).
-  void WaitForTesting();
+  // Blocks until the promotion has finished (at once if it never started).
+  void Wait();
   // 2 MiB ranges collapsed into huge pages so far.
   uint64_t collapsed_ranges() const { return collapsed_.load(std::memory_order_relaxed); }
   // Bytes committed by populating so far.
@@ -59,7 +59,7 @@ class HugePagePromotion {
   bool Populate(std::span<uint8_t> region);
 
   std::once_flag once_;
-  std::mutex join_mu_;  // serialises WaitForTesting with the destructor
+  std::mutex join_mu_;  // serialises Wait with the destructor
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> collapsed_{0};

@@ -116,6 +116,9 @@ class RowCache {
   // inserts do not each pay a page fault. Lookups and inserts go on
   // meanwhile. Resident memory is the whole budget from then on.
   virtual void CommitMemory() {}
+  // Blocks until what CommitMemory (or a fill that crossed the huge-page
+  // threshold) started in the background has finished; at once otherwise.
+  virtual void WaitForMemory() {}
 
   virtual RowCacheStats Stats() const = 0;
   virtual const RowCacheConfig& config() const = 0;

@@ -77,6 +77,7 @@ class SetAssociativeRowCache final : public RowCache {
   bool Unpin(uint64_t row_id) override;
 
   void CommitMemory() override { huge_pages_.Start(MemoryRegions(), /*populate=*/true); }
+  void WaitForMemory() override { huge_pages_.Wait(); }
   RowCacheStats Stats() const override;
   const RowCacheConfig& config() const override { return config_; }
   uint64_t capacity_rows() const override { return num_sets_ * layout_.ways; }

@@ -233,6 +233,10 @@ Status StoreImpl::ReadAhead(size_t table, std::span<const uint64_t> row_ids) {
   return Status::OK();
 }
 
+void StoreImpl::WaitForCacheMemory() {
+  for (auto& t : tables_) t->cache->WaitForMemory();
+}
+
 void StoreImpl::WaitForReadAheads() {
   for (auto& t : tables_) t->WaitForReadAheads();
 }

@@ -48,6 +48,7 @@ class StoreImpl final : public Store {
 
   Status ReadAhead(size_t table, std::span<const uint64_t> row_ids) override;
   void WaitForReadAheads() override;
+  void WaitForCacheMemory() override;
   void ReleaseReadAhead(size_t table, std::span<const uint64_t> row_ids) override;
 
   TableStats Stats(size_t table) const override;
