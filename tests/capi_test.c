@@ -118,16 +118,22 @@ int main(int argc, char** argv) {
   engram_read_ahead_wait(store);
   engram_read_ahead_release(store, 0, ahead, 2);
 
+  engram_cache_memory_wait(store); /* the background commit is done when it returns */
+  engram_cache_memory_wait(NULL);  /* a no-op */
+  memset(rows, 0, sizeof rows);
+  CHECK(engram_gather_rows(store, 0, ids, 4, rows, 264, &r) == ENGRAM_OK);
+  CHECK(memcmp(rows, expected, sizeof rows) == 0);
+
   engram_table_stats s;
   memset(&s, 0, sizeof s);
   CHECK(engram_table_stats_get(store, 0, &s) == ENGRAM_INVALID_ARGUMENT); /* size 0 */
   s.size = sizeof s;
   CHECK(engram_table_stats_get(store, 0, &s) == ENGRAM_OK);
-  CHECK(s.lookups == 6 && s.hits == 3 && s.misses == 3);
+  CHECK(s.lookups == 9 && s.hits == 6 && s.misses == 3);
   CHECK(s.misses == s.inserts + s.refusals);
-  CHECK(s.gathers == 3 && s.failed_gathers == 1);
+  CHECK(s.gathers == 4 && s.failed_gathers == 1);
   CHECK(s.read_ahead_rows == 2 && s.read_ahead_wasted_rows == 2);
-  CHECK(s.rows_requested == 9 && s.failed_rows == 0);
+  CHECK(s.rows_requested == 13 && s.failed_rows == 0);
   /* A caller built against an older, shorter struct gets only what fits:
    * nothing past its size is written. */
   {
@@ -145,7 +151,7 @@ int main(int argc, char** argv) {
   CHECK(need > 0);
   char* text = malloc(need + 1);
   CHECK(engram_metrics_text(store, text, need + 1) == need);
-  CHECK(strstr(text, "engram_row_cache_hits_total{table=\"layer\"} 3") != NULL);
+  CHECK(strstr(text, "engram_row_cache_hits_total{table=\"layer\"} 6") != NULL);
   free(text);
 
   /* The metrics port: 0 without an endpoint; with "127.0.0.1:0", the port

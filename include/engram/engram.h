@@ -104,6 +104,11 @@ engram_status engram_read_ahead(engram_store* store, size_t table, const uint64_
 void engram_read_ahead_wait(engram_store* store);
 void engram_read_ahead_release(engram_store* store, size_t table, const uint64_t* row_ids, size_t count);
 
+/* Blocks until the cache memory the store commits in the background after
+ * open is committed (Store::WaitForCacheMemory). Gathers never need it; it
+ * keeps that commit from running beside the first gathers. NULL: no-op. */
+void engram_cache_memory_wait(engram_store* store);
+
 engram_status engram_table_stats_get(const engram_store* store, size_t table, engram_table_stats* out);
 /* The Prometheus exposition; returns its length. Writes at most capacity
  * bytes (NUL-terminated when it fits); call with capacity 0 to size it. */

@@ -65,6 +65,9 @@ API
     ``prefetch(table, row_ids)`` (alias ``read_ahead``): disk read-ahead; the rows
     are pinned in the cache until a gather uses them or
     ``release_read_ahead(table, row_ids)``. ``wait_for_read_aheads()``.
+    ``wait_for_cache_memory()``: blocks (GIL released) until the cache memory
+    committed in the background after opening is in place, so that the first
+    gathers do not run beside that commit; gathers never need it.
     ``stage(tokens, history, out, *, layers=None) -> StageResult`` and
     ``stage_async(...) -> StageHandle`` (returns at once: the step is hashed
     and gathered on the store's staging thread, steps in issue order): hashes

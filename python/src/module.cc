@@ -108,6 +108,7 @@ PYBIND11_MODULE(_engram_store, m) {
       .def("read_ahead", &PyStore::ReadAhead, py::arg("table"), py::arg("row_ids"))
       .def("release_read_ahead", &PyStore::ReleaseReadAhead, py::arg("table"), py::arg("row_ids"))
       .def("wait_for_read_aheads", &PyStore::WaitForReadAheads)
+      .def("wait_for_cache_memory", &PyStore::WaitForCacheMemory)
       .def("stage", &PyStore::Stage, py::arg("tokens"), py::arg("history"), py::arg("out"), py::kw_only(),
            py::arg("layers") = py::none())
       .def("stage_async", &PyStore::StageAsync, py::arg("tokens"), py::arg("history"), py::arg("out"), py::kw_only(),

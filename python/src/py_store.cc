@@ -257,6 +257,12 @@ void PyStore::WaitForReadAheads() {
   s->WaitForReadAheads();
 }
 
+void PyStore::WaitForCacheMemory() {
+  const std::shared_ptr<Store> s = store();
+  py::gil_scoped_release release;
+  s->WaitForCacheMemory();
+}
+
 std::shared_ptr<const StepStager> PyStore::Stager(py::handle layers) {
   const std::shared_ptr<Store> s = store();
   std::vector<size_t> tables;

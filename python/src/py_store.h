@@ -96,6 +96,7 @@ class PyStore {
   void ReadAhead(pybind11::handle table, pybind11::handle row_ids);
   void ReleaseReadAhead(pybind11::handle table, pybind11::handle row_ids);
   void WaitForReadAheads();
+  void WaitForCacheMemory();
 
   StageResult Stage(pybind11::handle tokens, pybind11::handle history, pybind11::object out,
                     pybind11::handle layers);

@@ -219,6 +219,10 @@ void engram_read_ahead_wait(engram_store* store) {
   if (store) store->store->WaitForReadAheads();
 }
 
+void engram_cache_memory_wait(engram_store* store) {
+  if (store) store->store->WaitForCacheMemory();
+}
+
 void engram_read_ahead_release(engram_store* store, size_t table, const uint64_t* row_ids, size_t count) {
   if (!store || (!row_ids && count > 0)) return;
   (void)Guarded("engram_read_ahead_release", [&] {
