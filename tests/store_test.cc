@@ -916,6 +916,17 @@ TEST_F(StoreTest, MetricsMoveAsGathersRun) {
   EXPECT_NE(after.find("engram_gathers_total{table=\"layer1\"} 2"), std::string::npos);
 }
 
+// One table, pread, a given cache budget: the stores whose memory the tests
+// below measure.
+StoreOptions OneTableOptions(const std::string& path, uint64_t cache_bytes, bool commit_cache_memory) {
+  StoreOptions o;
+  o.tables.push_back({path, "", 0});
+  o.cache_bytes = cache_bytes;
+  o.io_backend = "pread";
+  o.commit_cache_memory = commit_cache_memory;
+  return o;
+}
+
 // A small table's cache never has more slots than the table has rows, and
 // opening a store with a large budget commits almost none of it (with
 // commit_cache_memory off, memory is committed as rows arrive). 1-byte
@@ -925,11 +936,7 @@ TEST_F(StoreTest, MetricsMoveAsGathersRun) {
 TEST_F(StoreTest, SmallTableCacheIsCappedAtItsRowsAndOpeningCommitsAlmostNothing) {
   const std::string tiny = dir_.File("tiny.engram");
   ASSERT_TRUE(testing::WriteGeneratedTable(tiny, 1000, 1, 3).ok());
-  StoreOptions o;
-  o.tables.push_back({tiny, "", 0});
-  o.cache_bytes = uint64_t{1} << 30;
-  o.io_backend = "pread";
-  o.commit_cache_memory = false;
+  const StoreOptions o = OneTableOptions(tiny, uint64_t{1} << 30, /*commit_cache_memory=*/false);
   const uint64_t before = testing::ResidentBytes();
   auto store = Store::Open(o);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
@@ -968,10 +975,7 @@ TEST_F(StoreTest, CommitCacheMemoryCommitsTheWholeCacheInTheBackground) {
   if (!KernelPopulatesOnRequest()) GTEST_SKIP() << "this kernel does not populate on request (MADV_POPULATE_WRITE)";
   const std::string path = dir_.File("commit.engram");
   ASSERT_TRUE(testing::WriteGeneratedTable(path, 200000, kRecord, 4).ok());
-  StoreOptions o;
-  o.tables.push_back({path, "", 0});
-  o.cache_bytes = uint64_t{48} << 20;
-  o.io_backend = "pread";
+  const StoreOptions o = OneTableOptions(path, uint64_t{48} << 20, /*commit_cache_memory=*/true);
   const uint64_t before = testing::ResidentBytes();
   ASSERT_GT(before, 0u) << "/proc/self/statm unreadable";
   auto store = Store::Open(o);
@@ -996,11 +1000,7 @@ TEST_F(StoreTest, WaitForCacheMemoryReturnsOnceTheCacheIsCommitted) {
   const std::string path = dir_.File("wait.engram");
   ASSERT_TRUE(testing::WriteGeneratedTable(path, 200000, kRecord, 4).ok());
   for (const bool commit : {false, true}) {
-    StoreOptions o;
-    o.tables.push_back({path, "", 0});
-    o.cache_bytes = uint64_t{48} << 20;
-    o.io_backend = "pread";
-    o.commit_cache_memory = commit;
+    const StoreOptions o = OneTableOptions(path, uint64_t{48} << 20, commit);
     const uint64_t before = testing::ResidentBytes();
     auto store = Store::Open(o);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
