@@ -186,8 +186,9 @@ class Store {
   // (StoreOptions::commit_cache_memory) is committed, in huge pages where the
   // kernel allows. Gathers never need it. It is for a runtime that wants its
   // first gathers to run at steady-state speed rather than beside the commit
-  // (which takes a core for ~0.1-0.3 s per 64 MiB), and for benchmarks that
-  // time gathers, not opening.
+  // (10-700 ms of a core for 64-256 MiB, measured: more where pages must be
+  // collapsed into huge pages), and for benchmarks that time gathers, not
+  // opening.
   virtual void WaitForCacheMemory() = 0;
   // Unpins rows that were read_ahead_pinned and not consumed (counted as wasted).
   // Waits first for this table's read-ahead still in flight, so no pin lands
