@@ -50,11 +50,6 @@ static_assert(kRing > kIndexAhead && (kRing & (kRing - 1)) == 0);
 
 }  // namespace
 
-void SetAssociativeRowCache::PrefetchIndex(const CandidateSets& c) const {
-  PrefetchRange(index_.data() + c.first * layout_.stride, layout_.stride);
-  if (c.second != c.first) PrefetchRange(index_.data() + c.second * layout_.stride, layout_.stride);
-}
-
 template <uint32_t kWays>
 [[gnu::always_inline]] inline void SetAssociativeRowCache::PrefetchSet(uint64_t set) const {
   const uint8_t* base = index_.data() + set * LayoutFor<kWays>().stride;
@@ -65,6 +60,11 @@ template <uint32_t kWays>
   } else {
     PrefetchRange(base, layout_.stride);
   }
+}
+
+void SetAssociativeRowCache::PrefetchIndex(const CandidateSets& c) const {
+  PrefetchSet<0>(c.first);
+  if (c.second != c.first) PrefetchSet<0>(c.second);
 }
 
 template <uint32_t kWays>

@@ -119,7 +119,7 @@ class SetAssociativeRowCache final : public RowCache {
   SetAssociativeRowCache(const RowCacheConfig& config, uint64_t num_sets, uint32_t row_bytes,
                          const CacheFootprint& footprint, AnonymousMemory index, AnonymousMemory slab);
 
-  SetStorage Storage() const { return {index_.data(), slab_.data(), &layout_, row_bytes_}; }
+  SetStorage Storage() const { return StorageIn<0>(); }
   SetView View(uint64_t set) const { return Storage().View(set); }
   uint8_t* Payload(uint64_t set, uint32_t way) const { return Storage().Payload(set, way); }
   // The lookup path is compiled once per common set shape (kWays = 4, 5 or 8
@@ -139,13 +139,18 @@ class SetAssociativeRowCache final : public RowCache {
       return kLayout;
     }
   }
+  // The sets and payloads, addressed with one shape's layout.
+  template <uint32_t kWays>
+  SetStorage StorageIn() const {
+    return {index_.data(), slab_.data(), &LayoutFor<kWays>(), row_bytes_};
+  }
   template <uint32_t kWays>
   SetView ViewIn(uint64_t set) const {
-    return SetView(index_.data() + set * LayoutFor<kWays>().stride, LayoutFor<kWays>());
+    return StorageIn<kWays>().View(set);
   }
   template <uint32_t kWays>
   uint8_t* PayloadIn(uint64_t set, uint32_t way) const {
-    return slab_.data() + (set * LayoutFor<kWays>().ways + way) * uint64_t{row_bytes_};
+    return StorageIn<kWays>().Payload(set, way);
   }
   // The way of set `s` (locked) that holds the row, or -1. Defined below, with
   // LookupHashed's first-set path, so that both inline into LookupBatch.
