@@ -56,6 +56,27 @@ TEST(ReadBufferPool, ABusyArenaFallsBackToTheHeapInsteadOfWaiting) {
   std::memset(heap->Block(4), 2, io::kBlockSize);
 }
 
+TEST(ReadBufferPool, StreamingGathersGetHalfTheCapAndNoneWithoutOne) {
+  auto engine = PreadEngine();
+  auto pool = ReadBufferPool::Create(4 * ReadBufferPool::kSlabBytes, *engine);
+  ASSERT_TRUE(pool.ok());
+  EXPECT_EQ((*pool)->stream_chunks(), 2 * ReadBufferPool::kSlabChunks);
+  auto none = ReadBufferPool::Create(0, *engine);  // heap only: nothing to stream through
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ((*none)->stream_chunks(), 0u);
+}
+
+TEST(ReadBufferPool, ALeaseOfFewerChunksThanBlocksIsARing) {
+  auto engine = PreadEngine();
+  auto pool = ReadBufferPool::Create(ReadBufferPool::kSlabBytes, *engine);
+  ASSERT_TRUE(pool.ok());
+  auto ring = (*pool)->Acquire(2 * ReadBufferPool::kChunkBlocks);
+  ASSERT_TRUE(ring.ok());
+  EXPECT_EQ(ring->Block(2 * ReadBufferPool::kChunkBlocks), ring->Block(0));
+  EXPECT_EQ(ring->Block(3 * ReadBufferPool::kChunkBlocks + 5), ring->Block(ReadBufferPool::kChunkBlocks + 5));
+  EXPECT_NE(ring->Block(ReadBufferPool::kChunkBlocks), ring->Block(0));
+}
+
 TEST(ReadBufferPool, ConcurrentLeasesNeverShareABlock) {
   auto engine = PreadEngine();
   auto pool = ReadBufferPool::Create(2 * ReadBufferPool::kSlabBytes, *engine);

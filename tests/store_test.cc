@@ -357,6 +357,158 @@ TEST_F(StoreTest, CorruptBlockFailsGatherCachesNothingFromItAndOthersStillWork) 
   }
 }
 
+// One row of each of the table's first `blocks` blocks, a different row in
+// each, plus a second row of block 0 and a repeat of the first.
+std::vector<uint64_t> OneRowPerBlock(uint64_t blocks) {
+  const uint64_t per_block = 4088 / kRecord;
+  std::vector<uint64_t> ids;
+  for (uint64_t b = 0; b < blocks; ++b) ids.push_back(b * per_block + b % per_block);
+  ids.push_back(1);
+  ids.push_back(ids[0]);
+  return ids;
+}
+
+// One slab of read buffers: a gather streams its reads through 4 chunks
+// (256 blocks) when it misses more blocks than that.
+constexpr size_t kSmallReadBuffers = ReadBufferPool::kSlabBytes;
+
+size_t HeapChunksLeased(Store& store) { return static_cast<StoreImpl&>(store).read_buffers().heap_chunks_leased(); }
+constexpr uint64_t kStreamedBlocks = 1900;  // 30 chunks
+
+TEST_F(StoreTest, GatherMissingMoreBlocksThanTheReadBuffersHoldIsByteExactInEveryForm) {
+  const auto ids = OneRowPerBlock(kStreamedBlocks);
+  for (const std::string& backend : AvailableBackends()) {
+    SCOPED_TRACE(backend);
+    for (bool callback : {false, true}) {
+      SCOPED_TRACE(callback ? "callback" : "wait");
+      fileutil::DropFromPageCache(path_);
+      StoreOptions o = Options(backend);
+      o.read_buffer_bytes = kSmallReadBuffers;
+      auto store = Store::Open(o);
+      ASSERT_TRUE(store.ok()) << store.status().ToString();
+      std::vector<std::byte> dst(ids.size() * kRecord);
+      GatherResult r;
+      if (callback) {
+        std::promise<GatherResult> done;
+        (*store)->StartGather(0, ids, dst.data(), kRecord, [&done](GatherResult g) { done.set_value(std::move(g)); });
+        r = done.get_future().get();
+      } else {
+        r = (*store)->Gather(0, ids, dst.data(), kRecord);
+      }
+      ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+      EXPECT_EQ(r.misses, kStreamedBlocks + 1);
+      EXPECT_EQ(r.blocks_read, kStreamedBlocks);
+      EXPECT_EQ(r.inserts + r.refusals, r.misses);
+      ExpectRowsExact(ids, dst, kRecord);
+      EXPECT_EQ(HeapChunksLeased(**store), 0u);  // read through the pool's chunks, nothing from the heap
+      // What was cached is the rows themselves, not what a reused buffer held later.
+      std::vector<std::byte> again(ids.size() * kRecord);
+      GatherResult r2 = (*store)->Gather(0, ids, again.data(), kRecord);
+      ASSERT_TRUE(r2.status.ok()) << r2.status.ToString();
+      EXPECT_EQ(r2.hits, r.inserts);
+      ExpectRowsExact(ids, again, kRecord);
+    }
+  }
+}
+
+TEST_F(StoreTest, StreamedGathersMakeTheCachesDecisionsOfGathersWithRoomForEveryBlock) {
+  // A cache of ~1,000 rows against gathers of 1,900: admission and eviction
+  // decide, and they depend on the order rows are offered in.
+  std::vector<std::vector<GatherResult>> results(2);
+  std::vector<TableStats> stats;
+  for (size_t bytes : {kSmallReadBuffers, size_t{64} << 20}) {
+    StoreOptions o = Options("io_uring", 512u << 10);
+    if (!io::testing::IoUringAvailable()) o.io_backend = "pread";
+    o.read_buffer_bytes = bytes;
+    auto store = Store::Open(o);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    auto& out = results[bytes == kSmallReadBuffers ? 0 : 1];
+    for (uint64_t seed : {1, 2, 1, 3}) {
+      auto ids = OneRowPerBlock(kStreamedBlocks);
+      std::shuffle(ids.begin(), ids.end(), std::mt19937_64(seed));
+      std::vector<std::byte> dst(ids.size() * kRecord);
+      out.push_back((*store)->Gather(0, ids, dst.data(), kRecord));
+      ASSERT_TRUE(out.back().status.ok()) << out.back().status.ToString();
+      ExpectRowsExact(ids, dst, kRecord);
+    }
+    stats.push_back((*store)->Stats(0));
+  }
+  for (size_t g = 0; g < results[0].size(); ++g) {
+    SCOPED_TRACE("gather " + std::to_string(g));
+    EXPECT_EQ(results[0][g].hits, results[1][g].hits);
+    EXPECT_EQ(results[0][g].inserts, results[1][g].inserts);
+    EXPECT_EQ(results[0][g].refusals, results[1][g].refusals);
+  }
+  EXPECT_GT(results[0][2].hits, 0u);
+  EXPECT_GT(results[0][2].refusals + stats[0].cache.evictions, 0u);  // the cache did have to decide
+  EXPECT_EQ(stats[0].cache.evictions, stats[1].cache.evictions);
+  EXPECT_EQ(stats[0].cache.resident_rows, stats[1].cache.resident_rows);
+}
+
+TEST_F(StoreTest, ConcurrentStreamedGathersWaitedOnOtherThreadsAreByteExact) {
+  // Four threads stream at once through one slab (two of them through the
+  // heap, the arena being taken), each waiting on a ticket another thread
+  // started, beside a small cache that evicts and refuses all the time.
+  StoreOptions o = Options("auto", 1u << 20);
+  o.read_buffer_bytes = kSmallReadBuffers;
+  auto store = Store::Open(o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 3; ++round) {
+        auto ids = OneRowPerBlock(kStreamedBlocks);
+        std::shuffle(ids.begin(), ids.end(), std::mt19937_64(10 * t + round));
+        std::vector<std::byte> dst(ids.size() * kRecord);
+        GatherTicket ticket = (*store)->StartGather(0, ids, dst.data(), kRecord);
+        GatherResult r = std::async(std::launch::async, [&] { return (*store)->Wait(std::move(ticket)); }).get();
+        if (!r.status.ok()) ++bad;
+        for (size_t i = 0; i < ids.size(); ++i) {
+          if (std::memcmp(dst.data() + i * kRecord, testing::ExpectedRow(kSeed, ids[i], kRecord).data(), kRecord))
+            ++bad;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  TableStats s = (*store)->Stats(0);
+  EXPECT_EQ(s.gathers, 12u);
+  EXPECT_EQ(s.cache.misses, s.cache.inserts + s.cache.total_refusals());
+}
+
+TEST_F(StoreTest, StreamedGatherWithCorruptBlocksFailsOnlyTheirRowsAndCachesNothingOfThem) {
+  // Block 10 is read into the first chunk's buffer; block 1500 into a buffer
+  // that earlier chunks used.
+  const uint64_t bad_early = CorruptRowOfBlock(path_, 10);
+  const uint64_t bad_late = CorruptRowOfBlock(path_, 1500);
+  for (const std::string& backend : AvailableBackends()) {
+    SCOPED_TRACE(backend);
+    StoreOptions o = Options(backend);
+    o.read_buffer_bytes = kSmallReadBuffers;
+    auto store = Store::Open(o);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    auto ids = OneRowPerBlock(kStreamedBlocks);
+    ids[10] = bad_early;
+    ids[1500] = bad_late;
+    std::vector<std::byte> dst(ids.size() * kRecord);
+    GatherResult r = (*store)->Gather(0, ids, dst.data(), kRecord);
+    EXPECT_EQ(r.status.code(), StatusCode::kCorruption) << r.status.ToString();
+    EXPECT_EQ(r.failed_positions, (std::vector<size_t>{10, 1500}));
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i == 10 || i == 1500) continue;
+      auto want = testing::ExpectedRow(kSeed, ids[i], kRecord);
+      ASSERT_EQ(std::memcmp(dst.data() + i * kRecord, want.data(), kRecord), 0) << "position " << i;
+    }
+    EXPECT_EQ((*store)->Stats(0).checksum_failures, 2u);
+    std::vector<uint64_t> bad{bad_early, bad_late};
+    GatherResult r2 = (*store)->Gather(0, bad, dst.data(), kRecord);
+    EXPECT_EQ(r2.status.code(), StatusCode::kCorruption);
+    EXPECT_EQ(r2.hits, 0u);
+  }
+}
+
 TEST_F(StoreTest, OpenRejectsTruncatedAndMissingTablesWithClearErrors) {
   EXPECT_EQ(Store::Open(StoreOptions{}).status().code(), StatusCode::kInvalidArgument);
   StoreOptions missing = Options();

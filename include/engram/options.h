@@ -62,8 +62,10 @@ struct StoreOptions {
   uint32_t completion_threads = 2;
   // Memory for missed blocks in flight, allocated once and registered with
   // io_uring (fixed-buffer reads); reused by every gather, so a miss costs no
-  // allocation. Gathers that need more at once take the rest from the heap.
-  // 32 MiB holds 8,192 blocks in flight; 0 = always the heap.
+  // allocation. A gather that misses more blocks than half of it holds reads
+  // them through that half, each buffer reused once its block is verified
+  // and its rows copied out; gathers that need more at once take the rest
+  // from the heap. 32 MiB holds 8,192 blocks in flight; 0 = always the heap.
   size_t read_buffer_bytes = 32u << 20;
 
   // Reference tables (engram-convert --in-place; rows served from the

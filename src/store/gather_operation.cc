@@ -16,7 +16,7 @@
 namespace engram {
 
 Status BlockBatch::Build(const TableState& table, io::FileId file, ReadBufferPool& pool,
-                         std::span<const std::pair<uint64_t, uint32_t>> rows_and_refs) {
+                         std::span<const std::pair<uint64_t, uint32_t>> rows_and_refs, size_t max_chunks) {
   const size_t n = rows_and_refs.size();
   const TableGeometry& g = table.file->geometry();
   blocks.resize(n);
@@ -50,7 +50,8 @@ Status BlockBatch::Build(const TableState& table, io::FileId file, ReadBufferPoo
     input_row[k] = i;
   }
   if (blocks.empty()) return Status::OK();
-  ENGRAM_ASSIGN_OR_RETURN(buffers, pool.Acquire(blocks.size()));
+  const size_t chunks = (blocks.size() + ReadBufferPool::kChunkBlocks - 1) / ReadBufferPool::kChunkBlocks;
+  ENGRAM_ASSIGN_OR_RETURN(buffers, pool.Acquire(std::min(chunks, max_chunks) * ReadBufferPool::kChunkBlocks));
   reads.resize(blocks.size());
   for (size_t b = 0; b < blocks.size(); ++b) {
     reads[b] = io::BlockRead{file, g.BlockOffset(blocks[b]), static_cast<uint32_t>(io::kBlockSize),
@@ -128,6 +129,11 @@ void GatherTicket::State::Reset() {
   chunks_landed = 0;
   chunks_to_check.clear();
   checked.clear();
+  stream_chunks = 0;
+  draining = false;
+  chunks_checked = 0;
+  staged.clear();
+  if (staged.capacity() > kKeptStagedBytes) std::vector<std::byte>().swap(staged);
 }
 
 void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
@@ -189,7 +195,9 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
 
   if (table.file->is_reference()) return StartReferenceReads(self, std::move(missed));
   const size_t missed_rows = missed.size();
-  Status s = st.batch.Build(table, table.file_id, st.store->read_buffers(), missed);
+  ReadBufferPool& pool = st.store->read_buffers();
+  const size_t stream_chunks = pool.stream_chunks();
+  Status s = st.batch.Build(table, table.file_id, pool, missed, stream_chunks == 0 ? SIZE_MAX : stream_chunks);
   if (!s.ok()) {
     // No read buffer: none of the misses is read, returned or cached.
     table.counters.Add(table.counters.failed_rows, missed_rows);
@@ -201,23 +209,67 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   st.result.blocks_read = st.batch.blocks.size();
   st.block_ok.assign(st.batch.blocks.size(), 0);
   st.checked.assign(st.chunks(), 0);
-  // The engine holds `batch.reads` and the buffer until the callbacks run,
-  // and each callback holds the state.
-  const size_t blocks = st.batch.blocks.size();
-  for (uint32_t c = 0; c < st.chunks(); ++c) {
-    const size_t first = size_t(c) * kChunkBlocks;
-    st.store->engine().SubmitBatch(
-        std::span<io::BlockRead>(st.batch.reads).subspan(first, std::min(kChunkBlocks, blocks - first)),
-        [self, c] { OnLanded(self, c); });
+  if (stream_chunks != 0 && st.chunks() > stream_chunks) {
+    st.stream_chunks = stream_chunks;
+    st.staged.resize(st.batch.rows.size() * size_t(record));
+  }
+  const size_t first_reads = st.streaming() ? st.stream_chunks : st.chunks();
+  for (size_t c = 0; c < first_reads; ++c) SubmitChunk(self, c);
+}
+
+void GatherTicket::State::SubmitChunk(const std::shared_ptr<State>& self, size_t c) {
+  // The engine holds `batch.reads` and the buffer until the callback runs,
+  // and the callback holds the state.
+  State& st = *self;
+  const size_t first = c * kChunkBlocks;
+  st.store->engine().SubmitBatch(
+      std::span<io::BlockRead>(st.batch.reads).subspan(first, std::min(kChunkBlocks, st.batch.blocks.size() - first)),
+      [self, c = static_cast<uint32_t>(c)] { OnLanded(self, c); });
+}
+
+void GatherTicket::State::Drain(const std::shared_ptr<State>& self) {
+  State& st = *self;
+  for (;;) {
+    std::vector<uint32_t> landed;
+    {
+      std::lock_guard lock(st.mu);
+      if (st.chunks_to_check.empty()) {
+        st.draining = false;
+        return;
+      }
+      landed.swap(st.chunks_to_check);
+    }
+    for (uint32_t c : landed) {
+      st.CheckChunk(c);
+      ++st.chunks_checked;
+      // Its buffer is free: the chunk that reads into it next.
+      if (c + st.stream_chunks < st.chunks()) SubmitChunk(self, c + st.stream_chunks);
+    }
+    st.OfferCheckedPrefix();
+    if (st.chunks_checked == st.chunks()) {
+      {
+        std::lock_guard lock(st.mu);
+        st.claimed = true;  // draining stays set: nothing lands any more
+      }
+      return st.OnBlocksRead();
+    }
   }
 }
 
 void GatherTicket::State::OnLanded(const std::shared_ptr<State>& self, uint32_t c) {
   State& st = *self;
   {
-    std::lock_guard lock(st.mu);
+    std::unique_lock lock(st.mu);
     ++st.chunks_landed;
     st.landed = st.chunks_landed == st.landings();
+    if (st.streaming()) {
+      st.chunks_to_check.push_back(c);
+      if (st.draining) return;  // the running Drain takes it
+      st.draining = true;
+      lock.unlock();
+      boost::asio::post(st.store->completion_pool(), [self] { Drain(self); });
+      return;
+    }
     // Queued for a waiter, present or yet to come, to check early.
     if (c != kWholeGather) st.chunks_to_check.push_back(c);
     if (st.waiting) {
@@ -257,7 +309,9 @@ void GatherTicket::State::CheckChunk(uint32_t c) {
     block_ok[b] = 1;
     const std::byte* block = batch.Block(b).data();
     for (uint32_t i = begin; i < end; ++i) {
-      CopyOut(batch.row_ref[i], block + g.RowOffsetInBlock(batch.rows[i]), record);
+      const std::byte* row = block + g.RowOffsetInBlock(batch.rows[i]);
+      CopyOut(batch.row_ref[i], row, record);
+      if (streaming()) std::memcpy(staged.data() + size_t(i) * record, row, record);
     }
   }
   checked[c] = 1;
@@ -265,6 +319,7 @@ void GatherTicket::State::CheckChunk(uint32_t c) {
 
 void GatherTicket::State::OfferCheckedPrefix() {
   const TableGeometry& g = store->table_state(table).file->geometry();
+  const uint32_t record = store->table_state(table).file->record_bytes();
   // Per-thread scratch, as in Start.
   thread_local std::vector<uint64_t> ids;
   thread_local std::vector<const std::byte*> rows;
@@ -275,9 +330,11 @@ void GatherTicket::State::OfferCheckedPrefix() {
     const uint32_t b = batch.input_block[offered];
     if (!checked[b / kChunkBlocks]) break;
     if (!block_ok[b]) continue;  // nothing from a failed block is cached
-    const uint64_t row = batch.rows[batch.input_row[offered]];
+    const uint32_t i = batch.input_row[offered];
+    const uint64_t row = batch.rows[i];
     ids.push_back(row);
-    rows.push_back(batch.Block(b).data() + g.RowOffsetInBlock(row));
+    // A streaming gather's block buffer may hold a later block by now.
+    rows.push_back(streaming() ? staged.data() + size_t(i) * record : batch.Block(b).data() + g.RowOffsetInBlock(row));
   }
   Offer(ids, rows);
 }
@@ -427,7 +484,10 @@ GatherResult WaitForGather(GatherTicket ticket) {
   // fills the cache. The caller's thread does its own gather's
   // verify/copy/insert work, in parallel with others.
   for (;;) {
-    st.cv.wait(lock, [&] { return st.complete || (!st.claimed && (st.landed || !st.chunks_to_check.empty())); });
+    // A streaming gather's chunks are checked by Drain: its waiter only waits.
+    st.cv.wait(lock, [&] {
+      return st.complete || (!st.streaming() && !st.claimed && (st.landed || !st.chunks_to_check.empty()));
+    });
     if (st.complete) break;
     if (st.landed) {
       st.claimed = true;

@@ -14,7 +14,9 @@
 //       chunks are still being read, and offers the cache each prefix of the
 //       misses (in the gather's order, as engram-replay offers them) whose
 //       blocks are all checked. Blocks are read in the order their first
-//       missed row appears, so the prefix grows as the reads land.
+//       missed row appears, so the prefix grows as the reads land. (A gather
+//       missing more blocks than its read buffers hold streams them through
+//       the buffers and is checked on the completion pool: stream_chunks.)
 //   wait = t2 - t0 >= cache + disk.
 // Nothing is copied out of, or inserted from, a block that failed its read or
 // its checksum; the gather then fails with that block's status, and lists the
@@ -60,9 +62,10 @@ struct BlockBatch {
   ReadBufferPool::Lease buffers;          // room for blocks.size() blocks
   std::vector<io::BlockRead> reads;
 
-  // Builds the batch for rows[i] (with refs[i]); leases its block buffers.
+  // Builds the batch for rows[i] (with refs[i]); leases buffers for its
+  // blocks, or for at most `max_chunks` chunks of them (a ring, see Lease).
   Status Build(const TableState& table, io::FileId file, ReadBufferPool& pool,
-               std::span<const std::pair<uint64_t, uint32_t>> rows_and_refs);
+               std::span<const std::pair<uint64_t, uint32_t>> rows_and_refs, size_t max_chunks = SIZE_MAX);
   std::span<const std::byte> Block(size_t b) const { return {buffers.Block(b), io::kBlockSize}; }
   // Checks the read status and checksum of block b, counting failures.
   Status Check(size_t b, TableState& table) const;
@@ -80,6 +83,9 @@ struct engram::GatherTicket::State {
   // A gather's reads go to the engine in chunks of this many blocks, so a
   // waiter can verify and copy the first chunks while the rest are read.
   static constexpr size_t kChunkBlocks = 64;
+  // A chunk is one of the read buffer pool's: a streaming gather's chunk c
+  // reads into its lease's chunk c mod stream_chunks.
+  static_assert(kChunkBlocks == ReadBufferPool::kChunkBlocks);
 
   GatherPlan plan;
   BlockBatch batch;
@@ -94,6 +100,21 @@ struct engram::GatherTicket::State {
   std::vector<uint8_t> block_ok;  // block_ok[b]: block b was read and verified
   // A reference table's verified rows: (distinct index, assembled record).
   std::vector<std::pair<uint32_t, const std::byte*>> verified;
+
+  // A gather that misses more blocks than the read buffer pool's
+  // stream_chunks() chunks hold reads through that many chunk buffers, so it
+  // never allocates (or zeroes and faults in) buffers beyond the pool: chunk
+  // c is read once chunk c - stream_chunks() has been checked and its rows
+  // copied out, to dst and to `staged`, from which the cache is filled.
+  // Since later reads wait for the checks, its chunks are checked on the
+  // completion pool as they land, one task at a time (Drain), and a waiter
+  // only waits.
+  size_t stream_chunks = 0;       // 0: not streaming
+  bool draining = false;          // a Drain task is running (guarded by mu)
+  size_t chunks_checked = 0;      // by Drain
+  std::vector<std::byte> staged;  // staged[i * record]: verified row batch.rows[i]
+  static constexpr size_t kKeptStagedBytes = size_t{4} << 20;  // a recycled state keeps at most this
+  bool streaming() const { return stream_chunks != 0; }
 
   std::function<void(GatherResult)> done;  // callback form; empty for Wait()
   std::mutex mu;
@@ -130,8 +151,14 @@ struct engram::GatherTicket::State {
   // The engine's completion of chunk c: only hands it off, to the waiter if
   // there is one, else (once every chunk has landed) to the completion pool.
   static void OnLanded(const std::shared_ptr<State>& self, uint32_t c = kWholeGather);
-  // Verifies the blocks of chunk c, copies their rows to dst and marks them
-  // in block_ok (or records their positions as failed).
+  // Submits the reads of chunk c.
+  static void SubmitChunk(const std::shared_ptr<State>& self, size_t c);
+  // A streaming gather's checks, on the completion pool: checks the landed
+  // chunks, reads the chunks that take their buffers, and runs the disk
+  // phase after the last.
+  static void Drain(const std::shared_ptr<State>& self);
+  // Verifies the blocks of chunk c, copies their rows to dst (and to staged)
+  // and marks them in block_ok (or records their positions as failed).
   void CheckChunk(uint32_t c);
   // Offers the cache the rows of the longest prefix of batch inputs whose
   // blocks are all checked, from `offered` on.

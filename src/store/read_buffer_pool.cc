@@ -69,6 +69,7 @@ Result<ReadBufferPool::Lease> ReadBufferPool::Acquire(size_t blocks) {
     ENGRAM_ASSIGN_OR_RETURN(io::AlignedBuffer extra, io::AlignedBuffer::Allocate(rest * kChunkBytes));
     for (size_t c = 0; c < rest; ++c) lease.chunks_.push_back(extra.data() + c * kChunkBytes);
     lease.heap_.push_back(std::move(extra));
+    heap_chunks_.fetch_add(rest, std::memory_order_relaxed);
   }
   return lease;
 }

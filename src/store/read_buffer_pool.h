@@ -8,14 +8,17 @@
 // are allocated when the chunks in use first need them (opening a store
 // commits nothing) up to a cap, registered with the I/O engine when it can
 // be (fixed-buffer reads), and never freed before the store. A batch of B
-// blocks leases ceil(B / kChunkBlocks) chunks; beyond the cap (many large
-// gathers at once) the rest comes from the heap, so a gather never waits for
-// another one's buffers.
+// blocks leases ceil(B / kChunkBlocks) chunks, or, for a gather with more
+// blocks than stream_chunks() chunks hold, that many chunks, which it reads
+// through in turn. Beyond the cap (many large gathers at once) the rest
+// comes from the heap, so a gather never waits for another one's buffers.
 //
 // Old bytes in a reused chunk are never seen: a block is only read from
 // after its read succeeded in full and its checksum matched.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -40,7 +43,15 @@ class ReadBufferPool {
   // unregistered).
   static Result<std::unique_ptr<ReadBufferPool>> Create(size_t bytes, io::IoEngine& engine);
 
+  // Chunks a gather streams its reads through when it misses more blocks
+  // than that: half the cap (at least one chunk), so two such gathers at
+  // once still read into the arena; 0 when the cap is 0 (heap only).
+  size_t stream_chunks() const { return max_slabs_ == 0 ? 0 : std::max<size_t>(1, max_slabs_ * kSlabChunks / 2); }
+
   // Blocks leased for one batch; returns its arena chunks when destroyed.
+  // A lease of fewer chunks than its batch has blocks for is a ring: block b
+  // is in chunk (b / kChunkBlocks) mod the lease's chunks, and the batch
+  // reads a chunk only once the one before it in that place is done with.
   class Lease {
    public:
     Lease() = default;
@@ -50,7 +61,9 @@ class ReadBufferPool {
     Lease& operator=(const Lease&) = delete;
     ~Lease() { Release(); }
 
-    std::byte* Block(size_t b) const { return chunks_[b / kChunkBlocks] + (b % kChunkBlocks) * io::kBlockSize; }
+    std::byte* Block(size_t b) const {
+      return chunks_[(b / kChunkBlocks) % chunks_.size()] + (b % kChunkBlocks) * io::kBlockSize;
+    }
     void Release();
 
    private:
@@ -66,6 +79,8 @@ class ReadBufferPool {
 
   // Chunks made so far (in use or free).
   size_t chunks_made() const;
+  // Chunks leased from the heap so far, because the arena was at its cap.
+  size_t heap_chunks_leased() const { return heap_chunks_.load(std::memory_order_relaxed); }
 
  private:
   explicit ReadBufferPool(io::IoEngine& engine) : engine_(engine) {}
@@ -77,6 +92,7 @@ class ReadBufferPool {
   size_t max_slabs_ = 0;
   std::mutex grow_mu_;                 // serializes Grow
   bool registration_refused_ = false;  // guarded by grow_mu_
+  std::atomic<size_t> heap_chunks_{0};
   mutable std::mutex mu_;
   std::vector<io::AlignedBuffer> slabs_;  // guarded by mu_
   std::vector<std::byte*> free_;          // guarded by mu_

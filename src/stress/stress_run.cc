@@ -103,6 +103,10 @@ Result<StressOutcome> RunStress(const StressConfig& config, const std::string& w
   options.io_backend = config.backend;
   options.queue_depth = 64;
   options.io_threads = 4;
+  // One slab of read buffers: prefill-sized gathers (256+ missed blocks)
+  // stream through half of it, and gathers at once run it out, so the
+  // streamed path and the heap fallback are both under the faults.
+  options.read_buffer_bytes = 2u << 20;
   auto opened = OpenStoreWithEngineFactory(
       options, [&](const io::IoOptions& io) -> Result<std::unique_ptr<io::IoEngine>> {
         io::IoOptions with_faults = io;
