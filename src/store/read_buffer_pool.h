@@ -62,7 +62,9 @@ class ReadBufferPool {
     ~Lease() { Release(); }
 
     std::byte* Block(size_t b) const {
-      return chunks_[(b / kChunkBlocks) % chunks_.size()] + (b % kChunkBlocks) * io::kBlockSize;
+      size_t c = b / kChunkBlocks;
+      if (c >= chunks_.size()) c %= chunks_.size();  // a ring; no division on the usual path
+      return chunks_[c] + (b % kChunkBlocks) * io::kBlockSize;
     }
     void Release();
 
