@@ -16,7 +16,7 @@
 namespace engram {
 
 Status BlockBatch::Build(const TableState& table, io::FileId file, ReadBufferPool& pool,
-                         std::span<const std::pair<uint64_t, uint32_t>> rows_and_refs, size_t max_chunks) {
+                         std::span<const std::pair<uint64_t, uint32_t>> rows_and_refs, size_t max_blocks) {
   const size_t n = rows_and_refs.size();
   const TableGeometry& g = table.file->geometry();
   blocks.resize(n);
@@ -50,8 +50,7 @@ Status BlockBatch::Build(const TableState& table, io::FileId file, ReadBufferPoo
     input_row[k] = i;
   }
   if (blocks.empty()) return Status::OK();
-  const size_t chunks = (blocks.size() + ReadBufferPool::kChunkBlocks - 1) / ReadBufferPool::kChunkBlocks;
-  ENGRAM_ASSIGN_OR_RETURN(buffers, pool.Acquire(std::min(chunks, max_chunks) * ReadBufferPool::kChunkBlocks));
+  ENGRAM_ASSIGN_OR_RETURN(buffers, pool.Acquire(std::min(blocks.size(), max_blocks)));
   reads.resize(blocks.size());
   for (size_t b = 0; b < blocks.size(); ++b) {
     reads[b] = io::BlockRead{file, g.BlockOffset(blocks[b]), static_cast<uint32_t>(io::kBlockSize),
@@ -197,7 +196,8 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   const size_t missed_rows = missed.size();
   ReadBufferPool& pool = st.store->read_buffers();
   const size_t stream_chunks = pool.stream_chunks();
-  Status s = st.batch.Build(table, table.file_id, pool, missed, stream_chunks == 0 ? SIZE_MAX : stream_chunks);
+  Status s = st.batch.Build(table, table.file_id, pool, missed,
+                            stream_chunks == 0 ? SIZE_MAX : stream_chunks * kChunkBlocks);
   if (!s.ok()) {
     // No read buffer: none of the misses is read, returned or cached.
     table.counters.Add(table.counters.failed_rows, missed_rows);

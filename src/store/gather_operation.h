@@ -63,9 +63,9 @@ struct BlockBatch {
   std::vector<io::BlockRead> reads;
 
   // Builds the batch for rows[i] (with refs[i]); leases buffers for its
-  // blocks, or for at most `max_chunks` chunks of them (a ring, see Lease).
+  // blocks, or for at most `max_blocks` of them (a ring, see Lease).
   Status Build(const TableState& table, io::FileId file, ReadBufferPool& pool,
-               std::span<const std::pair<uint64_t, uint32_t>> rows_and_refs, size_t max_chunks = SIZE_MAX);
+               std::span<const std::pair<uint64_t, uint32_t>> rows_and_refs, size_t max_blocks = SIZE_MAX);
   std::span<const std::byte> Block(size_t b) const { return {buffers.Block(b), io::kBlockSize}; }
   // Checks the read status and checksum of block b, counting failures.
   Status Check(size_t b, TableState& table) const;
@@ -82,10 +82,9 @@ struct engram::GatherTicket::State {
 
   // A gather's reads go to the engine in chunks of this many blocks, so a
   // waiter can verify and copy the first chunks while the rest are read.
-  static constexpr size_t kChunkBlocks = 64;
-  // A chunk is one of the read buffer pool's: a streaming gather's chunk c
-  // reads into its lease's chunk c mod stream_chunks.
-  static_assert(kChunkBlocks == ReadBufferPool::kChunkBlocks);
+  // One of the read buffer pool's chunks: a streaming gather's chunk c reads
+  // into its lease's chunk c mod stream_chunks.
+  static constexpr size_t kChunkBlocks = ReadBufferPool::kChunkBlocks;
 
   GatherPlan plan;
   BlockBatch batch;
