@@ -12,19 +12,23 @@
 //                             not found: prefetch the second set's index line
 //   row i + kSecondSetAhead:  not in the first set: look in the second and
 //                             prefetch its payload
-//   row i:                    the ordinary Lookup, on warm lines
+//   row i:                    the ordinary Lookup, on warm lines; a row the
+//                             hints saw in its second set is served from that
+//                             set alone if it is still there under the lock
+//                             (one lock instead of two, no search of the first)
 //
 // The second set's line is fetched only for the rows not in the first set:
 // the loop is bound by how many lines are in flight at once, and a row found
 // in its first set then costs one index line, not two.
 //
 // The stages before the last change nothing (no counts, no sketch, no clock, no
-// stamps; the sketch's line is only prefetched), and the last is exactly
-// Lookup, in order: the results, counters and sketch are those of sequential
-// Lookups. Only the bookkeeping is batched: the batch takes its n ticks with
-// one add to the clock and adds its hits and misses to the statistics once. If another thread moves or
-// evicts a row between its prefetch and its lookup, the lookup is simply
-// slower, never wrong.
+// stamps; the sketch's line is only prefetched), and the last does what
+// Lookup does, in order (a row is in at most one set, so a hit found in its
+// second set is the hit Lookup finds): the results, counters and sketch are
+// those of sequential Lookups. Only the bookkeeping is batched: the batch takes
+// its n ticks with one add to the clock and adds its hits and misses to the
+// statistics once. If another thread moves or evicts a row between its
+// prefetch and its lookup, the lookup is simply slower, never wrong.
 #include <algorithm>
 #include <bit>
 
@@ -68,7 +72,7 @@ void SetAssociativeRowCache::PrefetchIndex(const CandidateSets& c) const {
 }
 
 template <uint32_t kWays>
-int SetAssociativeRowCache::FindWayHint(uint64_t set, uint64_t row_id) const {
+[[gnu::always_inline]] inline int SetAssociativeRowCache::FindWayHint(uint64_t set, uint64_t row_id) const {
   const SetView s = ViewIn<kWays>(set);
   const uint32_t match = set_associative_internal::MatchKeys<kWays>(layout_.ways, row_id,
                                                                     [&s](uint32_t w) { return s.KeyHint(w); }) &
@@ -100,6 +104,7 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
   uint64_t first_sets[kRing];
   uint64_t second_sets[kRing];
   int first_ways[kRing];  // the way of the first set the hint found the row in, or -1
+  int second_ways[kRing];  // the same for the second set (set only when in_second)
   FrequencySketch::Probe probes[kRing];  // where the rows' sketch counters are, found once
   bool in_second[kRing];  // not found in the first set by the payload stage
   const bool two = hasher_.two_candidates();
@@ -130,6 +135,7 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
     if (!in_second[j % kRing]) return;
     const uint64_t second = second_sets[j % kRing];
     const int way = FindWayHint<kWays>(second, row_ids[j]);
+    second_ways[j % kRing] = way;
     if (way >= 0 && copy) PrefetchRange(PayloadIn<kWays>(second, uint32_t(way)), row_bytes_);
   };
   for (size_t j = 0; j < std::min(n, kIndexAhead); ++j) prepare(j);
@@ -148,9 +154,15 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
     std::span<std::byte> dst(dsts[i], copy && dsts[i] ? row_bytes_ : 0);
     sketch_.Increment(probes[i % kRing]);
     TickUpkeep(first_tick + i, &next_halving);
+    const uint32_t now = static_cast<uint32_t>(first_tick + i);
+    // A row the hints saw in its second set is served from that set alone
+    // when the hint still holds under its lock; otherwise (or in its first
+    // set) the ordinary lookup.
     const bool found =
-        LookupHashed<kWays>(row_ids[i], hashes[i % kRing], first_sets[i % kRing], first_ways[i % kRing],
-                            static_cast<uint32_t>(first_tick + i), dst, pin, &counts);
+        (in_second[i % kRing] && second_ways[i % kRing] >= 0 &&
+         ServeHintedHit<kWays>(row_ids[i], second_sets[i % kRing], second_ways[i % kRing], now, dst, pin, &counts)) ||
+        LookupHashed<kWays>(row_ids[i], hashes[i % kRing], first_sets[i % kRing], first_ways[i % kRing], now, dst,
+                            pin, &counts);
     hit[i] = found ? 1 : 0;
   }
   counts.AddTo(Shard());

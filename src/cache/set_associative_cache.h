@@ -171,6 +171,20 @@ class SetAssociativeRowCache final : public RowCache {
   template <uint32_t kWays = 0>
   bool LookupHashed(uint64_t row_id, uint64_t hash, uint64_t first_set, int way_hint, uint32_t now,
                     std::span<std::byte> dst, PinAction pin, LookupCounts* counts);
+  // A hit on (set, way) if that way still holds row_id once the set is
+  // locked (a hint read without the lock, FindWayHint); else false, with
+  // nothing changed. A row is served from whichever candidate set holds it,
+  // so a hit found here is the one Lookup would find.
+  template <uint32_t kWays = 0>
+  bool ServeHintedHit(uint64_t row_id, uint64_t set, int way, uint32_t now, std::span<std::byte> dst, PinAction pin,
+                      LookupCounts* counts) {
+    SetView s = ViewIn<kWays>(set);
+    s.Lock();
+    const bool holds = (s.occupied() >> way & 1u) && s.keys()[way] == row_id;
+    if (holds) ServeHit<kWays>(s, set, way, now, dst, pin, counts);
+    s.Unlock();
+    return holds;
+  }
   // LookupHashed's rest, for a row not in its first set; called with the first
   // set locked, and unlocks it.
   bool LookupPastFirstSet(uint64_t row_id, const CandidateSets& c, uint32_t now, std::span<std::byte> dst,
@@ -340,13 +354,15 @@ inline int SetAssociativeRowCache::FindWay(const SetView& s, uint64_t row_id) co
   return match != 0 ? std::countr_zero(match) : -1;
 }
 
-// Most hits are in the first set: that path inlines into the lookup loops,
-// the rest (second set, miss) is a call.
+// Most hits are in the first set: that path is always inlined into the lookup
+// loops (GCC otherwise outlines it from LookupBatch), the rest (second set,
+// miss) is a call.
 // The second candidate set is found only for a row not in its first.
 template <uint32_t kWays>
-inline bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash, uint64_t first_set, int way_hint,
-                                                 uint32_t now, std::span<std::byte> dst, PinAction pin,
-                                                 LookupCounts* counts) {
+[[gnu::always_inline]] inline bool SetAssociativeRowCache::LookupHashed(uint64_t row_id, uint64_t hash,
+                                                                        uint64_t first_set, int way_hint,
+                                                                        uint32_t now, std::span<std::byte> dst,
+                                                                        PinAction pin, LookupCounts* counts) {
   SetView first = ViewIn<kWays>(first_set);
   first.Lock();
   // The hint is usually right, and checking one way is cheaper than all.
