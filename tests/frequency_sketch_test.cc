@@ -133,6 +133,32 @@ TEST(FrequencySketch, ConservativeIncrementRaisesTheEstimateByOneInEveryLayoutWi
 
 // (When to halve is the cache's decision, on its clock: RowCacheLegacy's
 // halving test and the reference model pin that.)
+TEST(FrequencySketch, DefaultShapeIncrementCountsExactlyAsIncrement) {
+  // A small sketch (4 blocks), so keys share counters and some saturate:
+  // every counter of the fast path's sketch must equal the general path's.
+  FrequencySketch general(256, 2, 8, 3, /*conservative=*/true, /*blocked=*/true);
+  FrequencySketch fast(256, 2, 8, 3, /*conservative=*/true, /*blocked=*/true);
+  ASSERT_TRUE(fast.HasDefaultShape());
+  EXPECT_FALSE(FrequencySketch(256, 4, 8, 3, true, true).HasDefaultShape());
+  EXPECT_FALSE(FrequencySketch(256, 2, 4, 3, true, true).HasDefaultShape());
+  EXPECT_FALSE(FrequencySketch(256, 2, 8, 3, false, true).HasDefaultShape());
+  EXPECT_FALSE(FrequencySketch(256, 2, 8, 3, true, false).HasDefaultShape());
+  bool saturated = false;
+  for (uint64_t i = 0; i < 200000; ++i) {
+    const uint64_t h = H(i * 7919 % 1000);
+    general.Increment(general.ProbeOf(h));
+    fast.IncrementDefaultShape(fast.ProbeOf(h));
+    if (i % 50000 == 49999) {
+      for (uint64_t k = 0; k < 1000; ++k) ASSERT_EQ(fast.Estimate(H(k)), general.Estimate(H(k))) << k;
+      saturated = saturated || fast.Estimate(H(1)) == fast.max_count();
+      general.Halve();
+      fast.Halve();
+    }
+  }
+  for (uint64_t k = 0; k < 1000; ++k) ASSERT_EQ(fast.Estimate(H(k)), general.Estimate(H(k))) << k;
+  EXPECT_TRUE(saturated) << "the run must reach saturated counters to test them";
+}
+
 TEST(FrequencySketch, HalveHalvesEveryCounter) {
   FrequencySketch s(1 << 16, 4, 8, 1);
   for (int i = 0; i < 19; ++i) s.Increment(H(1));

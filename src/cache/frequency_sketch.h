@@ -66,6 +66,21 @@ class FrequencySketch {
   }
   void Increment(uint64_t hash) { Increment(ProbeOf(hash)); }
   void Increment(const Probe& p);
+  // The default preset's sketch: blocked, 8-bit counters, depth 2,
+  // conservative update. For it, IncrementDefaultShape is Increment inlined
+  // with the shape fixed, which a lookup loop checks once per batch and calls
+  // per row (no call, no dispatch on the shape, no reload of the counters).
+  bool HasDefaultShape() const { return blocked_ && bits_ == 8 && depth_ == 2 && conservative_; }
+  [[gnu::always_inline]] void IncrementDefaultShape(const Probe& p) {
+    const uint64_t i0 = IndexAt<true, 8>(p, 0), i1 = IndexAt<true, 8>(p, 1);
+    const uint32_t v0 = GetAt<8>(i0), v1 = GetAt<8>(i1);
+    const uint32_t m = v0 < v1 ? v0 : v1;
+    if (m == max_) return;
+    // As CountAt: both rewritten, those at the minimum one higher. The two
+    // offsets are distinct (the step is odd), so neither write hides the other.
+    Byte(i0).store(static_cast<uint8_t>(v0 + (v0 == m)), std::memory_order_relaxed);
+    Byte(i1).store(static_cast<uint8_t>(v1 + (v1 == m)), std::memory_order_relaxed);
+  }
   uint32_t Estimate(uint64_t hash) const;
   // Starts loading the key's counters (a hint; no effect on the counts).
   // Lets a caller overlap the sketch's cache miss with its own before it

@@ -108,6 +108,7 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
   FrequencySketch::Probe probes[kRing];  // where the rows' sketch counters are, found once
   bool in_second[kRing];  // not found in the first set by the payload stage
   const bool two = hasher_.two_candidates();
+  const bool default_sketch = sketch_.HasDefaultShape();
   // The stages are always inlined: GCC otherwise calls them out of line, and
   // each call reloads the captured ring (~30 instructions per row). The GNU
   // attribute after the parameters applies to the call operator; GCC ignores
@@ -156,7 +157,11 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
     if (i + kFirstSetAhead < n) find_in_first(i + kFirstSetAhead);
     if (i + kSecondSetAhead < n) find_in_second(i + kSecondSetAhead);
     std::span<std::byte> dst(dsts[i], copy && dsts[i] ? row_bytes_ : 0);
-    sketch_.Increment(probes[i % kRing]);
+    if (default_sketch) {
+      sketch_.IncrementDefaultShape(probes[i % kRing]);
+    } else {
+      sketch_.Increment(probes[i % kRing]);
+    }
     TickUpkeep(first_tick + i, &next_halving);
     const uint32_t now = static_cast<uint32_t>(first_tick + i);
     // A row the hints saw in its second set is served from that set alone
