@@ -131,8 +131,6 @@ TEST(FrequencySketch, ConservativeIncrementRaisesTheEstimateByOneInEveryLayoutWi
   }
 }
 
-// (When to halve is the cache's decision, on its clock: RowCacheLegacy's
-// halving test and the reference model pin that.)
 TEST(FrequencySketch, DefaultShapeIncrementCountsExactlyAsIncrement) {
   // A small sketch (4 blocks), so keys share counters and some saturate:
   // every counter of the fast path's sketch must equal the general path's.
@@ -159,6 +157,8 @@ TEST(FrequencySketch, DefaultShapeIncrementCountsExactlyAsIncrement) {
   EXPECT_TRUE(saturated) << "the run must reach saturated counters to test them";
 }
 
+// (When to halve is the cache's decision, on its clock: RowCacheLegacy's
+// halving test and the reference model pin that.)
 TEST(FrequencySketch, HalveHalvesEveryCounter) {
   FrequencySketch s(1 << 16, 4, 8, 1);
   for (int i = 0; i < 19; ++i) s.Increment(H(1));

@@ -17,32 +17,6 @@ FrequencySketch::FrequencySketch(uint64_t bytes, uint32_t depth, uint32_t counte
       conservative_(conservative),
       counters_(AnonymousMemory::AllocateOrThrow(bytes_, "frequency sketch")) {}
 
-template <bool kBlocked, uint32_t kBits, uint32_t kDepth>
-void FrequencySketch::CountAt(const Probe& p) {
-  const uint32_t depth = kDepth != 0 ? kDepth : depth_;
-  if (!conservative_) {
-    for (uint32_t i = 0; i < depth; ++i) BumpAt<kBits>(IndexAt<kBlocked, kBits>(p, i));
-    return;
-  }
-  // Zeroed only to spare GCC's maybe-uninitialized warning on the unrolled run-time depth.
-  uint64_t idx[kDepth != 0 ? kDepth : 8] = {};  // depth_ <= 8
-  uint32_t val[kDepth != 0 ? kDepth : 8] = {};
-  uint32_t m = max_;
-#pragma GCC unroll 8
-  for (uint32_t i = 0; i < depth; ++i) {
-    idx[i] = IndexAt<kBlocked, kBits>(p, i);
-    val[i] = GetAt<kBits>(idx[i]);
-    if (val[i] < m) m = val[i];
-  }
-  if (m == max_) return;
-  // Which counters hold the minimum is close to random, so a branch per
-  // counter would be mispredicted about once per increment; instead every
-  // counter is rewritten, the ones at the minimum one higher (none can
-  // overflow: m < max_).
-#pragma GCC unroll 8
-  for (uint32_t i = 0; i < depth; ++i) AddAt<kBits>(idx[i], val[i] == m ? 1u : 0u);
-}
-
 template <bool kBlocked, uint32_t kBits>
 void FrequencySketch::CountWithDepth(const Probe& p) {
   // The presets' depths (default 2, legacy 4) get loops of a fixed length,

@@ -67,20 +67,12 @@ class FrequencySketch {
   void Increment(uint64_t hash) { Increment(ProbeOf(hash)); }
   void Increment(const Probe& p);
   // The default preset's sketch: blocked, 8-bit counters, depth 2,
-  // conservative update. For it, IncrementDefaultShape is Increment inlined
-  // with the shape fixed, which a lookup loop checks once per batch and calls
-  // per row (no call, no dispatch on the shape, no reload of the counters).
+  // conservative update. For it, IncrementDefaultShape is Increment with the
+  // shape fixed and inlined (CountAt's instantiation, defined below), which a
+  // lookup loop checks once per batch and calls per row: no call and no
+  // dispatch on the shape.
   bool HasDefaultShape() const { return blocked_ && bits_ == 8 && depth_ == 2 && conservative_; }
-  [[gnu::always_inline]] void IncrementDefaultShape(const Probe& p) {
-    const uint64_t i0 = IndexAt<true, 8>(p, 0), i1 = IndexAt<true, 8>(p, 1);
-    const uint32_t v0 = GetAt<8>(i0), v1 = GetAt<8>(i1);
-    const uint32_t m = v0 < v1 ? v0 : v1;
-    if (m == max_) return;
-    // As CountAt: both rewritten, those at the minimum one higher. The two
-    // offsets are distinct (the step is odd), so neither write hides the other.
-    Byte(i0).store(static_cast<uint8_t>(v0 + (v0 == m)), std::memory_order_relaxed);
-    Byte(i1).store(static_cast<uint8_t>(v1 + (v1 == m)), std::memory_order_relaxed);
-  }
+  [[gnu::always_inline]] void IncrementDefaultShape(const Probe& p) { CountAt<true, 8, 2>(p); }
   uint32_t Estimate(uint64_t hash) const;
   // Starts loading the key's counters (a hint; no effect on the counts).
   // Lets a caller overlap the sketch's cache miss with its own before it
@@ -184,5 +176,40 @@ class FrequencySketch {
   AnonymousMemory counters_;  // bytes_ counter bytes, accessed through Byte()
   std::atomic<uint64_t> halvings_{0};
 };
+
+// Inline: IncrementDefaultShape inlines it into the lookup loop.
+template <bool kBlocked, uint32_t kBits, uint32_t kDepth>
+inline void FrequencySketch::CountAt(const Probe& p) {
+  const uint32_t depth = kDepth != 0 ? kDepth : depth_;
+  if (!conservative_) {
+    for (uint32_t i = 0; i < depth; ++i) BumpAt<kBits>(IndexAt<kBlocked, kBits>(p, i));
+    return;
+  }
+  // Zeroed only to spare GCC's maybe-uninitialized warning on the unrolled run-time depth.
+  uint64_t idx[kDepth != 0 ? kDepth : 8] = {};  // depth_ <= 8
+  uint32_t val[kDepth != 0 ? kDepth : 8] = {};
+  uint32_t m = max_;
+#pragma GCC unroll 8
+  for (uint32_t i = 0; i < depth; ++i) {
+    idx[i] = IndexAt<kBlocked, kBits>(p, i);
+    val[i] = GetAt<kBits>(idx[i]);
+    if (val[i] < m) m = val[i];
+  }
+  if (m == max_) return;
+  // Which counters hold the minimum is close to random, so a branch per
+  // counter would be mispredicted about once per increment; instead every
+  // counter is rewritten, the ones at the minimum one higher (none can
+  // overflow: m < max_). An 8-bit counter is its own byte, and a key's
+  // counters are distinct, so the value read above is written back raised;
+  // 4-bit counters may share a byte, which AddAt reads afresh.
+#pragma GCC unroll 8
+  for (uint32_t i = 0; i < depth; ++i) {
+    if constexpr (kBits == 8) {
+      Byte(idx[i]).store(static_cast<uint8_t>(val[i] + (val[i] == m ? 1u : 0u)), std::memory_order_relaxed);
+    } else {
+      AddAt<kBits>(idx[i], val[i] == m ? 1u : 0u);
+    }
+  }
+}
 
 }  // namespace engram::cache
