@@ -139,6 +139,52 @@ TEST(RowCacheBatches, ConcurrentLookupAndInsertBatchesCopyOnlyExactRows) {
   EXPECT_EQ(s.misses, s.inserts + s.total_refusals());
 }
 
+// The hits LookupBatch serves without a lock (an unlocked read, validated by
+// the set's version) race writers replacing the very rows being copied: a
+// one-set cache of 5 ways, where every insert evicts a row the readers hit.
+TEST(RowCacheBatches, HitsServedWithoutTheLockAreNeverTornByWritersOfTheSameSet) {
+  auto c = testing::MakeSetAssociativeCache("default,sets=1,relocate=0,admission=always", 1, kRowBytes);
+  ASSERT_EQ(c->capacity_rows(), 5u);
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  constexpr int kRounds = 20'000;
+#else
+  constexpr int kRounds = 200'000;
+#endif
+  constexpr uint64_t kDistinct = 8;
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> wrong{0}, hits{0};
+  std::thread writer([&] {
+    std::mt19937_64 rng(7);
+    while (!stop.load(std::memory_order_relaxed)) {
+      const uint64_t id = rng() % kDistinct;
+      c->Insert(id, RowOf(id));
+    }
+  });
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; ++t) {
+    readers.emplace_back([&, t] {
+      std::mt19937_64 rng(200 + t);
+      std::vector<uint64_t> ids(4);
+      std::vector<std::byte> buf(ids.size() * kRowBytes);
+      std::vector<std::byte*> dsts(ids.size());
+      for (size_t i = 0; i < ids.size(); ++i) dsts[i] = buf.data() + i * kRowBytes;
+      std::vector<uint8_t> hit(ids.size());
+      for (int r = 0; r < kRounds; ++r) {
+        for (size_t i = 0; i < ids.size(); ++i) ids[i] = (rng() % (kDistinct / ids.size())) * ids.size() + i;
+        hits += c->LookupBatch(ids, dsts, PinAction::kKeep, hit);
+        for (size_t i = 0; i < ids.size(); ++i) {
+          if (hit[i] && std::memcmp(dsts[i], RowOf(ids[i]).data(), kRowBytes) != 0) ++wrong;
+        }
+      }
+    });
+  }
+  for (auto& th : readers) th.join();
+  stop = true;
+  writer.join();
+  EXPECT_EQ(wrong.load(), 0u) << "of " << hits.load() << " hits";
+  EXPECT_GT(hits.load(), 0u);
+}
+
 class InsertBatchTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(InsertBatchTest, EqualsOneInsertPerRowInOrder) {

@@ -51,6 +51,40 @@ TEST(SetView, MasksBesideTheLockSurviveLockingAndUnlocking) {
   }
 }
 
+TEST(SetView, AnUnlockedReadIsValidOnlyIfNoWriterHeldTheLockSinceItBegan) {
+  for (uint32_t ways : {5u, 16u}) {
+    SetLayout l = SetLayout::For(ways);
+    std::vector<uint64_t> storage(l.stride / 8, 0);
+    SetView s(reinterpret_cast<uint8_t*>(storage.data()), l);
+    const uint32_t quiet = s.ReadBegin();
+    EXPECT_EQ(quiet & 1, 0u) << ways;
+    EXPECT_TRUE(s.ReadValid(quiet)) << ways;
+    s.Lock();
+    EXPECT_EQ(s.ReadBegin() & 1, 1u) << ways << ": a held lock must read as odd";
+    EXPECT_FALSE(s.ReadValid(quiet)) << ways;
+    s.Unlock();
+    EXPECT_FALSE(s.ReadValid(quiet)) << ways << ": a lock taken and released in between must show";
+    const uint32_t after = s.ReadBegin();
+    EXPECT_EQ(after & 1, 0u) << ways;
+    ASSERT_TRUE(s.TryLock());
+    s.Unlock();
+    EXPECT_FALSE(s.ReadValid(after)) << ways;
+  }
+}
+
+TEST(SetView, TheVersionWrapsRoundWithoutLookingHeld) {
+  SetLayout l = SetLayout::For(5);
+  std::vector<uint64_t> storage(l.stride / 8, 0);
+  SetView s(reinterpret_cast<uint8_t*>(storage.data()), l);
+  for (int i = 0; i < (1 << 15) + 3; ++i) {
+    s.Lock();
+    s.Unlock();
+    ASSERT_EQ(s.ReadBegin() & 1, 0u) << i;
+  }
+  EXPECT_TRUE(s.TryLock());
+  s.Unlock();
+}
+
 TEST(SetView, LockExcludesConcurrentWritersOfTheMasks) {
   SetLayout l = SetLayout::For(5);
   std::vector<uint64_t> storage(l.stride / 8, 0);

@@ -164,11 +164,16 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
     }
     TickUpkeep(first_tick + i, &next_halving);
     const uint32_t now = static_cast<uint32_t>(first_tick + i);
-    // A row the hints saw in its second set is served from that set alone
-    // when the hint still holds under its lock; otherwise (or in its first
-    // set) the ordinary lookup.
+    // A row the hints found is served where they found it, without the lock
+    // if no writer interferes; a row the hints saw in its second set is
+    // otherwise served from that set alone when the hint still holds under
+    // its lock; every other row takes the ordinary lookup.
+    const bool second = in_second[i % kRing];
+    const int hinted_way = second ? second_ways[i % kRing] : first_ways[i % kRing];
+    const uint64_t hinted_set = second ? second_sets[i % kRing] : first_sets[i % kRing];
     const bool found =
-        (in_second[i % kRing] && second_ways[i % kRing] >= 0 &&
+        (hinted_way >= 0 && ServeUnlocked<kWays>(row_ids[i], hinted_set, hinted_way, now, dst, pin, &counts)) ||
+        (second && second_ways[i % kRing] >= 0 &&
          ServeHintedHit<kWays>(row_ids[i], second_sets[i % kRing], second_ways[i % kRing], now, dst, pin, &counts)) ||
         LookupHashed<kWays>(row_ids[i], hashes[i % kRing], first_sets[i % kRing], first_ways[i % kRing], now, dst,
                             pin, &counts);

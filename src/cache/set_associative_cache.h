@@ -185,6 +185,33 @@ class SetAssociativeRowCache final : public RowCache {
     s.Unlock();
     return holds;
   }
+  // A hit on (set, way), found there by the unlocked hints, served without
+  // the set's lock (an unlocked read, set_layout.h): true if the way holds
+  // row_id and no writer came between, with the row copied, stamped and
+  // counted; false (nothing counted, dst perhaps overwritten) when a writer
+  // held or took the lock, the way holds another row, or a read-ahead pin
+  // must be consumed -- the caller then looks the row up under the lock.
+  template <uint32_t kWays = 0>
+  [[gnu::always_inline]] bool ServeUnlocked(uint64_t row_id, uint64_t set, int way, uint32_t now,
+                                            std::span<std::byte> dst, PinAction pin, LookupCounts* counts) {
+    SetView s = ViewIn<kWays>(set);
+    const uint32_t bit = 1u << way;
+    bool served = false;
+    {
+      [[maybe_unused]] UnlockedReadScope unchecked;
+      const uint32_t version = s.ReadBegin();
+      if ((version & 1) == 0 && (s.OccupiedHint() & bit) && s.KeyHint(uint32_t(way)) == row_id &&
+          !(pin == PinAction::kConsume && (s.PinnedHint() & bit))) {
+        if (row_bytes_ != 0 && !dst.empty()) {
+          std::memcpy(dst.data(), PayloadIn<kWays>(set, uint32_t(way)), std::min<size_t>(dst.size(), row_bytes_));
+        }
+        served = s.ReadValid(version);
+        if (served) s.StampUnlocked(uint32_t(way), now);
+      }
+    }
+    counts->hits += served;
+    return served;
+  }
   // LookupHashed's rest, for a row not in its first set; called with the first
   // set locked, and unlocks it.
   bool LookupPastFirstSet(uint64_t row_id, const CandidateSets& c, uint32_t now, std::span<std::byte> dst,

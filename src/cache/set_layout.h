@@ -3,7 +3,8 @@
 // Index and payload are separate regions. The index is an array of sets of
 // `stride` bytes. A set of up to 8 ways has a compact 4-byte header:
 //
-//   [0, 2)     lock (atomic via std::atomic_ref<uint16_t>; 0 = free, 1 = held)
+//   [0, 2)     lock word (atomic via std::atomic_ref<uint16_t>): bit 0 = held,
+//              the bits above count releases (a version, see below)
 //   [2]        occupied mask (bit w: way w holds a row)
 //   [3]        pinned mask   (bit w: way w holds a pinned read-ahead row)
 //   [4, ...)   stamps: uint32 last-access tick per way
@@ -19,6 +20,15 @@
 // separate bytes, written only by the lock holder. Row payloads are in a slab
 // addressed by (set * ways + way), so the index stays dense regardless of row
 // size.
+//
+// Unlocked reads (a seqlock). Every release of a set's lock advances its
+// version, so a hit can be served without the lock: read the version (an
+// even, unheld one), check the key and copy the row, then read the version
+// again; if it is unchanged no writer held the lock in between and the copy
+// is exact, else the caller retries under the lock. A hit then costs no
+// locked instruction, which on x86 would first wait for every earlier store
+// of the gather (the previous rows' copies) to drain. The version wraps after
+// 2^15 (compact) or 2^31 releases, far more than can pass during one copy.
 #pragma once
 
 #include <atomic>
@@ -28,6 +38,11 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#endif
+
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_ignore_thread_begin();
+extern "C" void __tsan_ignore_thread_end();
 #endif
 
 namespace engram::cache {
@@ -54,6 +69,21 @@ struct SetLayout {
     l.stride = lines <= 16 * ways ? lines : (raw + 7) & ~7u;
     return l;
   }
+};
+
+// An unlocked read copies row bytes that a writer may be overwriting; the
+// version check (SetView::ReadValid) discards such a copy, which ThreadSanitizer
+// cannot see, so it is told to ignore this thread's accesses for the read.
+class UnlockedReadScope {
+ public:
+#if defined(__SANITIZE_THREAD__)
+  UnlockedReadScope() { __tsan_ignore_thread_begin(); }
+  ~UnlockedReadScope() { __tsan_ignore_thread_end(); }
+#else
+  UnlockedReadScope() = default;
+#endif
+  UnlockedReadScope(const UnlockedReadScope&) = delete;
+  UnlockedReadScope& operator=(const UnlockedReadScope&) = delete;
 };
 
 // A view of one set in the index. Fields other than the lock are plain
@@ -93,6 +123,17 @@ class SetView {
     return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_ + 4)).load(std::memory_order_relaxed);
   }
 
+  uint32_t PinnedHint() const {
+    if (compact_) return std::atomic_ref<uint8_t>(base_[3]).load(std::memory_order_relaxed);
+    return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_ + 8)).load(std::memory_order_relaxed);
+  }
+  // A stamp written without the lock, by a hit served from an unlocked read.
+  // Racing a writer it may land on the row that writer put in its place: that
+  // row's stamp is then this tick instead of the writer's, equally recent.
+  void StampUnlocked(uint32_t way, uint32_t now) {
+    std::atomic_ref<uint32_t>(stamps()[way]).store(now, std::memory_order_relaxed);
+  }
+
   void Lock() {
     if (compact_) {
       LockWord<uint16_t>();
@@ -103,10 +144,24 @@ class SetView {
   bool TryLock() { return compact_ ? TryLockWord<uint16_t>() : TryLockWord<uint32_t>(); }
   void Unlock() {
     if (compact_) {
-      std::atomic_ref<uint16_t>(*reinterpret_cast<uint16_t*>(base_)).store(0, std::memory_order_release);
+      UnlockWord<uint16_t>();
     } else {
-      std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_)).store(0, std::memory_order_release);
+      UnlockWord<uint32_t>();
     }
+  }
+
+  // The start of an unlocked read: the set's version, or an odd value when a
+  // writer holds the lock (the read must then take the lock instead).
+  uint32_t ReadBegin() const {
+    return compact_ ? Version<uint16_t>(std::memory_order_acquire) : Version<uint32_t>(std::memory_order_acquire);
+  }
+  // The end of an unlocked read that began with ReadBegin() == version: true
+  // if no writer held the lock since, so everything read in between is exact.
+  bool ReadValid(uint32_t version) const {
+    // Orders the reads of the row before the second read of the version.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return (compact_ ? Version<uint16_t>(std::memory_order_relaxed) : Version<uint32_t>(std::memory_order_relaxed)) ==
+           version;
   }
 
   uint8_t* base() const { return base_; }
@@ -117,34 +172,56 @@ class SetView {
     std::memcpy(&v, base_ + offset, sizeof(v));
     return v;
   }
+  // The pinned mask is read without the lock by unlocked reads (PinnedHint).
   void SetMask(uint32_t compact_offset, uint32_t wide_offset, uint32_t mask) {
     if (compact_) {
-      base_[compact_offset] = static_cast<uint8_t>(mask);
+      std::atomic_ref<uint8_t>(base_[compact_offset]).store(static_cast<uint8_t>(mask), std::memory_order_relaxed);
     } else {
-      std::memcpy(base_ + wide_offset, &mask, sizeof(mask));
+      std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_ + wide_offset))
+          .store(mask, std::memory_order_relaxed);
     }
   }
 
   template <typename T>
+  std::atomic_ref<T> LockWordRef() const {
+    return std::atomic_ref<T>(*reinterpret_cast<T*>(base_));
+  }
+  template <typename T>
+  uint32_t Version(std::memory_order order) const {
+    return LockWordRef<T>().load(order);
+  }
+  template <typename T>
   bool TryLockWord() {
-    std::atomic_ref<T> word(*reinterpret_cast<T*>(base_));
-    return word.load(std::memory_order_relaxed) == 0 && word.exchange(1, std::memory_order_acquire) == 0;
+    std::atomic_ref<T> word = LockWordRef<T>();
+    T v = word.load(std::memory_order_relaxed);
+    return (v & 1) == 0 && word.compare_exchange_strong(v, static_cast<T>(v | 1), std::memory_order_acquire,
+                                                        std::memory_order_relaxed);
   }
   template <typename T>
   void LockWord() {
-    std::atomic_ref<T> word(*reinterpret_cast<T*>(base_));
-    if (word.exchange(1, std::memory_order_acquire) == 0) return;
+    std::atomic_ref<T> word = LockWordRef<T>();
+    T v = word.load(std::memory_order_relaxed);
     for (int spins = 0;;) {
       // Test before test-and-set: spin on a shared copy of the line.
-      while (word.load(std::memory_order_relaxed) != 0) {
+      while (v & 1) {
         if (++spins < 128) {
           Pause();
         } else {
           std::this_thread::yield();  // the holder may be descheduled
         }
+        v = word.load(std::memory_order_relaxed);
       }
-      if (word.exchange(1, std::memory_order_acquire) == 0) return;
+      if (word.compare_exchange_weak(v, static_cast<T>(v | 1), std::memory_order_acquire,
+                                     std::memory_order_relaxed)) {
+        return;
+      }
     }
+  }
+  template <typename T>
+  void UnlockWord() {
+    std::atomic_ref<T> word = LockWordRef<T>();
+    // Held (odd) -> the next even version; only the holder writes the word.
+    word.store(static_cast<T>(word.load(std::memory_order_relaxed) + 1), std::memory_order_release);
   }
   static void Pause() {
 #if defined(__x86_64__) || defined(__i386__)
