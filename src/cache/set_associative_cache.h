@@ -27,7 +27,9 @@
 // further set only with TryLock and skips it when busy, so no thread ever
 // waits while holding a lock out of order: deadlock-free. A Lookup copies the
 // row while holding the set's lock; writers hold the same lock, so a copied
-// row is never torn.
+// row is never torn. LookupBatch serves the hits its hints found without the
+// lock, by an unlocked read the set's version validates (set_layout.h), and
+// takes the lock only when a writer interfered.
 #pragma once
 
 #include <algorithm>
