@@ -24,6 +24,18 @@ constexpr uint32_t kRowBytes = 264;
 
 std::vector<std::byte> RowOf(uint64_t id) { return testing::CacheRowOf(id, kRowBytes); }
 
+// One LookupBatch's arguments for `n` rows: the IDs, a destination per row in
+// one buffer, and the hit flags.
+struct BatchArgs {
+  explicit BatchArgs(size_t n) : ids(n), buf(n * kRowBytes), dsts(n), hit(n) {
+    for (size_t i = 0; i < n; ++i) dsts[i] = buf.data() + i * kRowBytes;
+  }
+  std::vector<uint64_t> ids;
+  std::vector<std::byte> buf;
+  std::vector<std::byte*> dsts;
+  std::vector<uint8_t> hit;
+};
+
 class LookupBatchTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(LookupBatchTest, EqualsOneLookupPerRowInOrder) {
@@ -102,11 +114,8 @@ TEST(RowCacheBatches, ConcurrentLookupAndInsertBatchesCopyOnlyExactRows) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       std::mt19937_64 rng(100 + t);
-      std::vector<uint64_t> ids(64);
-      std::vector<std::byte> buf(ids.size() * kRowBytes);
-      std::vector<std::byte*> dsts(ids.size());
-      for (size_t i = 0; i < ids.size(); ++i) dsts[i] = buf.data() + i * kRowBytes;
-      std::vector<uint8_t> hit(ids.size());
+      BatchArgs batch(64);
+      auto& [ids, buf, dsts, hit] = batch;
       std::vector<uint64_t> misses;
       std::vector<std::vector<std::byte>> bytes;
       std::vector<const std::byte*> rows;
@@ -164,11 +173,8 @@ TEST(RowCacheBatches, HitsServedWithoutTheLockAreNeverTornByWritersOfTheSameSet)
   for (int t = 0; t < 2; ++t) {
     readers.emplace_back([&, t] {
       std::mt19937_64 rng(200 + t);
-      std::vector<uint64_t> ids(4);
-      std::vector<std::byte> buf(ids.size() * kRowBytes);
-      std::vector<std::byte*> dsts(ids.size());
-      for (size_t i = 0; i < ids.size(); ++i) dsts[i] = buf.data() + i * kRowBytes;
-      std::vector<uint8_t> hit(ids.size());
+      BatchArgs batch(4);
+      auto& [ids, buf, dsts, hit] = batch;
       for (int r = 0; r < kRounds; ++r) {
         for (size_t i = 0; i < ids.size(); ++i) ids[i] = (rng() % (kDistinct / ids.size())) * ids.size() + i;
         hits += c->LookupBatch(ids, dsts, PinAction::kKeep, hit);
