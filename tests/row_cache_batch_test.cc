@@ -148,6 +148,28 @@ TEST(RowCacheBatches, ConcurrentLookupAndInsertBatchesCopyOnlyExactRows) {
   EXPECT_EQ(s.misses, s.inserts + s.total_refusals());
 }
 
+TEST(LookupBatch, HitsTheHintsFoundAreServedWithoutTheLockUnlessAPinIsConsumed) {
+  auto c = testing::MakeSetAssociativeCache("default", 64, kRowBytes);
+  BatchArgs batch(40);
+  auto& [ids, buf, dsts, hit] = batch;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = 1000 + i;
+    ASSERT_EQ(c->Insert(ids[i], RowOf(ids[i])), InsertOutcome::kInserted);
+  }
+  ASSERT_EQ(c->InsertPinned(5000, RowOf(5000)), InsertOutcome::kInserted);
+  ASSERT_EQ(c->LookupBatch(ids, dsts, PinAction::kConsume, hit), ids.size());
+  EXPECT_EQ(c->UnlockedHitsForTesting(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(std::memcmp(dsts[i], RowOf(ids[i]).data(), kRowBytes), 0) << i;
+
+  // Consuming a read-ahead pin changes the set, so that hit takes the lock.
+  ids.assign(1, 5000);
+  ASSERT_EQ(c->LookupBatch(ids, {dsts.data(), 1}, PinAction::kConsume, {hit.data(), 1}), 1u);
+  EXPECT_EQ(c->UnlockedHitsForTesting(), 40u);
+  EXPECT_FALSE(c->IsPinned(5000));
+  ASSERT_EQ(c->LookupBatch(ids, {dsts.data(), 1}, PinAction::kConsume, {hit.data(), 1}), 1u);
+  EXPECT_EQ(c->UnlockedHitsForTesting(), 41u);
+}
+
 // The hits LookupBatch serves without a lock (an unlocked read, validated by
 // the set's version) race writers replacing the very rows being copied: a
 // one-set cache of 5 ways, where every insert evicts a row the readers hit.

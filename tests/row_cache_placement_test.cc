@@ -30,7 +30,7 @@ class RowCachePlacement : public ::testing::Test {
   void Put(uint64_t set, uint32_t way, uint64_t row, uint32_t stamp) {
     SetView v = storage_.View(set);
     v.set_key(way, row);
-    v.stamps()[way] = stamp;
+    v.set_stamp(way, stamp);
     v.set_occupied(v.occupied() | (1u << way));
   }
   void Fill(uint64_t set, uint64_t first_row, uint32_t stamp) {
@@ -72,7 +72,7 @@ TEST_F(RowCachePlacement, VictimIsTheLowestEstimateThenTheOldestAndNeverPinned) 
   // Every resident read 3 times but 201 and 204 (never), and 201 is older.
   for (uint64_t r : {100, 101, 102, 103, 104, 200, 202, 203}) Read(r, 3);
   const FrequencySketch& sketch = sketch_;
-  storage_.View(1).stamps()[1] = 40;
+  storage_.View(1).set_stamp(1, 40);
   RowCacheConfig config;
   config.victim_order = VictimOrder::kLowestEstimateThenOldest;
   const VictimChoice by_estimate(config, 10);
@@ -87,7 +87,7 @@ TEST_F(RowCachePlacement, VictimIsTheLowestEstimateThenTheOldestAndNeverPinned) 
   EXPECT_EQ(v.row_id, 204u);
 
   config.victim_order = VictimOrder::kOldest;
-  storage_.View(0).stamps()[3] = 10;  // 103: the oldest unpinned
+  storage_.View(0).set_stamp(3, 10);  // 103: the oldest unpinned
   v = VictimChoice(config, 10).Choose(storage_, sets_, 2, 60, sketch, hasher_);
   EXPECT_EQ(v.row_id, 103u);
   EXPECT_FALSE(v.estimated);

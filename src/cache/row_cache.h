@@ -19,9 +19,10 @@
 // between this thread's miss and insert) returns kAlreadyPresent and counts
 // as an insert: that keeps misses == inserts + refusals exact under races.
 //
-// Thread safety: all methods may be called concurrently. A Lookup copies the
-// whole row under the set's lock, so a reader never sees a torn row even while
-// that slot is being replaced.
+// Thread safety: all methods may be called concurrently. A reader never sees a
+// torn row, even while that slot is being replaced: a lookup copies the row
+// under the set's lock, or without it and then checks that no writer changed
+// the set meanwhile (retrying under the lock if one did).
 #pragma once
 
 #include <cstddef>
@@ -87,7 +88,9 @@ class RowCache {
   // sketch increments, same outcome. Implementations may overlap the memory
   // accesses of rows a few places apart (a gather of cached rows is otherwise
   // a chain of dependent cache misses). hit[i] = 1 on a hit, 0 on a miss;
-  // dsts.size() and hit.size() == row_ids.size(). Returns the hits.
+  // dsts.size() and hit.size() == row_ids.size(). Returns the hits. Unlike
+  // Lookup's, a missed row's destination may have been written (with bytes
+  // to ignore): an implementation may copy before it knows the copy is good.
   virtual size_t LookupBatch(std::span<const uint64_t> row_ids, std::span<std::byte* const> dsts, PinAction pin,
                              std::span<uint8_t> hit);
 

@@ -12,10 +12,14 @@
 //                             not found: prefetch the second set's index line
 //   row i + kSecondSetAhead:  not in the first set: look in the second and
 //                             prefetch its payload
-//   row i:                    the ordinary Lookup, on warm lines; a row the
-//                             hints saw in its second set is served from that
-//                             set alone if it is still there under the lock
-//                             (one lock instead of two, no search of the first)
+//   row i:                    a row the hints found is served where they
+//                             found it without the set's lock, if no writer
+//                             changed the set meanwhile (an unlocked read,
+//                             set_layout.h); else a row the hints saw in its
+//                             second set is served from that set alone if it is
+//                             still there under the lock (one lock instead of
+//                             two, no search of the first); else the ordinary
+//                             Lookup, on warm lines
 //
 // The second set's line is fetched only for the rows not in the first set:
 // the loop is bound by how many lines are in flight at once, and a row found
@@ -173,8 +177,8 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
     const uint64_t hinted_set = second ? second_sets[i % kRing] : first_sets[i % kRing];
     const bool found =
         (hinted_way >= 0 && ServeUnlocked<kWays>(row_ids[i], hinted_set, hinted_way, now, dst, pin, &counts)) ||
-        (second && second_ways[i % kRing] >= 0 &&
-         ServeHintedHit<kWays>(row_ids[i], second_sets[i % kRing], second_ways[i % kRing], now, dst, pin, &counts)) ||
+        (second && hinted_way >= 0 &&
+         ServeHintedHit<kWays>(row_ids[i], hinted_set, hinted_way, now, dst, pin, &counts)) ||
         LookupHashed<kWays>(row_ids[i], hashes[i % kRing], first_sets[i % kRing], first_ways[i % kRing], now, dst,
                             pin, &counts);
     hit[i] = found ? 1 : 0;

@@ -112,9 +112,12 @@ void SetAssociativeRowCache::Maintain(uint64_t now64) {
     SetView s = View(set);
     s.Lock();
     for (uint32_t w = 0; w < layout_.ways; ++w) {
-      if (((s.occupied() >> w) & 1) && AgeOf(now, s.stamps()[w]) > kMaxStampAge) s.stamps()[w] = now - kMaxStampAge;
+      // A compare-exchange: an unlocked hit may stamp the way meanwhile, and its
+      // fresh stamp must not be clamped back to an old one.
+      const uint32_t stamp = s.stamp(w);
+      if (((s.occupied() >> w) & 1) && AgeOf(now, stamp) > kMaxStampAge) s.ReplaceStamp(w, stamp, now - kMaxStampAge);
     }
-    s.Unlock();
+    s.Unlock(/*changed=*/false);
   }
   if (ghost_) ghost_->Sweep(now64, GhostHistory::kSweepAllDue);
 }
@@ -140,6 +143,7 @@ void SetAssociativeRowCache::LookupCounts::AddTo(StatShard& shard) const {
   if (hits != 0) shard.hits.fetch_add(hits, std::memory_order_relaxed);
   if (misses != 0) shard.misses.fetch_add(misses, std::memory_order_relaxed);
   if (pinned_delta != 0) shard.pinned_delta.fetch_add(pinned_delta, std::memory_order_relaxed);
+  if (unlocked_hits != 0) shard.unlocked_hits.fetch_add(unlocked_hits, std::memory_order_relaxed);
 }
 
 bool SetAssociativeRowCache::Lookup(uint64_t row_id, std::span<std::byte> dst, PinAction pin) {
@@ -166,7 +170,7 @@ bool SetAssociativeRowCache::LookupPastFirstSet(uint64_t row_id, const Candidate
                                                 std::span<std::byte> dst, PinAction pin, LookupCounts* counts) {
   SetView first = View(c.first);
   if (c.second == c.first) {
-    first.Unlock();
+    first.Unlock(/*changed=*/false);
     ++counts->misses;
     return false;
   }
@@ -177,11 +181,12 @@ bool SetAssociativeRowCache::LookupPastFirstSet(uint64_t row_id, const Candidate
   if (c.second > c.first) {
     second.Lock();
   } else {
-    first.Unlock();
+    first.Unlock(/*changed=*/false);
     second.Lock();
     first.Lock();
     way = FindWay(first, row_id);
   }
+  const int64_t pins = counts->pinned_delta;
   bool found = true;
   if (way >= 0) {
     ServeHit(first, c.first, way, now, dst, pin, counts);
@@ -191,8 +196,9 @@ bool SetAssociativeRowCache::LookupPastFirstSet(uint64_t row_id, const Candidate
     found = false;
     ++counts->misses;
   }
-  second.Unlock();
-  first.Unlock();
+  const bool changed = counts->pinned_delta != pins;  // a read-ahead pin consumed
+  second.Unlock(changed);
+  first.Unlock(changed);
   return found;
 }
 
@@ -233,7 +239,7 @@ void SetAssociativeRowCache::WriteEntry(uint64_t set, uint32_t way, uint64_t row
   SetView s = View(set);
   const uint32_t bit = 1u << way;
   s.set_key(way, row_id);
-  s.stamps()[way] = stamp;
+  s.set_stamp(way, stamp);
   s.set_occupied(s.occupied() | bit);
   s.set_pinned(pinned ? (s.pinned() | bit) : (s.pinned() & ~bit));
   if (row_bytes_ != 0) {
@@ -315,7 +321,7 @@ InsertOutcome SetAssociativeRowCache::InsertHashed(uint64_t row_id, uint64_t has
   if (p.outcome == InsertOutcome::kInsertedEvicted && ghost_) {
     SetView v = View(p.set);
     evicted_hash = hasher_.Hash(v.keys()[p.way]);
-    evicted_at = now64 - std::min<uint64_t>(now64, AgeOf(now, v.stamps()[p.way]));
+    evicted_at = now64 - std::min<uint64_t>(now64, AgeOf(now, v.stamp(p.way)));
     ghost_->Prefetch(evicted_hash);  // loads while the row is copied in
   }
   if (p.outcome == InsertOutcome::kInserted || p.outcome == InsertOutcome::kInsertedEvicted) {
@@ -436,6 +442,12 @@ std::vector<uint64_t> SetAssociativeRowCache::ResidentsOf(uint64_t set) {
   }
   s.Unlock();
   return rows;
+}
+
+uint64_t SetAssociativeRowCache::UnlockedHitsForTesting() const {
+  uint64_t n = 0;
+  for (int i = 0; i < kStatShards; ++i) n += shards_[i].unlocked_hits.load(std::memory_order_relaxed);
+  return n;
 }
 
 RowCacheStats SetAssociativeRowCache::Stats() const {

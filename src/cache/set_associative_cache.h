@@ -95,6 +95,8 @@ class SetAssociativeRowCache final : public RowCache {
   // The rows resident in one set, in way order.
   std::vector<uint64_t> ResidentsOf(uint64_t set);
   uint32_t EstimateOf(uint64_t row_id) const { return sketch_.Estimate(hasher_.Hash(row_id)); }
+  // The hits served without a set lock so far (ServeUnlocked).
+  uint64_t UnlockedHitsForTesting() const;
   const FrequencySketch& sketch() const { return sketch_; }
   // As if `ticks` operations touching no row ran: the clock advances and the
   // upkeep those ticks would do (halving, Maintain) is done, without ticking
@@ -162,6 +164,7 @@ class SetAssociativeRowCache final : public RowCache {
   // shard once (LookupBatch adds a whole batch's with one add per counter).
   struct LookupCounts {
     uint64_t hits = 0, misses = 0;
+    uint64_t unlocked_hits = 0;  // of the hits, those served without the lock
     int64_t pinned_delta = 0;
     void AddTo(StatShard& shard) const;
   };
@@ -182,9 +185,10 @@ class SetAssociativeRowCache final : public RowCache {
                       LookupCounts* counts) {
     SetView s = ViewIn<kWays>(set);
     s.Lock();
+    const int64_t pins = counts->pinned_delta;
     const bool holds = (s.occupied() >> way & 1u) && s.keys()[way] == row_id;
     if (holds) ServeHit<kWays>(s, set, way, now, dst, pin, counts);
-    s.Unlock();
+    s.Unlock(/*changed=*/counts->pinned_delta != pins);
     return holds;
   }
   // A hit on (set, way), found there by the unlocked hints, served without
@@ -193,6 +197,10 @@ class SetAssociativeRowCache final : public RowCache {
   // counted; false (nothing counted, dst perhaps overwritten) when a writer
   // held or took the lock, the way holds another row, or a read-ahead pin
   // must be consumed -- the caller then looks the row up under the lock.
+  // The stamp is written after the check, as a relaxed store: racing a writer
+  // it may land on the row that writer has just put in the way (which then
+  // carries this batch's tick, at most a batch older than the writer's), and
+  // the clock's upkeep never clamps it back (Maintain).
   template <uint32_t kWays = 0>
   [[gnu::always_inline]] bool ServeUnlocked(uint64_t row_id, uint64_t set, int way, uint32_t now,
                                             std::span<std::byte> dst, PinAction pin, LookupCounts* counts) {
@@ -204,15 +212,19 @@ class SetAssociativeRowCache final : public RowCache {
       const uint32_t version = s.ReadBegin();
       if ((version & 1) == 0 && (s.OccupiedHint() & bit) && s.KeyHint(uint32_t(way)) == row_id &&
           !(pin == PinAction::kConsume && (s.PinnedHint() & bit))) {
-        if (row_bytes_ != 0 && !dst.empty()) {
-          std::memcpy(dst.data(), PayloadIn<kWays>(set, uint32_t(way)), std::min<size_t>(dst.size(), row_bytes_));
-        }
+        CopyRowOut(PayloadIn<kWays>(set, uint32_t(way)), dst);
         served = s.ReadValid(version);
-        if (served) s.StampUnlocked(uint32_t(way), now);
       }
     }
-    counts->hits += served;
-    return served;
+    if (!served) return false;
+    s.set_stamp(uint32_t(way), now);
+    ++counts->hits;
+    ++counts->unlocked_hits;
+    return true;
+  }
+  // Copies a resident row's payload to dst (none when either is empty).
+  [[gnu::always_inline]] void CopyRowOut(const uint8_t* payload, std::span<std::byte> dst) const {
+    if (row_bytes_ != 0 && !dst.empty()) std::memcpy(dst.data(), payload, std::min<size_t>(dst.size(), row_bytes_));
   }
   // LookupHashed's rest, for a row not in its first set; called with the first
   // set locked, and unlocks it.
@@ -223,10 +235,8 @@ class SetAssociativeRowCache final : public RowCache {
   template <uint32_t kWays = 0>
   void ServeHit(SetView& s, uint64_t set, int way, uint32_t now, std::span<std::byte> dst, PinAction pin,
                 LookupCounts* counts) {
-    if (row_bytes_ != 0 && !dst.empty()) {
-      std::memcpy(dst.data(), PayloadIn<kWays>(set, uint32_t(way)), std::min<size_t>(dst.size(), row_bytes_));
-    }
-    s.stamps()[way] = now;
+    CopyRowOut(PayloadIn<kWays>(set, uint32_t(way)), dst);
+    s.set_stamp(uint32_t(way), now);
     const uint32_t bit = 1u << way;
     if (pin == PinAction::kConsume && (s.pinned() & bit)) {
       s.set_pinned(s.pinned() & ~bit);
@@ -400,8 +410,9 @@ template <uint32_t kWays>
   if (way < 0) {
     return LookupPastFirstSet(row_id, {first_set, hasher_.Second(hash, first_set)}, now, dst, pin, counts);
   }
+  const int64_t pins = counts->pinned_delta;
   ServeHit<kWays>(first, first_set, way, now, dst, pin, counts);
-  first.Unlock();
+  first.Unlock(/*changed=*/counts->pinned_delta != pins);
   return true;
 }
 

@@ -21,14 +21,20 @@
 // addressed by (set * ways + way), so the index stays dense regardless of row
 // size.
 //
-// Unlocked reads (a seqlock). Every release of a set's lock advances its
-// version, so a hit can be served without the lock: read the version (an
-// even, unheld one), check the key and copy the row, then read the version
-// again; if it is unchanged no writer held the lock in between and the copy
-// is exact, else the caller retries under the lock. A hit then costs no
-// locked instruction, which on x86 would first wait for every earlier store
-// of the gather (the previous rows' copies) to drain. The version wraps after
-// 2^15 (compact) or 2^31 releases, far more than can pass during one copy.
+// Unlocked reads (a seqlock). Every release of a set's lock after a change
+// to its keys, masks or payloads advances its version, so a hit can be served
+// without the lock: read the version (an even, unheld one), check the key and
+// copy the row, then read the version again; if it is unchanged no writer
+// changed the set in between and the copy is exact, else the caller retries
+// under the lock. A hit then costs no locked instruction, which on x86 would
+// first wait for every earlier store of the gather (the previous rows' copies)
+// to drain. Releases that changed nothing a reader checks (a locked lookup,
+// the clock's stamp upkeep) restore the version they found, so the version
+// wraps only after 2^15 (compact) or 2^31 changes of one set, which no read
+// lasts through. The copy itself races a writer's plain stores to the payload;
+// that is accepted on purpose, as in every seqlock: a raced copy is discarded.
+// Stamps are not checked by readers (an unlocked hit writes one), and are read
+// and written as relaxed atomics.
 #pragma once
 
 #include <atomic>
@@ -41,6 +47,13 @@
 #endif
 
 #if defined(__SANITIZE_THREAD__)
+#define ENGRAM_THREAD_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ENGRAM_THREAD_SANITIZER 1
+#endif
+#endif
+#if defined(ENGRAM_THREAD_SANITIZER)
 extern "C" void __tsan_ignore_thread_begin();
 extern "C" void __tsan_ignore_thread_end();
 #endif
@@ -76,7 +89,7 @@ struct SetLayout {
 // cannot see, so it is told to ignore this thread's accesses for the read.
 class UnlockedReadScope {
  public:
-#if defined(__SANITIZE_THREAD__)
+#if defined(ENGRAM_THREAD_SANITIZER)
   UnlockedReadScope() { __tsan_ignore_thread_begin(); }
   ~UnlockedReadScope() { __tsan_ignore_thread_end(); }
 #else
@@ -86,8 +99,9 @@ class UnlockedReadScope {
   UnlockedReadScope& operator=(const UnlockedReadScope&) = delete;
 };
 
-// A view of one set in the index. Fields other than the lock are plain
-// memory guarded by the lock.
+// A view of one set in the index. Everything but the lock word and the stamps
+// is written only under the lock; keys, masks and payloads may also be read
+// without it, by hints and by unlocked reads (see above).
 class SetView {
  public:
   SetView(uint8_t* base, const SetLayout& layout)
@@ -103,17 +117,23 @@ class SetView {
     }
   }
   void set_pinned(uint32_t mask) { SetMask(3, 8, mask); }
-  uint32_t* stamps() { return reinterpret_cast<uint32_t*>(base_ + stamps_offset_); }
+  uint32_t stamp(uint32_t way) const { return StampRef(way).load(std::memory_order_relaxed); }
+  void set_stamp(uint32_t way, uint32_t stamp) { StampRef(way).store(stamp, std::memory_order_relaxed); }
+  // Sets a stamp only if it still is `expected` (an unlocked hit may have
+  // stamped the way since it was read); false if it changed.
+  bool ReplaceStamp(uint32_t way, uint32_t expected, uint32_t stamp) {
+    return StampRef(way).compare_exchange_strong(expected, stamp, std::memory_order_relaxed);
+  }
   const uint64_t* keys() const { return reinterpret_cast<const uint64_t*>(base_ + keys_offset_); }
   void set_key(uint32_t way, uint64_t row_id) {
     std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(base_ + keys_offset_ + 8 * way))
         .store(row_id, std::memory_order_relaxed);
   }
 
-  // Unlocked reads of the keys and the occupied mask, for hints only (which
-  // payload line to prefetch): the answer may be stale by the time it is used.
-  // Keys and the mask are stored with relaxed atomics, so these reads race with
-  // no writer; everything else in the set is plain memory under the lock.
+  // Unlocked reads of the keys and the masks, for hints (which payload line to
+  // prefetch; stale by the time they are used) and for unlocked reads, which
+  // the version validates. Keys and masks are stored with relaxed atomics, so
+  // these reads race with no writer.
   uint64_t KeyHint(uint32_t way) const {
     return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(base_ + keys_offset_ + 8 * way))
         .load(std::memory_order_relaxed);
@@ -127,12 +147,6 @@ class SetView {
     if (compact_) return std::atomic_ref<uint8_t>(base_[3]).load(std::memory_order_relaxed);
     return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_ + 8)).load(std::memory_order_relaxed);
   }
-  // A stamp written without the lock, by a hit served from an unlocked read.
-  // Racing a writer it may land on the row that writer put in its place: that
-  // row's stamp is then this tick instead of the writer's, equally recent.
-  void StampUnlocked(uint32_t way, uint32_t now) {
-    std::atomic_ref<uint32_t>(stamps()[way]).store(now, std::memory_order_relaxed);
-  }
 
   void Lock() {
     if (compact_) {
@@ -142,11 +156,14 @@ class SetView {
     }
   }
   bool TryLock() { return compact_ ? TryLockWord<uint16_t>() : TryLockWord<uint32_t>(); }
-  void Unlock() {
+  // changed: whether the holder changed a key, a mask or a payload (stamps do
+  // not count). Only a change advances the version and fails the unlocked
+  // reads in flight; when unsure, pass true.
+  void Unlock(bool changed = true) {
     if (compact_) {
-      UnlockWord<uint16_t>();
+      UnlockWord<uint16_t>(changed);
     } else {
-      UnlockWord<uint32_t>();
+      UnlockWord<uint32_t>(changed);
     }
   }
 
@@ -167,6 +184,9 @@ class SetView {
   uint8_t* base() const { return base_; }
 
  private:
+  std::atomic_ref<uint32_t> StampRef(uint32_t way) const {
+    return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_ + stamps_offset_ + 4 * way));
+  }
   uint32_t Word(uint32_t offset) const {
     uint32_t v;
     std::memcpy(&v, base_ + offset, sizeof(v));
@@ -194,9 +214,17 @@ class SetView {
   bool TryLockWord() {
     std::atomic_ref<T> word = LockWordRef<T>();
     T v = word.load(std::memory_order_relaxed);
-    return (v & 1) == 0 && word.compare_exchange_strong(v, static_cast<T>(v | 1), std::memory_order_acquire,
-                                                        std::memory_order_relaxed);
+    if ((v & 1) != 0 ||
+        !word.compare_exchange_strong(v, static_cast<T>(v | 1), std::memory_order_acquire, std::memory_order_relaxed)) {
+      return false;
+    }
+    WritesAfterLocking();
+    return true;
   }
+  // The writer's half of the seqlock: the holder's stores must not become
+  // visible before the odd version does, or a reader could see new bytes with
+  // the old version (x86 orders stores anyway; weaker CPUs do not).
+  static void WritesAfterLocking() { std::atomic_thread_fence(std::memory_order_release); }
   template <typename T>
   void LockWord() {
     std::atomic_ref<T> word = LockWordRef<T>();
@@ -213,15 +241,18 @@ class SetView {
       }
       if (word.compare_exchange_weak(v, static_cast<T>(v | 1), std::memory_order_acquire,
                                      std::memory_order_relaxed)) {
+        WritesAfterLocking();
         return;
       }
     }
   }
   template <typename T>
-  void UnlockWord() {
+  void UnlockWord(bool changed) {
     std::atomic_ref<T> word = LockWordRef<T>();
-    // Held (odd) -> the next even version; only the holder writes the word.
-    word.store(static_cast<T>(word.load(std::memory_order_relaxed) + 1), std::memory_order_release);
+    // Held (odd) -> the next even version, or back to the one it was locked
+    // from; only the holder writes the word.
+    const T held = word.load(std::memory_order_relaxed);
+    word.store(static_cast<T>(changed ? held + 1 : held - 1), std::memory_order_release);
   }
   static void Pause() {
 #if defined(__x86_64__) || defined(__i386__)

@@ -3,7 +3,7 @@
 // The index (sets of SetLayout::stride bytes) and the payload slab (row
 // (set * ways + way)) are separate regions; this is a non-owning view of both,
 // cheap to copy, shared by the cache and its placement policies. Callers hold
-// the locks of the sets they touch.
+// the locks of the sets they change (unlocked reads: set_layout.h).
 #pragma once
 
 #include <cstdint>
@@ -31,7 +31,7 @@ struct SetStorage {
     SetView from = View(from_set);
     SetView to = View(to_set);
     to.set_key(to_way, from.keys()[from_way]);
-    to.stamps()[to_way] = from.stamps()[from_way];
+    to.set_stamp(to_way, from.stamp(from_way));
     to.set_occupied(to.occupied() | (1u << to_way));
     to.set_pinned(to.pinned() & ~(1u << to_way));  // pinned rows are never moved
     from.set_occupied(from.occupied() & ~(1u << from_way));

@@ -16,6 +16,7 @@ struct alignas(64) StatShard {
   std::atomic<uint64_t> refusals[static_cast<int>(RefusalReason::kCount)] = {};
   std::atomic<uint64_t> pinned_inserts{0}, pinned_refusals{0};
   std::atomic<int64_t> pinned_delta{0}, resident_delta{0};
+  std::atomic<uint64_t> unlocked_hits{0};  // not in RowCacheStats: for tests
 };
 constexpr int kStatShards = 16;
 

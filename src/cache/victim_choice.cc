@@ -31,7 +31,7 @@ Victim VictimChoice::Choose(const SetStorage& storage, const uint64_t* sets, int
     const uint32_t unpinned = s.occupied() & ~s.pinned();
     for (uint32_t w = 0; w < ways; ++w) {
       if (!((unpinned >> w) & 1)) continue;
-      const uint32_t age = AgeOf(now, s.stamps()[w]);
+      const uint32_t age = AgeOf(now, s.stamp(w));
       const bool stale = stale_ticks_ != 0 && age > stale_ticks_;
       if (v.stale && !stale) continue;
       const uint32_t estimate = by_estimate_ && !stale ? sketch.Estimate(hasher.Hash(s.keys()[w])) : 0;
@@ -63,7 +63,7 @@ VictimChoice::Presence VictimChoice::Scan(const SetStorage& storage, const uint6
     p.any = true;
     if (stale_ticks_ == 0) return p;
     for (uint32_t w = 0; w < ways; ++w) {
-      if (((unpinned >> w) & 1) && AgeOf(now, s.stamps()[w]) > stale_ticks_) {
+      if (((unpinned >> w) & 1) && AgeOf(now, s.stamp(w)) > stale_ticks_) {
         p.stale = true;
         return p;
       }
