@@ -59,9 +59,9 @@ struct GatherResult {
   uint64_t cache_nanoseconds = 0;
   uint64_t disk_nanoseconds = 0;
   // After a gather that failed on a read or a corrupt block: the positions
-  // (indexes into row_ids, ascending) whose rows were not written. Every
-  // other row is written, verified, and can be used; only these need a
-  // re-read (or zeroing). Empty when the gather succeeded, and when it failed
+  // (indexes into row_ids, ascending) whose rows dst does not hold (their
+  // bytes there are unspecified). Every other row is written, verified, and
+  // can be used; only these need a re-read (or zeroing). Empty when the gather succeeded, and when it failed
   // before reading anything (a bad argument: then no row is written).
   std::vector<size_t> failed_positions;
 

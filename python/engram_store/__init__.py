@@ -46,8 +46,9 @@ Errors
     missing file). ``CorruptionError`` (a subclass of ``OSError``): a block
     failed its checksum. Each carries the store's status text as its message
     and its status code name as ``.code``; a failed gather's exception also has
-    ``.failed_positions``, the positions of ``row_ids`` whose rows were not
-    written (every other row was written and verified).
+    ``.failed_positions``, the positions of ``row_ids`` whose rows the output
+    does not hold (their bytes are unspecified; every other row was written
+    and verified).
 
 API
     ``Store(tables, cache_bytes=1 GiB, policy="default", io_backend="auto",
