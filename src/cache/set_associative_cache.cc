@@ -186,17 +186,16 @@ bool SetAssociativeRowCache::LookupPastFirstSet(uint64_t row_id, const Candidate
     first.Lock();
     way = FindWay(first, row_id);
   }
-  const int64_t pins = counts->pinned_delta;
   bool found = true;
+  bool changed = false;  // a read-ahead pin consumed
   if (way >= 0) {
-    ServeHit(first, c.first, way, now, dst, pin, counts);
+    changed = ServeHit(first, c.first, way, now, dst, pin, counts);
   } else if ((way = FindWay(second, row_id)) >= 0) {
-    ServeHit(second, c.second, way, now, dst, pin, counts);
+    changed = ServeHit(second, c.second, way, now, dst, pin, counts);
   } else {
     found = false;
     ++counts->misses;
   }
-  const bool changed = counts->pinned_delta != pins;  // a read-ahead pin consumed
   second.Unlock(changed);
   first.Unlock(changed);
   return found;

@@ -185,10 +185,8 @@ class SetAssociativeRowCache final : public RowCache {
                       LookupCounts* counts) {
     SetView s = ViewIn<kWays>(set);
     s.Lock();
-    const int64_t pins = counts->pinned_delta;
     const bool holds = (s.occupied() >> way & 1u) && s.keys()[way] == row_id;
-    if (holds) ServeHit<kWays>(s, set, way, now, dst, pin, counts);
-    s.Unlock(/*changed=*/counts->pinned_delta != pins);
+    s.Unlock(/*changed=*/holds && ServeHit<kWays>(s, set, way, now, dst, pin, counts));
     return holds;
   }
   // A hit on (set, way), found there by the unlocked hints, served without
@@ -231,18 +229,21 @@ class SetAssociativeRowCache final : public RowCache {
   bool LookupPastFirstSet(uint64_t row_id, const CandidateSets& c, uint32_t now, std::span<std::byte> dst,
                           PinAction pin, LookupCounts* counts);
   // A hit on (set, way), its set locked: copy the row out, stamp it, consume
-  // its read-ahead pin if asked.
+  // its read-ahead pin if asked. Returns whether it changed the set beyond the
+  // stamp (a pin consumed), for the release of the lock (SetView::Unlock).
   template <uint32_t kWays = 0>
-  void ServeHit(SetView& s, uint64_t set, int way, uint32_t now, std::span<std::byte> dst, PinAction pin,
+  bool ServeHit(SetView& s, uint64_t set, int way, uint32_t now, std::span<std::byte> dst, PinAction pin,
                 LookupCounts* counts) {
     CopyRowOut(PayloadIn<kWays>(set, uint32_t(way)), dst);
     s.set_stamp(uint32_t(way), now);
     const uint32_t bit = 1u << way;
+    ++counts->hits;
     if (pin == PinAction::kConsume && (s.pinned() & bit)) {
       s.set_pinned(s.pinned() & ~bit);
       --counts->pinned_delta;
+      return true;
     }
-    ++counts->hits;
+    return false;
   }
   // Insert with the row's hash computed.
   InsertOutcome InsertHashed(uint64_t row_id, uint64_t hash, std::span<const std::byte> row);
@@ -410,9 +411,7 @@ template <uint32_t kWays>
   if (way < 0) {
     return LookupPastFirstSet(row_id, {first_set, hasher_.Second(hash, first_set)}, now, dst, pin, counts);
   }
-  const int64_t pins = counts->pinned_delta;
-  ServeHit<kWays>(first, first_set, way, now, dst, pin, counts);
-  first.Unlock(/*changed=*/counts->pinned_delta != pins);
+  first.Unlock(/*changed=*/ServeHit<kWays>(first, first_set, way, now, dst, pin, counts));
   return true;
 }
 
