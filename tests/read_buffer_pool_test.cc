@@ -56,6 +56,38 @@ TEST(ReadBufferPool, ABusyArenaFallsBackToTheHeapInsteadOfWaiting) {
   std::memset(heap->Block(4), 2, io::kBlockSize);
 }
 
+TEST(ReadBufferPool, AnExtendedLeaseKeepsItsBlocksInPlaceAndReturnsArenaAndHeapChunksApart) {
+  auto engine = PreadEngine();
+  auto pool = ReadBufferPool::Create(ReadBufferPool::kSlabBytes, *engine);  // one slab: kSlabChunks chunks
+  ASSERT_TRUE(pool.ok());
+  ReadBufferPool::Lease lease;
+  ASSERT_TRUE((*pool)->Extend(lease, 1).ok());
+  std::byte* first = lease.Block(0);
+  // Grown a chunk at a time past the cap: the last chunks come from the heap.
+  const size_t chunks = ReadBufferPool::kSlabChunks + 2;
+  for (size_t c = 1; c <= chunks; ++c) ASSERT_TRUE((*pool)->Extend(lease, c * ReadBufferPool::kChunkBlocks).ok());
+  EXPECT_EQ(lease.Block(0), first);
+  EXPECT_EQ((*pool)->chunks_made(), ReadBufferPool::kSlabChunks);
+  EXPECT_EQ((*pool)->heap_chunks_leased(), 2u);
+  std::set<std::byte*> blocks;
+  for (size_t b = 0; b < chunks * ReadBufferPool::kChunkBlocks; ++b) {
+    blocks.insert(lease.Block(b));
+    std::memset(lease.Block(b), 3, io::kBlockSize);  // every block is writable memory
+  }
+  EXPECT_EQ(blocks.size(), chunks * ReadBufferPool::kChunkBlocks);
+  std::byte* last = lease.Block(chunks * ReadBufferPool::kChunkBlocks - 1);
+  ASSERT_TRUE((*pool)->Extend(lease, 5).ok());  // asking for less changes nothing
+  EXPECT_EQ(lease.Block(chunks * ReadBufferPool::kChunkBlocks - 1), last);
+  EXPECT_EQ((*pool)->heap_chunks_leased(), 2u);
+  lease.Release();
+  // The arena chunks came back, the heap ones did not: the same lease again
+  // takes the slab's chunks and two more from the heap.
+  auto again = (*pool)->Acquire(chunks * ReadBufferPool::kChunkBlocks);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*pool)->heap_chunks_leased(), 4u);
+  EXPECT_EQ((*pool)->chunks_made(), ReadBufferPool::kSlabChunks);
+}
+
 TEST(ReadBufferPool, StreamingGathersGetHalfTheCapAndNoneWithoutOne) {
   auto engine = PreadEngine();
   auto pool = ReadBufferPool::Create(4 * ReadBufferPool::kSlabBytes, *engine);

@@ -18,9 +18,11 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <future>
 #include <mutex>
+#include <numeric>
 #include <random>
 #include <sstream>
 #include <chrono>
@@ -629,6 +631,7 @@ class GatedEngine final : public io::IoEngine {
   void SubmitBatch(std::span<io::BlockRead> reads, io::IoCallback done) override {
     const bool gated = !reads.empty() && reads[0].file == gated_file_;
     if (!gated) return inner_->SubmitBatch(reads, std::move(done));
+    if (on_submit) on_submit(reads.size());
     const uint64_t seq = next_seq_.fetch_add(1);
     inner_->SubmitBatch(reads, [this, seq, done = std::move(done)]() mutable {
       std::unique_lock lock(mu_);
@@ -659,6 +662,9 @@ class GatedEngine final : public io::IoEngine {
     std::lock_guard lock(mu_);
     return held_.size();
   }
+  // Called on the submitting thread with each gated batch's size, before the
+  // batch goes on (set it before the batches it should see).
+  std::function<void(size_t reads)> on_submit;
   // Lets the held completion of the earliest submitted batch run (here); the
   // gate stays shut.
   void RunOldestHeld() {
@@ -703,6 +709,14 @@ class GatedStoreTest : public StoreTest {
     store_ = std::move(*store);
   }
 
+  // The rows of table 1 (generated with seed 7), packed in dst.
+  static void ExpectOtherTableRows(std::span<const uint64_t> ids, const std::vector<std::byte>& dst) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto want = testing::ExpectedRow(7, ids[i], kRecord);
+      ASSERT_EQ(std::memcmp(dst.data() + i * kRecord, want.data(), kRecord), 0) << "row " << ids[i] << " at " << i;
+    }
+  }
+
   // Polls until at least n completions are held (or ~10 s); returns how many.
   size_t WaitUntilHeld(size_t n) {
     for (int i = 0; i < 2000 && gate_->held() < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -739,6 +753,53 @@ TEST_F(GatedStoreTest, AGatherFillsTheCacheWithItsFirstBlocksRowsWhileLaterBlock
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.misses, rows.size());
   EXPECT_EQ(r.inserts + r.refusals, rows.size());
+  EXPECT_EQ(RowsOffered(*store_, 1), rows.size());
+}
+
+TEST_F(GatedStoreTest, AGatherSubmitsItsFirstReadsBeforeItLooksUpItsLastRows) {
+  // 1,000 rows from 1,000 distinct blocks, every one a miss. The engine sees
+  // how many of them the cache had looked up when each batch was submitted.
+  std::vector<uint64_t> rows;
+  for (uint64_t i = 0; i < 1000; ++i) rows.push_back(i * 15 + i % 15);
+  std::vector<uint64_t> looked_up_at_submit;
+  std::vector<size_t> batch_reads;
+  gate_->on_submit = [&](size_t reads) {
+    looked_up_at_submit.push_back(store_->Stats(1).cache.lookups);
+    batch_reads.push_back(reads);
+  };
+  std::vector<std::byte> dst(rows.size() * kRecord);
+  GatherTicket ticket = store_->StartGather(1, rows, dst.data(), kRecord);
+  gate_->Open();
+  GatherResult r = store_->Wait(std::move(ticket));
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.misses, rows.size());
+  EXPECT_EQ(r.blocks_read, rows.size());
+  ExpectOtherTableRows(rows, dst);
+  ASSERT_FALSE(looked_up_at_submit.empty());
+  EXPECT_LT(looked_up_at_submit.front(), rows.size() / 4) << "the first read waited for most of the lookups";
+  EXPECT_TRUE(std::is_sorted(looked_up_at_submit.begin(), looked_up_at_submit.end()));
+  // Every block is read exactly once, in chunks of the read buffers' size.
+  EXPECT_EQ(std::accumulate(batch_reads.begin(), batch_reads.end(), size_t{0}), rows.size());
+  for (size_t i = 0; i + 1 < batch_reads.size(); ++i) EXPECT_EQ(batch_reads[i], 64u) << "batch " << i;
+  EXPECT_EQ(RowsOffered(*store_, 1), rows.size());
+}
+
+TEST_F(GatedStoreTest, RowsOfABlockWhoseReadWasSubmittedJoinThatRead) {
+  // Rows 0..799 of 800 blocks, then one more row of each of the first 100
+  // blocks at the end of the gather: by then those blocks' reads are out, so
+  // the late rows must come from the same reads, not from reads of their own.
+  std::vector<uint64_t> rows;
+  for (uint64_t i = 0; i < 800; ++i) rows.push_back(i * 15);
+  for (uint64_t i = 0; i < 100; ++i) rows.push_back(i * 15 + 7);
+  std::vector<std::byte> dst(rows.size() * kRecord);
+  GatherTicket ticket = store_->StartGather(1, rows, dst.data(), kRecord);
+  gate_->Open();
+  GatherResult r = store_->Wait(std::move(ticket));
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.misses, rows.size());
+  EXPECT_EQ(r.blocks_read, 800u);
+  EXPECT_EQ(r.bytes_read, 800u * 4096);
+  ExpectOtherTableRows(rows, dst);
   EXPECT_EQ(RowsOffered(*store_, 1), rows.size());
 }
 

@@ -15,48 +15,67 @@
 
 namespace engram {
 
-Status BlockBatch::Build(const TableState& table, io::FileId file, ReadBufferPool& pool,
-                         std::span<const std::pair<uint64_t, uint32_t>> rows_and_refs, size_t max_blocks) {
-  const size_t n = rows_and_refs.size();
-  const TableGeometry& g = table.file->geometry();
-  blocks.resize(n);
-  first_row.assign(n + 1, 0);
-  input_block.resize(n);
-  // Group by block, keeping the blocks in order of first appearance: O(n),
-  // and no sort on the way to the first read.
-  thread_local FirstAppearanceIndex index;
-  index.Reset(n);
-  uint32_t block_count = 0;
-  for (size_t k = 0; k < n; ++k) {
-    const FirstAppearanceIndex::Found b = index.Find(g.BlockOfRow(rows_and_refs[k].first), blocks.data(), block_count);
-    input_block[k] = b.index;
-    ++first_row[b.index];  // a count until the prefix sum below
+void BlockBatch::Reset(size_t max_rows) {
+  Clear();
+  reads.reserve(max_rows);
+  block_keys_.resize(max_rows);
+  index_.Reset(max_rows);
+}
+
+void BlockBatch::Clear() {
+  blocks.clear();
+  rows.clear();
+  row_ref.clear();
+  row_block.clear();
+  reads.clear();
+  block_first_.clear();
+  block_last_.clear();
+  next_in_block_.clear();
+}
+
+void BlockBatch::Add(uint64_t row, uint32_t ref, const TableGeometry& g) {
+  const auto k = static_cast<uint32_t>(rows.size());
+  uint32_t count = static_cast<uint32_t>(blocks.size());
+  const FirstAppearanceIndex::Found b = index_.Find(g.BlockOfRow(row), block_keys_.data(), count);
+  if (b.added) {
+    blocks.push_back(block_keys_[b.index]);
+    block_first_.push_back(k);
+    block_last_.push_back(k);
+  } else {
+    next_in_block_[block_last_[b.index]] = k;
+    block_last_[b.index] = k;
   }
-  blocks.resize(block_count);
-  first_row.resize(block_count);
-  // Counts to start indexes; then each row goes to its block's next place.
-  uint32_t start = 0;
-  for (uint32_t& f : first_row) start += std::exchange(f, start);
-  first_row.push_back(start);
-  rows.resize(n);
-  row_ref.resize(n);
-  input_row.resize(n);
-  thread_local std::vector<uint32_t> next;
-  next.assign(first_row.begin(), first_row.end() - 1);
-  for (size_t k = 0; k < n; ++k) {
-    const uint32_t i = next[input_block[k]]++;
-    rows[i] = rows_and_refs[k].first;
-    row_ref[i] = rows_and_refs[k].second;
-    input_row[k] = i;
+  rows.push_back(row);
+  row_ref.push_back(ref);
+  row_block.push_back(b.index);
+  next_in_block_.push_back(kEnd);
+}
+
+Status BlockBatch::PrepareReads(io::FileId file, const TableGeometry& g, ReadBufferPool& pool, size_t end,
+                                size_t ring_blocks) {
+  if (!reads.empty() && end > reads.capacity()) {
+    // Growing would move the reads the engine already holds.
+    return Status::Internal("block batch: more reads than Reset made room for");
   }
-  if (blocks.empty()) return Status::OK();
-  ENGRAM_ASSIGN_OR_RETURN(buffers, pool.Acquire(std::min(blocks.size(), max_blocks)));
-  reads.resize(blocks.size());
-  for (size_t b = 0; b < blocks.size(); ++b) {
-    reads[b] = io::BlockRead{file, g.BlockOffset(blocks[b]), static_cast<uint32_t>(io::kBlockSize),
-                             buffers.Block(b), Status()};
+  if (ring_blocks < end) {
+    ENGRAM_ASSIGN_OR_RETURN(buffers, pool.Acquire(ring_blocks));
+  } else {
+    ENGRAM_RETURN_IF_ERROR(pool.Extend(buffers, end));
+  }
+  for (size_t b = reads.size(); b < end; ++b) {
+    reads.push_back(io::BlockRead{file, g.BlockOffset(blocks[b]), static_cast<uint32_t>(io::kBlockSize),
+                                  buffers.Block(b), Status()});
   }
   return Status::OK();
+}
+
+Status BlockBatch::Build(const TableState& table, io::FileId file, ReadBufferPool& pool,
+                         std::span<const std::pair<uint64_t, uint32_t>> rows_and_refs, size_t max_blocks) {
+  const TableGeometry& g = table.file->geometry();
+  Reset(rows_and_refs.size());
+  for (const auto& [row, ref] : rows_and_refs) Add(row, ref, g);
+  if (blocks.empty()) return Status::OK();
+  return PrepareReads(file, g, pool, blocks.size(), max_blocks);
 }
 
 Status BlockBatch::Check(size_t b, TableState& table) const {
@@ -109,14 +128,8 @@ void GatherTicket::State::Reset() {
   stride = 0;
   // The plan is left as it is: Build overwrites all of it, and a plan of the
   // same size as the last is then built without zeroing anything.
-  batch.blocks.clear();
-  batch.first_row.clear();
-  batch.rows.clear();
-  batch.row_ref.clear();
-  batch.input_row.clear();
-  batch.input_block.clear();
   batch.buffers.Release();
-  batch.reads.clear();
+  batch.Clear();
   reference.reset();
   result = GatherResult();
   t0 = t1 = 0;
@@ -126,6 +139,8 @@ void GatherTicket::State::Reset() {
   done = nullptr;
   complete = waiting = landed = claimed = false;
   chunks_landed = 0;
+  chunks_submitted = 0;
+  landings = kLandingsUnknown;
   chunks_to_check.clear();
   checked.clear();
   stream_chunks = 0;
@@ -141,11 +156,9 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   const uint32_t record = table.file->record_bytes();
   st.plan.Build(st.row_ids);
   st.result.rows = st.row_ids.size();
-  st.result.distinct_rows = st.plan.distinct.size();
-
-  // One pipelined batch lookup for the whole gather (RowCache::LookupBatch
-  // overlaps the memory accesses of consecutive rows), then the bookkeeping.
   const size_t distinct = st.plan.distinct.size();
+  st.result.distinct_rows = distinct;
+
   // Per-thread scratch, used only until the reads are submitted or the gather
   // finishes (a callback that starts another gather on this thread comes later).
   thread_local std::vector<std::byte*> outs;
@@ -155,22 +168,46 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   outs.resize(distinct);
   hit.resize(distinct);  // every hit[d] is set by LookupBatch
   for (size_t d = 0; d < distinct; ++d) outs[d] = st.dst + size_t(st.plan.first_pos[d]) * st.stride;
-  // kKeep: the pin of a read-ahead row is dropped by ConsumeReadAhead below,
-  // under the lock that pairs it with the store's list (see TableState).
-  const size_t hits = table.cache->LookupBatch(st.plan.distinct, outs, PinAction::kKeep, hit);
-  // Every row asked for is served by this gather, hit or miss: a read-ahead
-  // of it still in flight must not pin it when it lands.
-  const size_t consumed = table.ConsumeReadAhead(st.plan.distinct, hit);
-  std::vector<std::pair<uint64_t, uint32_t>> missed;
-  if (hits == distinct && consumed == 0) {
-    // Every row a hit, none of them a read-ahead's: all that is left is to
-    // copy the rows asked for more than once.
-    st.result.hits = hits;
-    if (st.plan.has_duplicates()) {
-      for (size_t d = 0; d < distinct; ++d) st.CopyToDuplicates(d, outs[d], record);
+
+  // A reference table's misses are read in one batch after the lookups
+  // (reference_reads.h); a block table's go into st.batch as they are found.
+  const bool reference = table.file->is_reference();
+  std::vector<std::pair<uint64_t, uint32_t>> reference_misses;
+  ReadBufferPool& pool = st.store->read_buffers();
+  const size_t stream_chunks = pool.stream_chunks();
+  // Chunks go to the engine during the lookups unless the gather might miss
+  // more blocks than its buffers hold: whether it streams is known only after
+  // its last lookup.
+  const bool submit_early = !reference && (stream_chunks == 0 || distinct <= stream_chunks * kChunkBlocks);
+  bool batch_ready = false;  // st.batch is sized for this gather's misses (at the first one)
+  const TableGeometry& g = table.file->geometry();
+  Status no_buffer;  // why the chunks from chunks_submitted on have no read buffer
+
+  // Pipelined batch lookups (RowCache::LookupBatch overlaps the memory
+  // accesses of consecutive rows), one per segment, then the bookkeeping.
+  // Looking up in segments decides the same as one batch would: LookupBatch
+  // equals one lookup per row, in order.
+  for (size_t begin = 0, segment = kFirstSegmentRows; begin < distinct; begin += segment, segment *= 2) {
+    const size_t n = std::min(segment, distinct - begin);
+    const std::span<const uint64_t> ids = std::span<const uint64_t>(st.plan.distinct).subspan(begin, n);
+    const std::span<uint8_t> flags = std::span<uint8_t>(hit).subspan(begin, n);
+    // kKeep: the pin of a read-ahead row is dropped by ConsumeReadAhead below,
+    // under the lock that pairs it with the store's list (see TableState).
+    const size_t hits = table.cache->LookupBatch(ids, std::span<std::byte* const>(outs).subspan(begin, n),
+                                                 PinAction::kKeep, flags);
+    // Every row asked for is served by this gather, hit or miss: a read-ahead
+    // of it still in flight must not pin it when it lands.
+    const size_t consumed = table.ConsumeReadAhead(ids, flags);
+    if (hits == n && consumed == 0) {
+      // Every row a hit, none of them a read-ahead's: all that is left is to
+      // copy the rows asked for more than once.
+      st.result.hits += hits;
+      if (st.plan.has_duplicates()) {
+        for (size_t d = begin; d < begin + n; ++d) st.CopyToDuplicates(d, outs[d], record);
+      }
+      continue;
     }
-  } else {
-    for (size_t d = 0; d < distinct; ++d) {
+    for (size_t d = begin; d < begin + n; ++d) {
       const bool consumed = (hit[d] & TableState::kConsumedPin) != 0;
       if (hit[d] & 1) {
         ++st.result.hits;
@@ -179,42 +216,86 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
           table.counters.Add(table.counters.read_ahead_used_rows, 1);
         }
         st.CopyToDuplicates(d, outs[d], record);
+        continue;
+      }
+      // Pinned by a read-ahead that landed between the lookup and the
+      // consume: unpinned above, and of no use to this gather.
+      if (consumed) table.counters.Add(table.counters.read_ahead_wasted_rows, 1);
+      if (reference) {
+        reference_misses.emplace_back(st.plan.distinct[d], static_cast<uint32_t>(d));
       } else {
-        // Pinned by a read-ahead that landed between the lookup and the
-        // consume: unpinned above, and of no use to this gather.
-        if (consumed) table.counters.Add(table.counters.read_ahead_wasted_rows, 1);
-        missed.emplace_back(st.plan.distinct[d], static_cast<uint32_t>(d));
+        if (!batch_ready) {
+          st.batch.Reset(distinct - d);  // the misses still to come, at most
+          batch_ready = true;
+        }
+        st.batch.Add(st.plan.distinct[d], static_cast<uint32_t>(d), g);
       }
     }
+    if (submit_early && no_buffer.ok()) no_buffer = SubmitReadyChunks(self, /*all=*/false);
   }
-  st.result.misses = missed.size();
+  st.result.misses = reference ? reference_misses.size() : st.batch.rows.size();
   st.t1 = io::MonotonicNanos();
   st.result.cache_nanoseconds = st.t1 - st.t0;
-  if (missed.empty()) return st.Finish(st.t1);
+  if (st.result.misses == 0) return st.Finish(st.t1);
+  if (reference) return StartReferenceReads(self, std::move(reference_misses));
 
-  if (table.file->is_reference()) return StartReferenceReads(self, std::move(missed));
-  const size_t missed_rows = missed.size();
-  ReadBufferPool& pool = st.store->read_buffers();
-  const size_t stream_chunks = pool.stream_chunks();
-  Status s = st.batch.Build(table, table.file_id, pool, missed,
-                            stream_chunks == 0 ? SIZE_MAX : stream_chunks * kChunkBlocks);
-  if (!s.ok()) {
-    // No read buffer: none of the misses is read, returned or cached.
-    table.counters.Add(table.counters.failed_rows, missed_rows);
-    st.result.status = s;
-    for (uint32_t ref : st.batch.row_ref) st.AddFailedRow(ref);
-    std::sort(st.result.failed_positions.begin(), st.result.failed_positions.end());
-    return st.Finish();
-  }
-  st.result.blocks_read = st.batch.blocks.size();
   st.block_ok.assign(st.batch.blocks.size(), 0);
   st.checked.assign(st.chunks(), 0);
-  if (stream_chunks != 0 && st.chunks() > stream_chunks) {
-    st.stream_chunks = stream_chunks;
-    st.staged.resize(st.batch.rows.size() * size_t(record));
+  if (!submit_early && stream_chunks != 0 && st.chunks() > stream_chunks) {
+    // More blocks than the buffers hold: read them through a ring of
+    // stream_chunks chunks. Nothing is submitted yet.
+    no_buffer = st.batch.PrepareReads(table.file_id, g, pool, st.batch.blocks.size(), stream_chunks * kChunkBlocks);
+    if (no_buffer.ok()) {
+      st.stream_chunks = stream_chunks;
+      st.staged.resize(st.batch.rows.size() * size_t(record));
+      st.result.blocks_read = st.batch.blocks.size();
+      st.landings = st.chunks();  // before the first read: no lock needed
+      for (size_t c = 0; c < st.stream_chunks; ++c) SubmitChunk(self, c);
+      return;
+    }
+  } else if (no_buffer.ok()) {
+    no_buffer = SubmitReadyChunks(self, /*all=*/true);
   }
-  const size_t first_reads = st.streaming() ? st.stream_chunks : st.chunks();
-  for (size_t c = 0; c < first_reads; ++c) SubmitChunk(self, c);
+  const size_t submitted_blocks = std::min(st.batch.blocks.size(), st.chunks_submitted * kChunkBlocks);
+  st.result.blocks_read = submitted_blocks;
+  if (!no_buffer.ok()) {
+    // No read buffer for these blocks: none of their rows is read, returned
+    // or cached. The chunks already submitted go on.
+    st.result.status = no_buffer;
+    for (size_t b = submitted_blocks; b < st.batch.blocks.size(); ++b) {
+      st.batch.ForEachRowOf(b, [&](uint32_t k) {
+        table.counters.Add(table.counters.failed_rows, 1);
+        st.AddFailedRow(st.batch.row_ref[k]);
+      });
+    }
+    for (size_t c = st.chunks_submitted; c < st.chunks(); ++c) st.checked[c] = 1;
+    if (st.chunks_submitted == 0) {
+      std::sort(st.result.failed_positions.begin(), st.result.failed_positions.end());
+      return st.Finish();
+    }
+  }
+  bool post;
+  {
+    std::lock_guard lock(st.mu);
+    st.landings = st.chunks_submitted;
+    st.landed = st.chunks_landed == st.landings;
+    post = st.landed && !st.waiting;
+  }
+  if (post) PostDiskPhase(self);
+}
+
+engram::Status GatherTicket::State::SubmitReadyChunks(const std::shared_ptr<State>& self, bool all) {
+  State& st = *self;
+  const TableState& table = st.store->table_state(st.table);
+  const size_t blocks = st.batch.blocks.size();
+  for (;;) {
+    const size_t first = st.chunks_submitted * kChunkBlocks;
+    const size_t end = std::min(first + kChunkBlocks, blocks);
+    if (first >= blocks || (end - first < kChunkBlocks && !all)) return Status::OK();
+    ENGRAM_RETURN_IF_ERROR(
+        st.batch.PrepareReads(table.file_id, table.file->geometry(), st.store->read_buffers(), end));
+    SubmitChunk(self, st.chunks_submitted++);
+  }
 }
 
 void GatherTicket::State::SubmitChunk(const std::shared_ptr<State>& self, size_t c) {
@@ -223,8 +304,20 @@ void GatherTicket::State::SubmitChunk(const std::shared_ptr<State>& self, size_t
   State& st = *self;
   const size_t first = c * kChunkBlocks;
   st.store->engine().SubmitBatch(
-      std::span<io::BlockRead>(st.batch.reads).subspan(first, std::min(kChunkBlocks, st.batch.blocks.size() - first)),
+      std::span<io::BlockRead>(st.batch.reads).subspan(first, std::min(kChunkBlocks, st.batch.reads.size() - first)),
       [self, c = static_cast<uint32_t>(c)] { OnLanded(self, c); });
+}
+
+void GatherTicket::State::PostDiskPhase(const std::shared_ptr<State>& self) {
+  boost::asio::post(self->store->completion_pool(), [self] {
+    {
+      std::lock_guard lock(self->mu);
+      // A waiter arrived (it runs the disk phase), or one already took it.
+      if (self->claimed || self->waiting) return;
+      self->claimed = true;
+    }
+    self->OnBlocksRead();
+  });
 }
 
 void GatherTicket::State::Drain(const std::shared_ptr<State>& self) {
@@ -261,7 +354,7 @@ void GatherTicket::State::OnLanded(const std::shared_ptr<State>& self, uint32_t 
   {
     std::unique_lock lock(st.mu);
     ++st.chunks_landed;
-    st.landed = st.chunks_landed == st.landings();
+    st.landed = st.chunks_landed == st.landings;
     if (st.streaming()) {
       st.chunks_to_check.push_back(c);
       if (st.draining) return;  // the running Drain takes it
@@ -277,17 +370,11 @@ void GatherTicket::State::OnLanded(const std::shared_ptr<State>& self, uint32_t 
       st.cv.notify_all();
       return;
     }
-    if (!st.landed) return;  // whoever takes the gather checks every chunk
+    // Whoever takes the gather checks every chunk; while Start is still
+    // submitting (landings unknown), Start hands it off at its end.
+    if (!st.landed) return;
   }
-  boost::asio::post(st.store->completion_pool(), [self] {
-    {
-      std::lock_guard lock(self->mu);
-      // A waiter arrived (it runs the disk phase), or one already took it.
-      if (self->claimed || self->waiting) return;
-      self->claimed = true;
-    }
-    self->OnBlocksRead();
-  });
+  PostDiskPhase(self);
 }
 
 void GatherTicket::State::CheckChunk(uint32_t c) {
@@ -296,23 +383,24 @@ void GatherTicket::State::CheckChunk(uint32_t c) {
   const TableGeometry& g = table.file->geometry();
   const size_t end_block = std::min(batch.blocks.size(), (size_t(c) + 1) * kChunkBlocks);
   for (size_t b = size_t(c) * kChunkBlocks; b < end_block; ++b) {
-    const uint32_t begin = batch.first_row[b], end = batch.first_row[b + 1];
     Status s = batch.Check(b, table);
     if (!s.ok()) {
       // Nothing from this block is returned or cached.
-      table.counters.Add(table.counters.failed_rows, end - begin);
+      batch.ForEachRowOf(b, [&](uint32_t k) {
+        table.counters.Add(table.counters.failed_rows, 1);
+        AddFailedRow(batch.row_ref[k]);
+      });
       if (result.status.ok()) result.status = s;
-      for (uint32_t i = begin; i < end; ++i) AddFailedRow(batch.row_ref[i]);
       continue;
     }
     result.bytes_read += io::kBlockSize;
     block_ok[b] = 1;
     const std::byte* block = batch.Block(b).data();
-    for (uint32_t i = begin; i < end; ++i) {
-      const std::byte* row = block + g.RowOffsetInBlock(batch.rows[i]);
-      CopyOut(batch.row_ref[i], row, record);
-      if (streaming()) std::memcpy(staged.data() + size_t(i) * record, row, record);
-    }
+    batch.ForEachRowOf(b, [&](uint32_t k) {
+      const std::byte* row = block + g.RowOffsetInBlock(batch.rows[k]);
+      CopyOut(batch.row_ref[k], row, record);
+      if (streaming()) std::memcpy(staged.data() + size_t(k) * record, row, record);
+    });
   }
   checked[c] = 1;
 }
@@ -325,16 +413,15 @@ void GatherTicket::State::OfferCheckedPrefix() {
   thread_local std::vector<const std::byte*> rows;
   ids.clear();
   rows.clear();
-  const size_t n = batch.input_row.size();
+  const size_t n = batch.rows.size();
   for (; offered < n; ++offered) {
-    const uint32_t b = batch.input_block[offered];
+    const uint32_t b = batch.row_block[offered];
     if (!checked[b / kChunkBlocks]) break;
     if (!block_ok[b]) continue;  // nothing from a failed block is cached
-    const uint32_t i = batch.input_row[offered];
-    const uint64_t row = batch.rows[i];
+    const uint64_t row = batch.rows[offered];
     ids.push_back(row);
     // A streaming gather's block buffer may hold a later block by now.
-    rows.push_back(streaming() ? staged.data() + size_t(i) * record : batch.Block(b).data() + g.RowOffsetInBlock(row));
+    rows.push_back(streaming() ? staged.data() + offered * record : batch.Block(b).data() + g.RowOffsetInBlock(row));
   }
   Offer(ids, rows);
 }
@@ -452,11 +539,11 @@ void FinishReadAhead(const ReadAheadOperation& op) {
   for (size_t b = 0; b < op.batch.blocks.size(); ++b) {
     const bool ok = op.batch.Check(b, t).ok();  // a failure is counted; a later gather reads it again
     std::span<const std::byte> block = op.batch.Block(b);
-    for (uint32_t i = op.batch.first_row[b]; i < op.batch.first_row[b + 1]; ++i) {
-      const uint64_t row = op.batch.rows[i];
+    op.batch.ForEachRowOf(b, [&](uint32_t k) {
+      const uint64_t row = op.batch.rows[k];
       t.LandReadAheadRow(op.ticket.seq, row, ok, ok ? block.subspan(g.RowOffsetInBlock(row), record)
                                                     : std::span<const std::byte>());
-    }
+    });
   }
   t.ReadAheadDone(op.ticket.generation);
 }

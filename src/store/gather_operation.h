@@ -3,8 +3,11 @@
 // Timeline of a gather, which is also how its readiness wait is split:
 //   t0  Start: validate, deduplicate, look every distinct row up in the cache,
 //       copy hits (and their duplicates) to dst            -> cache time
-//   t1  submit one read per missed 4 KiB block (rows of a block coalesced),
-//       in chunks of kChunkBlocks blocks, each its own engine batch
+//       The rows are looked up in segments of growing size; after each, the
+//       missed rows' 4 KiB blocks (rows of a block coalesced) that fill a
+//       chunk of kChunkBlocks blocks go to the engine as one batch, so the
+//       device is busy while the rest of the gather is looked up.
+//   t1  the last lookup; the last, partial chunk is submitted
 //   t2  every block landed; each is verified and its missed rows copied to
 //       dst, then offered to the cache                      -> disk time
 //       (this disk phase runs on the thread in Wait() if there is one, else
@@ -14,9 +17,12 @@
 //       chunks are still being read, and offers the cache each prefix of the
 //       misses (in the gather's order, as engram-replay offers them) whose
 //       blocks are all checked. Blocks are read in the order their first
-//       missed row appears, so the prefix grows as the reads land. (A gather
-//       missing more blocks than its read buffers hold streams them through
-//       the buffers and is checked on the completion pool: stream_chunks.)
+//       missed row appears, so the prefix grows as the reads land. Nothing is
+//       offered before the last lookup, so the cache sees all of a gather's
+//       lookups before its inserts, as in engram-replay. (A gather that may
+//       miss more blocks than its read buffers hold submits after its last
+//       lookup, and if it does, streams the blocks through the buffers and is
+//       checked on the completion pool: stream_chunks.)
 //   wait = t2 - t0 >= cache + disk.
 // Nothing is copied out of, or inserted from, a block that failed its read or
 // its checksum; the gather then fails with that block's status, and lists the
@@ -34,6 +40,7 @@
 #include <vector>
 
 #include "engram/store.h"
+#include "src/store/first_appearance_index.h"
 #include "src/store/gather_plan.h"
 #include "src/store/gather_ticket_access.h"
 #include "src/store/read_buffer_pool.h"
@@ -51,24 +58,53 @@ struct ReferenceBatch;
 // Blocks to read for a set of rows, grouped by block. Blocks are in the
 // order their first row appears in the input, so that a gather's reads land
 // roughly in the order its misses are offered to the cache, and the cache
-// can be filled while the later reads are still in flight.
+// can be filled while the later reads are still in flight. Rows can be added
+// after the first blocks' reads were submitted (a gather submits each chunk
+// of blocks as soon as its lookups have found that many): a later row of a
+// block already being read joins that block's read.
 struct BlockBatch {
-  std::vector<uint64_t> blocks;           // distinct block indexes, by first appearance
-  std::vector<uint32_t> first_row;        // first_row[b]: index into rows of block b's first row
-  std::vector<uint64_t> rows;             // row IDs grouped by block, in input order within it
-  std::vector<uint32_t> row_ref;          // caller's reference for each row in `rows`
-  std::vector<uint32_t> input_row;        // input_row[k]: index into rows of the k-th input row
-  std::vector<uint32_t> input_block;      // input_block[k]: its block's index in blocks
-  ReadBufferPool::Lease buffers;          // room for blocks.size() blocks
+  static constexpr uint32_t kEnd = UINT32_MAX;
+
+  std::vector<uint64_t> blocks;     // distinct block indexes, by first appearance
+  std::vector<uint64_t> rows;       // rows[k]: the k-th row added
+  std::vector<uint32_t> row_ref;    // row_ref[k]: the caller's reference for it
+  std::vector<uint32_t> row_block;  // row_block[k]: its block's index in blocks
+  ReadBufferPool::Lease buffers;    // room for the blocks of `reads`
+  // reads[b]: block b's read, for the blocks whose reads are prepared. Its
+  // capacity is reserved by Reset and never grows: the engine holds pointers
+  // into it while later reads are prepared.
   std::vector<io::BlockRead> reads;
 
-  // Builds the batch for rows[i] (with refs[i]); leases buffers for its
-  // blocks, or for at most `max_blocks` of them (a ring, see Lease).
+  // Empties the batch for at most max_rows rows.
+  void Reset(size_t max_rows);
+  // Empties it, keeping the storage, for a Reset before its next use.
+  void Clear();
+  // Adds row `row` (with `ref`) as the next row; at most max_rows in all.
+  void Add(uint64_t row, uint32_t ref, const TableGeometry& g);
+  // Calls fn(k) for each row k of block b, in the order they were added.
+  template <typename Fn>
+  void ForEachRowOf(size_t b, Fn&& fn) const {
+    for (uint32_t k = block_first_[b]; k != kEnd; k = next_in_block_[k]) fn(k);
+  }
+  // Prepares the reads of blocks [reads.size(), end), extending the lease;
+  // or, if ring_blocks < end (then no read may be prepared yet), leases room
+  // for ring_blocks blocks only: a ring the reads go through (see Lease).
+  Status PrepareReads(io::FileId file, const TableGeometry& g, ReadBufferPool& pool, size_t end,
+                      size_t ring_blocks = SIZE_MAX);
+  // Reset, then adds rows[i] (with refs[i]) and prepares every block's read,
+  // leasing buffers for at most `max_blocks` of them (a ring, see Lease).
   Status Build(const TableState& table, io::FileId file, ReadBufferPool& pool,
                std::span<const std::pair<uint64_t, uint32_t>> rows_and_refs, size_t max_blocks = SIZE_MAX);
   std::span<const std::byte> Block(size_t b) const { return {buffers.Block(b), io::kBlockSize}; }
   // Checks the read status and checksum of block b, counting failures.
   Status Check(size_t b, TableState& table) const;
+
+ private:
+  FirstAppearanceIndex index_;             // block -> its index in blocks
+  std::vector<uint32_t> block_first_;      // block_first_[b]: its first row
+  std::vector<uint32_t> block_last_;       // block_last_[b]: its last row so far
+  std::vector<uint32_t> next_in_block_;    // next_in_block_[k]: the next row of k's block, or kEnd
+  std::vector<uint64_t> block_keys_;       // the index's keys (blocks, with room for max_rows)
 };
 
 }  // namespace engram
@@ -132,12 +168,21 @@ struct engram::GatherTicket::State {
   std::vector<uint8_t> checked;
 
   size_t chunks() const { return (batch.blocks.size() + kChunkBlocks - 1) / kChunkBlocks; }
-  // Engine batches whose completion the disk phase waits for: the chunks, or
-  // for a reference table the one batch of its reads (reference_reads.h).
-  size_t landings() const { return reference ? 1 : chunks(); }
+  // Chunks handed to the engine so far (by Start, before `landings` is set).
+  size_t chunks_submitted = 0;
+  // Engine batches whose completion the disk phase waits for: the chunks
+  // submitted, or for a reference table the one batch of its reads
+  // (reference_reads.h). kLandingsUnknown while Start may still submit more
+  // (guarded by mu).
+  static constexpr size_t kLandingsUnknown = SIZE_MAX;
+  size_t landings = kLandingsUnknown;
   // OnLanded's chunk for a landing that is not one of the chunks (a reference
   // table's reads, checked only by OnBlocksRead).
   static constexpr uint32_t kWholeGather = UINT32_MAX;
+  // Distinct rows the first lookup segment covers; each segment after it is
+  // twice the one before, so a large gather's first reads go out after a few
+  // microseconds of lookups and the lookups still run in a few long batches.
+  static constexpr size_t kFirstSegmentRows = 128;
   // A state for a new gather on this thread. Each thread keeps its last state
   // and reuses it once nobody else holds it (its ticket is gone and no engine
   // or pool callback still refers to it), so the vectors keep their storage
@@ -152,6 +197,13 @@ struct engram::GatherTicket::State {
   static void OnLanded(const std::shared_ptr<State>& self, uint32_t c = kWholeGather);
   // Submits the reads of chunk c.
   static void SubmitChunk(const std::shared_ptr<State>& self, size_t c);
+  // Prepares and submits the chunks after the first chunks_submitted whose
+  // blocks are all known (full ones; with `all`, the last partial one too).
+  // Fails if no read buffer could be had: the chunks from chunks_submitted on
+  // are then not submitted.
+  static Status SubmitReadyChunks(const std::shared_ptr<State>& self, bool all);
+  // Hands the disk phase to the completion pool, unless a waiter takes it.
+  static void PostDiskPhase(const std::shared_ptr<State>& self);
   // A streaming gather's checks, on the completion pool: checks the landed
   // chunks, reads the chunks that take their buffers, and runs the disk
   // phase after the last.

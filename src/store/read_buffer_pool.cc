@@ -50,8 +50,15 @@ bool ReadBufferPool::Grow() {
 
 Result<ReadBufferPool::Lease> ReadBufferPool::Acquire(size_t blocks) {
   Lease lease;
+  ENGRAM_RETURN_IF_ERROR(Extend(lease, blocks));
+  return lease;
+}
+
+Status ReadBufferPool::Extend(Lease& lease, size_t blocks) {
   lease.pool_ = this;
   const size_t chunks = (blocks + kChunkBlocks - 1) / kChunkBlocks;
+  if (chunks <= lease.chunks_.size()) return Status::OK();
+  const size_t had = lease.chunks_.size();
   lease.chunks_.reserve(chunks);
   for (;;) {
     {
@@ -62,16 +69,23 @@ Result<ReadBufferPool::Lease> ReadBufferPool::Acquire(size_t blocks) {
     }
     if (lease.chunks_.size() == chunks || !Grow()) break;
   }
-  lease.arena_chunks_ = lease.chunks_.size();
-  if (lease.arena_chunks_ < chunks) {
+  lease.arena_.insert(lease.arena_.end(), lease.chunks_.begin() + had, lease.chunks_.end());
+  if (lease.chunks_.size() < chunks) {
     // At the cap: the rest from the heap, in one piece.
-    const size_t rest = chunks - lease.arena_chunks_;
-    ENGRAM_ASSIGN_OR_RETURN(io::AlignedBuffer extra, io::AlignedBuffer::Allocate(rest * kChunkBytes));
-    for (size_t c = 0; c < rest; ++c) lease.chunks_.push_back(extra.data() + c * kChunkBytes);
-    lease.heap_.push_back(std::move(extra));
+    const size_t rest = chunks - lease.chunks_.size();
+    Result<io::AlignedBuffer> extra = io::AlignedBuffer::Allocate(rest * kChunkBytes);
+    if (!extra.ok()) {
+      // Back to what it was: the arena chunks just taken are returned.
+      Return(std::span<std::byte* const>(lease.chunks_.data() + had, lease.chunks_.size() - had));
+      lease.arena_.resize(lease.arena_.size() - (lease.chunks_.size() - had));
+      lease.chunks_.resize(had);
+      return extra.status();
+    }
+    for (size_t c = 0; c < rest; ++c) lease.chunks_.push_back(extra->data() + c * kChunkBytes);
+    lease.heap_.push_back(std::move(extra).value());
     heap_chunks_.fetch_add(rest, std::memory_order_relaxed);
   }
-  return lease;
+  return Status::OK();
 }
 
 void ReadBufferPool::Return(std::span<std::byte* const> chunks) {
@@ -82,7 +96,7 @@ void ReadBufferPool::Return(std::span<std::byte* const> chunks) {
 ReadBufferPool::Lease::Lease(Lease&& other) noexcept
     : pool_(std::exchange(other.pool_, nullptr)),
       chunks_(std::move(other.chunks_)),
-      arena_chunks_(std::exchange(other.arena_chunks_, 0)),
+      arena_(std::move(other.arena_)),
       heap_(std::move(other.heap_)) {}
 
 ReadBufferPool::Lease& ReadBufferPool::Lease::operator=(Lease&& other) noexcept {
@@ -90,19 +104,17 @@ ReadBufferPool::Lease& ReadBufferPool::Lease::operator=(Lease&& other) noexcept 
     Release();
     pool_ = std::exchange(other.pool_, nullptr);
     chunks_ = std::move(other.chunks_);
-    arena_chunks_ = std::exchange(other.arena_chunks_, 0);
+    arena_ = std::move(other.arena_);
     heap_ = std::move(other.heap_);
   }
   return *this;
 }
 
 void ReadBufferPool::Lease::Release() {
-  if (pool_ != nullptr && arena_chunks_ > 0) {
-    pool_->Return(std::span<std::byte* const>(chunks_.data(), arena_chunks_));
-  }
+  if (pool_ != nullptr && !arena_.empty()) pool_->Return(arena_);
   pool_ = nullptr;
   chunks_.clear();
-  arena_chunks_ = 0;
+  arena_.clear();
   heap_.clear();
 }
 

@@ -10,8 +10,9 @@
 // be (fixed-buffer reads), and never freed before the store. A batch of B
 // blocks leases ceil(B / kChunkBlocks) chunks, or, for a gather with more
 // blocks than stream_chunks() chunks hold, that many chunks, which it reads
-// through in turn. Beyond the cap (many large gathers at once) the rest
-// comes from the heap, so a gather never waits for another one's buffers.
+// through in turn. A gather that submits reads while it is still looking its
+// rows up grows its lease a chunk at a time (Extend). Beyond the cap (many
+// large gathers at once) the rest comes from the heap, so a gather never waits for another one's buffers.
 //
 // Old bytes in a reused chunk are never seen: a block is only read from
 // after its read succeeded in full and its checksum matched.
@@ -71,13 +72,17 @@ class ReadBufferPool {
    private:
     friend class ReadBufferPool;
     ReadBufferPool* pool_ = nullptr;
-    std::vector<std::byte*> chunks_;
-    size_t arena_chunks_ = 0;            // chunks_[0, arena_chunks_) are the arena's
+    std::vector<std::byte*> chunks_;       // in block order
+    std::vector<std::byte*> arena_;        // those of chunks_ that go back to the arena
     std::vector<io::AlignedBuffer> heap_;  // the rest, owned here
   };
 
   // Room for `blocks` blocks (> 0); ResourceExhausted if the heap fallback fails.
   Result<Lease> Acquire(size_t blocks);
+  // Grows `lease` (empty, or one of this pool's that is not a ring) to room
+  // for `blocks` blocks; the blocks it had keep their place. On failure the
+  // lease is as it was.
+  Status Extend(Lease& lease, size_t blocks);
 
   // Chunks made so far (in use or free).
   size_t chunks_made() const;
