@@ -717,6 +717,18 @@ class GatedStoreTest : public StoreTest {
     }
   }
 
+  // Starts a gather of table 1's `rows`, opens the gate, waits, and checks
+  // that it succeeded with every row's bytes.
+  GatherResult GatherOtherTableThroughTheGate(std::span<const uint64_t> rows) {
+    std::vector<std::byte> dst(rows.size() * kRecord);
+    GatherTicket ticket = store_->StartGather(1, rows, dst.data(), kRecord);
+    gate_->Open();
+    GatherResult r = store_->Wait(std::move(ticket));
+    EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+    ExpectOtherTableRows(rows, dst);
+    return r;
+  }
+
   // Polls until at least n completions are held (or ~10 s); returns how many.
   size_t WaitUntilHeld(size_t n) {
     for (int i = 0; i < 2000 && gate_->held() < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -767,14 +779,9 @@ TEST_F(GatedStoreTest, AGatherSubmitsItsFirstReadsBeforeItLooksUpItsLastRows) {
     looked_up_at_submit.push_back(store_->Stats(1).cache.lookups);
     batch_reads.push_back(reads);
   };
-  std::vector<std::byte> dst(rows.size() * kRecord);
-  GatherTicket ticket = store_->StartGather(1, rows, dst.data(), kRecord);
-  gate_->Open();
-  GatherResult r = store_->Wait(std::move(ticket));
-  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  GatherResult r = GatherOtherTableThroughTheGate(rows);
   EXPECT_EQ(r.misses, rows.size());
   EXPECT_EQ(r.blocks_read, rows.size());
-  ExpectOtherTableRows(rows, dst);
   ASSERT_FALSE(looked_up_at_submit.empty());
   EXPECT_LT(looked_up_at_submit.front(), rows.size() / 4) << "the first read waited for most of the lookups";
   EXPECT_TRUE(std::is_sorted(looked_up_at_submit.begin(), looked_up_at_submit.end()));
@@ -791,15 +798,10 @@ TEST_F(GatedStoreTest, RowsOfABlockWhoseReadWasSubmittedJoinThatRead) {
   std::vector<uint64_t> rows;
   for (uint64_t i = 0; i < 800; ++i) rows.push_back(i * 15);
   for (uint64_t i = 0; i < 100; ++i) rows.push_back(i * 15 + 7);
-  std::vector<std::byte> dst(rows.size() * kRecord);
-  GatherTicket ticket = store_->StartGather(1, rows, dst.data(), kRecord);
-  gate_->Open();
-  GatherResult r = store_->Wait(std::move(ticket));
-  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  GatherResult r = GatherOtherTableThroughTheGate(rows);
   EXPECT_EQ(r.misses, rows.size());
   EXPECT_EQ(r.blocks_read, 800u);
   EXPECT_EQ(r.bytes_read, 800u * 4096);
-  ExpectOtherTableRows(rows, dst);
   EXPECT_EQ(RowsOffered(*store_, 1), rows.size());
 }
 
