@@ -24,6 +24,7 @@
 #include <mutex>
 #include <numeric>
 #include <random>
+#include <set>
 #include <sstream>
 #include <chrono>
 #include <thread>
@@ -642,6 +643,7 @@ class GatedEngine final : public io::IoEngine {
       }
       held_.emplace(seq, std::move(done));
     });
+    if (after_submit) after_submit();
   }
   void Shutdown() override {
     Open();
@@ -663,8 +665,10 @@ class GatedEngine final : public io::IoEngine {
     return held_.size();
   }
   // Called on the submitting thread with each gated batch's size, before the
-  // batch goes on (set it before the batches it should see).
+  // batch goes on, and after it went on (set them before the batches they
+  // should see).
   std::function<void(size_t reads)> on_submit;
+  std::function<void()> after_submit;
   // Lets the held completion of the earliest submitted batch run (here); the
   // gate stays shut.
   void RunOldestHeld() {
@@ -798,11 +802,101 @@ TEST_F(GatedStoreTest, RowsOfABlockWhoseReadWasSubmittedJoinThatRead) {
   std::vector<uint64_t> rows;
   for (uint64_t i = 0; i < 800; ++i) rows.push_back(i * 15);
   for (uint64_t i = 0; i < 100; ++i) rows.push_back(i * 15 + 7);
+  size_t submitted_before_the_late_rows = 0;
+  gate_->on_submit = [&](size_t) { submitted_before_the_late_rows += store_->Stats(1).cache.lookups < 800; };
   GatherResult r = GatherOtherTableThroughTheGate(rows);
+  // The first 100 blocks' reads (two batches) went out before the late rows
+  // were looked up.
+  EXPECT_GE(submitted_before_the_late_rows, 2u);
   EXPECT_EQ(r.misses, rows.size());
   EXPECT_EQ(r.blocks_read, 800u);
   EXPECT_EQ(r.bytes_read, 800u * 4096);
   EXPECT_EQ(RowsOffered(*store_, 1), rows.size());
+}
+
+TEST_F(GatedStoreTest, NoReadBufferPartWayFailsOnlyTheRowsOfBlocksNotReadAndCachesTheRest) {
+  // 1,000 blocks, and late rows: 50 more rows of blocks read early, 50 of
+  // blocks never read, and every tenth row asked for twice.
+  std::vector<uint64_t> rows;
+  for (uint64_t i = 0; i < 1000; ++i) rows.push_back(i * 15);
+  for (uint64_t i = 0; i < 50; ++i) rows.push_back(i * 15 + 3);
+  for (uint64_t i = 900; i < 950; ++i) rows.push_back(i * 15 + 3);
+  for (uint64_t i = 0; i < 1000; i += 10) rows.push_back(i * 15);
+  // Two chunks (128 blocks) get buffers; the third Extend fails.
+  static_cast<StoreImpl&>(*store_).read_buffers().FailGrowthAfterForTesting(2);
+  gate_->Open();
+  std::vector<std::byte> dst(rows.size() * kRecord);
+  GatherResult r = store_->Gather(1, rows, dst.data(), kRecord);
+  static_cast<StoreImpl&>(*store_).read_buffers().FailGrowthAfterForTesting(-1);
+  EXPECT_EQ(r.status.code(), StatusCode::kResourceExhausted) << r.status.ToString();
+  EXPECT_EQ(r.blocks_read, 128u);
+  EXPECT_EQ(r.misses, 1100u);
+  std::vector<size_t> want_failed;
+  std::set<uint64_t> read_rows;
+  for (size_t p = 0; p < rows.size(); ++p) {
+    if (rows[p] / 15 < 128) {
+      read_rows.insert(rows[p]);
+      auto want = testing::ExpectedRow(7, rows[p], kRecord);
+      EXPECT_EQ(std::memcmp(dst.data() + p * kRecord, want.data(), kRecord), 0) << "row " << rows[p];
+    } else {
+      want_failed.push_back(p);
+    }
+  }
+  EXPECT_EQ(r.failed_positions, want_failed);
+  EXPECT_EQ(store_->Stats(1).failed_rows, 1100u - read_rows.size());
+  EXPECT_EQ(store_->Stats(1).failed_gathers, 1u);
+  EXPECT_EQ(RowsOffered(*store_, 1), read_rows.size());  // nothing from a block not read
+  // The read rows were cached; the others were not.
+  GatherResult again = store_->Gather(1, rows, dst.data(), kRecord);
+  ASSERT_TRUE(again.status.ok()) << again.status.ToString();
+  EXPECT_EQ(again.hits, read_rows.size());
+  ExpectOtherTableRows(rows, dst);
+}
+
+TEST_F(GatedStoreTest, ReadsLandingWhileTheGatherIsStillLookingUpAreFinishedExactlyOnceInEveryForm) {
+  // Every batch lands on the submitting thread right after it is submitted,
+  // while Start is still looking rows up; Start then hands the disk phase on.
+  gate_->after_submit = [&] {
+    ASSERT_GE(WaitUntilHeld(1), 1u);
+    gate_->RunOldestHeld();
+  };
+  auto rows_from = [](uint64_t first_block) {
+    std::vector<uint64_t> rows;
+    for (uint64_t i = 0; i < 500; ++i) rows.push_back((first_block + i) * 15 + i % 15);
+    return rows;
+  };
+  // Wait form.
+  const std::vector<uint64_t> waited = rows_from(0);
+  std::vector<std::byte> dst(waited.size() * kRecord);
+  GatherResult r = store_->Wait(store_->StartGather(1, waited, dst.data(), kRecord));
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.misses, waited.size());
+  ExpectOtherTableRows(waited, dst);
+  // Callback form: called exactly once.
+  const std::vector<uint64_t> called = rows_from(500);
+  std::atomic<int> calls{0};
+  std::promise<GatherResult> result;
+  store_->StartGather(1, called, dst.data(), kRecord, [&](GatherResult g) {
+    if (calls.fetch_add(1) == 0) result.set_value(std::move(g));
+  });
+  std::future<GatherResult> future = result.get_future();
+  ASSERT_EQ(future.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "the callback never ran";
+  GatherResult c = future.get();
+  ASSERT_TRUE(c.status.ok()) << c.status.ToString();
+  ExpectOtherTableRows(called, dst);
+  // A ticket dropped unwaited: the pool finishes it, and the state is reused.
+  const std::vector<uint64_t> dropped = rows_from(1000);
+  { GatherTicket ticket = store_->StartGather(1, dropped, dst.data(), kRecord); }
+  const uint64_t offered = waited.size() + called.size() + dropped.size();
+  for (int i = 0; i < 2000 && RowsOffered(*store_, 1) < offered; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(RowsOffered(*store_, 1), offered);
+  GatherResult again = store_->Gather(1, dropped, dst.data(), kRecord);
+  ASSERT_TRUE(again.status.ok()) << again.status.ToString();
+  ExpectOtherTableRows(dropped, dst);
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(store_->Stats(1).gathers, 4u);
 }
 
 TEST_F(GatedStoreTest, ReleasingOneTablesReadAheadDoesNotWaitForAnotherTables) {

@@ -52,8 +52,10 @@ struct GatherResult {
   uint64_t bytes_read = 0;
   // The readiness wait: wall time from the start of the gather until its rows
   // were ready, and the parts of it spent on cache work (dedup, lookups,
-  // copies of hits) and on disk work (from submitting the reads until every
-  // missed row was verified, offered to the cache and copied).
+  // copies of hits, and handing the first reads to the I/O engine, which a
+  // large gather does between its lookups) and on disk work (from the last
+  // lookup until every missed row was verified, offered to the cache and
+  // copied; reads submitted earlier were already under way).
   // cache_nanoseconds + disk_nanoseconds <= wait_nanoseconds.
   uint64_t wait_nanoseconds = 0;
   uint64_t cache_nanoseconds = 0;

@@ -58,6 +58,8 @@ Status BlockBatch::PrepareReads(io::FileId file, const TableGeometry& g, ReadBuf
     return Status::Internal("block batch: more reads than Reset made room for");
   }
   if (ring_blocks < end) {
+    // Replaces the lease: only before any read into it is prepared.
+    if (!reads.empty()) return Status::Internal("block batch: a ring lease after reads were prepared");
     ENGRAM_ASSIGN_OR_RETURN(buffers, pool.Acquire(ring_blocks));
   } else {
     ENGRAM_RETURN_IF_ERROR(pool.Extend(buffers, end));
@@ -130,6 +132,7 @@ void GatherTicket::State::Reset() {
   // same size as the last is then built without zeroing anything.
   batch.buffers.Release();
   batch.Clear();
+  if (batch.reads.capacity() > kKeptReads) std::vector<io::BlockRead>().swap(batch.reads);
   reference.reset();
   result = GatherResult();
   t0 = t1 = 0;
@@ -249,7 +252,7 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
       st.stream_chunks = stream_chunks;
       st.staged.resize(st.batch.rows.size() * size_t(record));
       st.result.blocks_read = st.batch.blocks.size();
-      st.landings = st.chunks();  // before the first read: no lock needed
+      SetLandings(self, st.chunks());  // before the first read: nothing can have landed
       for (size_t c = 0; c < st.stream_chunks; ++c) SubmitChunk(self, c);
       return;
     }
@@ -274,12 +277,18 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
       return st.Finish();
     }
   }
+  SetLandings(self, st.chunks_submitted);
+}
+
+void GatherTicket::State::SetLandings(const std::shared_ptr<State>& self, size_t n) {
+  State& st = *self;
   bool post;
   {
     std::lock_guard lock(st.mu);
-    st.landings = st.chunks_submitted;
-    st.landed = st.chunks_landed == st.landings;
-    post = st.landed && !st.waiting;
+    st.landings = n;
+    st.landed = st.chunks_landed == n;
+    // A streaming gather's Drain runs the disk phase after its last check.
+    post = st.landed && !st.waiting && !st.streaming();
   }
   if (post) PostDiskPhase(self);
 }

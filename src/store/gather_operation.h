@@ -162,9 +162,11 @@ struct engram::GatherTicket::State {
   bool claimed = false;  // someone is running (or ran) OnBlocksRead
   size_t chunks_landed = 0;                 // chunks whose reads have all finished
   std::vector<uint32_t> chunks_to_check;    // landed, not yet taken by a waiter
-  // checked[c]: chunk c was verified and copied early by the waiter (written
-  // by the waiter only, read by whoever runs OnBlocksRead, which is then the
-  // waiter too: a pool thread never claims a gather that has a waiter).
+  // checked[c]: chunk c was verified and copied early by the waiter, or has
+  // nothing to check (Start set it for a chunk it could not submit). Written
+  // by Start before it publishes `landings`, then by the waiter only; read by
+  // whoever runs OnBlocksRead, which is then the waiter too: a pool thread
+  // never claims a gather that has a waiter.
   std::vector<uint8_t> checked;
 
   size_t chunks() const { return (batch.blocks.size() + kChunkBlocks - 1) / kChunkBlocks; }
@@ -173,7 +175,7 @@ struct engram::GatherTicket::State {
   // Engine batches whose completion the disk phase waits for: the chunks
   // submitted, or for a reference table the one batch of its reads
   // (reference_reads.h). kLandingsUnknown while Start may still submit more
-  // (guarded by mu).
+  // (guarded by mu; set by SetLandings).
   static constexpr size_t kLandingsUnknown = SIZE_MAX;
   size_t landings = kLandingsUnknown;
   // OnLanded's chunk for a landing that is not one of the chunks (a reference
@@ -204,6 +206,11 @@ struct engram::GatherTicket::State {
   static Status SubmitReadyChunks(const std::shared_ptr<State>& self, bool all);
   // Hands the disk phase to the completion pool, unless a waiter takes it.
   static void PostDiskPhase(const std::shared_ptr<State>& self);
+  // Publishes how many landings the disk phase waits for (`landings`), and
+  // hands the disk phase off if they have all happened already.
+  static void SetLandings(const std::shared_ptr<State>& self, size_t n);
+  // A recycled state keeps room for at most this many block reads.
+  static constexpr size_t kKeptReads = 4096;
   // A streaming gather's checks, on the completion pool: checks the landed
   // chunks, reads the chunks that take their buffers, and runs the disk
   // phase after the last.

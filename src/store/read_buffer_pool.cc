@@ -58,8 +58,11 @@ Status ReadBufferPool::Extend(Lease& lease, size_t blocks) {
   lease.pool_ = this;
   const size_t chunks = (blocks + kChunkBlocks - 1) / kChunkBlocks;
   if (chunks <= lease.chunks_.size()) return Status::OK();
+  if (growths_before_failure_.load(std::memory_order_relaxed) >= 0 &&
+      growths_before_failure_.fetch_sub(1, std::memory_order_relaxed) <= 0) {
+    return Status::ResourceExhausted("read buffers: injected failure (testing)");
+  }
   const size_t had = lease.chunks_.size();
-  lease.chunks_.reserve(chunks);
   for (;;) {
     {
       std::lock_guard lock(mu_);
@@ -71,7 +74,8 @@ Status ReadBufferPool::Extend(Lease& lease, size_t blocks) {
   }
   lease.arena_.insert(lease.arena_.end(), lease.chunks_.begin() + had, lease.chunks_.end());
   if (lease.chunks_.size() < chunks) {
-    // At the cap: the rest from the heap, in one piece.
+    // At the cap: the rest from the heap, in one piece per Extend (a gather
+    // that extends chunk by chunk gets one allocation per chunk).
     const size_t rest = chunks - lease.chunks_.size();
     Result<io::AlignedBuffer> extra = io::AlignedBuffer::Allocate(rest * kChunkBytes);
     if (!extra.ok()) {

@@ -89,6 +89,11 @@ class ReadBufferPool {
   // Chunks leased from the heap so far, because the arena was at its cap.
   size_t heap_chunks_leased() const { return heap_chunks_.load(std::memory_order_relaxed); }
 
+  // Testing: the next `n` calls of Extend (or Acquire) that must add chunks
+  // succeed, every later one fails with ResourceExhausted, as if memory had
+  // run out. A negative n turns that off.
+  void FailGrowthAfterForTesting(int64_t n) { growths_before_failure_.store(n, std::memory_order_relaxed); }
+
  private:
   explicit ReadBufferPool(io::IoEngine& engine) : engine_(engine) {}
   void Return(std::span<std::byte* const> chunks);
@@ -100,6 +105,7 @@ class ReadBufferPool {
   std::mutex grow_mu_;                 // serializes Grow
   bool registration_refused_ = false;  // guarded by grow_mu_
   std::atomic<size_t> heap_chunks_{0};
+  std::atomic<int64_t> growths_before_failure_{-1};  // FailGrowthAfterForTesting
   mutable std::mutex mu_;
   std::vector<io::AlignedBuffer> slabs_;  // guarded by mu_
   std::vector<std::byte*> free_;          // guarded by mu_

@@ -97,7 +97,7 @@ void StartReferenceReads(const std::shared_ptr<GatherState>& self,
     return st.Finish();
   }
   st.result.blocks_read = st.reference->blocks.blocks.size();
-  st.landings = 1;  // before the read: no lock needed
+  GatherState::SetLandings(self, 1);  // before the read: nothing can have landed
   st.store->engine().SubmitBatch(st.reference->blocks.reads, [self] { GatherState::OnLanded(self); });
 }
 
