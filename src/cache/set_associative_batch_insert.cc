@@ -9,6 +9,7 @@
 // as sequential Inserts would, so outcomes and counts are the same (the
 // emulator and the store agree on every count).
 #include <algorithm>
+#include <bit>
 
 #include "src/cache/set_associative_cache.h"
 
@@ -16,7 +17,8 @@ namespace engram::cache {
 namespace {
 
 constexpr size_t kInsertAhead = 8;
-constexpr size_t kRing = 16;  // > kInsertAhead, power of two
+constexpr size_t kSlotAhead = 4;  // < kInsertAhead: the index lines have landed by then
+constexpr size_t kRing = 16;      // > kInsertAhead, power of two
 static_assert(kRing > kInsertAhead && (kRing & (kRing - 1)) == 0);
 
 }  // namespace
@@ -25,16 +27,40 @@ void SetAssociativeRowCache::InsertBatch(std::span<const uint64_t> row_ids, std:
                                          std::span<InsertOutcome> outcomes) {
   const size_t n = row_ids.size();
   uint64_t hashes[kRing];
+  CandidateSets candidates[kRing];
   auto prepare = [&](size_t j) {
     const uint64_t h = hasher_.Hash(row_ids[j]);
     hashes[j % kRing] = h;
-    PrefetchIndex(hasher_.Candidates(h));
+    candidates[j % kRing] = hasher_.Candidates(h);
+    PrefetchIndex(candidates[j % kRing]);
     sketch_.Prefetch(h);
     if (ghost_) ghost_->Prefetch(h);
   };
+  // While the cache is filling, the payload slot a free way would give the
+  // row, from the sets' masks as they are now (a hint: the insert decides
+  // under the locks), fetched for writing, so the row's copy into it does not
+  // wait for those lines while holding the locks. A full cache's insert takes
+  // a victim's slot, not known before the choice: nothing is fetched there.
+  const SetStorage storage = Storage();
+  const bool filling = row_bytes_ != 0 && empty_slots_.load(std::memory_order_relaxed) != 0;
+  auto prefetch_slot = [&](size_t j) {
+    if (!filling) return;
+    const CandidateSets& c = candidates[j % kRing];
+    const uint32_t full = storage.FullMask();
+    const uint32_t free_first = ~View(c.first).OccupiedHint() & full;
+    const uint32_t free_second = c.second == c.first ? 0 : ~View(c.second).OccupiedHint() & full;
+    if (free_first == 0 && free_second == 0) return;  // a victim's slot: not known before the choice
+    const bool second = std::popcount(free_second) > std::popcount(free_first);
+    const uint8_t* slot = storage.Payload(second ? c.second : c.first,
+                                          uint32_t(std::countr_zero(second ? free_second : free_first)));
+    for (size_t off = 0; off < row_bytes_; off += 64) __builtin_prefetch(slot + off, 1, 3);
+    __builtin_prefetch(slot + row_bytes_ - 1, 1, 3);
+  };
   for (size_t j = 0; j < std::min(n, kInsertAhead); ++j) prepare(j);
+  for (size_t j = 0; j < std::min(n, kSlotAhead); ++j) prefetch_slot(j);
   for (size_t i = 0; i < n; ++i) {
     if (i + kInsertAhead < n) prepare(i + kInsertAhead);
+    if (i + kSlotAhead < n) prefetch_slot(i + kSlotAhead);
     const std::byte* row = rows.empty() ? nullptr : rows[i];
     outcomes[i] = InsertHashed(row_ids[i], hashes[i % kRing], std::span<const std::byte>(row, row ? row_bytes_ : 0));
   }
