@@ -14,19 +14,29 @@ namespace engram::cache {
 struct FreeWay {
   // sets: the row's `count` (1 or 2) candidate sets, locked.
   static bool Find(const SetStorage& storage, const uint64_t* sets, int count, uint64_t* set, uint32_t* way) {
-    const uint32_t full = storage.FullMask();
+    uint32_t free[2];
+    for (int i = 0; i < count; ++i) free[i] = ~storage.View(sets[i]).occupied() & storage.FullMask();
+    int chosen;
+    if (!Choose(free, count, &chosen, way)) return false;
+    *set = sets[chosen];
+    return true;
+  }
+  // The rule itself, over each candidate set's mask of free ways: the emptier
+  // set (the first on a tie) as *set_index, its lowest free way as *way.
+  // (InsertBatch applies it to unlocked masks to guess an insert's slot.)
+  static bool Choose(const uint32_t* free, int count, int* set_index, uint32_t* way) {
     int best_free = 0;
     int best_set = -1;
     for (int i = 0; i < count; ++i) {
-      int free_ways = std::popcount(~storage.View(sets[i]).occupied() & full);
+      const int free_ways = std::popcount(free[i]);
       if (free_ways > best_free) {
         best_free = free_ways;
         best_set = i;
       }
     }
     if (best_set < 0) return false;
-    *set = sets[best_set];
-    *way = std::countr_zero(~storage.View(sets[best_set]).occupied() & full);
+    *set_index = best_set;
+    *way = std::countr_zero(free[best_set]);
     return true;
   }
 };

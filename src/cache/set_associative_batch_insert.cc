@@ -9,8 +9,8 @@
 // as sequential Inserts would, so outcomes and counts are the same (the
 // emulator and the store agree on every count).
 #include <algorithm>
-#include <bit>
 
+#include "src/cache/free_way.h"
 #include "src/cache/set_associative_cache.h"
 
 namespace engram::cache {
@@ -46,13 +46,14 @@ void SetAssociativeRowCache::InsertBatch(std::span<const uint64_t> row_ids, std:
   auto prefetch_slot = [&](size_t j) {
     if (!filling) return;
     const CandidateSets& c = candidates[j % kRing];
-    const uint32_t full = storage.FullMask();
-    const uint32_t free_first = ~View(c.first).OccupiedHint() & full;
-    const uint32_t free_second = c.second == c.first ? 0 : ~View(c.second).OccupiedHint() & full;
-    if (free_first == 0 && free_second == 0) return;  // a victim's slot: not known before the choice
-    const bool second = std::popcount(free_second) > std::popcount(free_first);
-    const uint8_t* slot = storage.Payload(second ? c.second : c.first,
-                                          uint32_t(std::countr_zero(second ? free_second : free_first)));
+    const uint64_t sets[2] = {c.first, c.second};
+    const int count = c.second == c.first ? 1 : 2;
+    uint32_t free[2];
+    for (int i = 0; i < count; ++i) free[i] = ~View(sets[i]).OccupiedHint() & storage.FullMask();
+    int chosen;
+    uint32_t way;
+    if (!FreeWay::Choose(free, count, &chosen, &way)) return;  // a victim's slot: not known before the choice
+    const uint8_t* slot = storage.Payload(sets[chosen], way);
     for (size_t off = 0; off < row_bytes_; off += 64) __builtin_prefetch(slot + off, 1, 3);
     __builtin_prefetch(slot + row_bytes_ - 1, 1, 3);
   };

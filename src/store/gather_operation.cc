@@ -265,12 +265,7 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
     // No read buffer for these blocks: none of their rows is read, returned
     // or cached. The chunks already submitted go on.
     st.result.status = no_buffer;
-    for (size_t b = submitted_blocks; b < st.batch.blocks.size(); ++b) {
-      st.batch.ForEachRowOf(b, [&](uint32_t k) {
-        table.counters.Add(table.counters.failed_rows, 1);
-        st.AddFailedRow(st.batch.row_ref[k]);
-      });
-    }
+    for (size_t b = submitted_blocks; b < st.batch.blocks.size(); ++b) st.FailBlockRows(b);
     for (size_t c = st.chunks_submitted; c < st.chunks(); ++c) st.checked[c] = 1;
     if (st.chunks_submitted == 0) {
       std::sort(st.result.failed_positions.begin(), st.result.failed_positions.end());
@@ -395,10 +390,7 @@ void GatherTicket::State::CheckChunk(uint32_t c) {
     Status s = batch.Check(b, table);
     if (!s.ok()) {
       // Nothing from this block is returned or cached.
-      batch.ForEachRowOf(b, [&](uint32_t k) {
-        table.counters.Add(table.counters.failed_rows, 1);
-        AddFailedRow(batch.row_ref[k]);
-      });
+      FailBlockRows(b);
       if (result.status.ok()) result.status = s;
       continue;
     }
@@ -497,6 +489,14 @@ void GatherTicket::State::OnBlocksRead() {
   batch.buffers.Release();  // back to the pool now, not when the ticket dies
   if (reference) reference->blocks.buffers.Release();
   Finish();
+}
+
+void GatherTicket::State::FailBlockRows(size_t b) {
+  TableCounters& c = store->table_state(table).counters;
+  batch.ForEachRowOf(b, [&](uint32_t k) {
+    c.Add(c.failed_rows, 1);
+    AddFailedRow(batch.row_ref[k]);
+  });
 }
 
 void GatherTicket::State::AddFailedRow(uint32_t d) {

@@ -232,6 +232,8 @@ struct engram::GatherTicket::State {
   void OnBlocksRead();
   // Records distinct row d (every position holding it) as not written.
   void AddFailedRow(uint32_t d);
+  // Records every row of batch block b as failed (counted and listed).
+  void FailBlockRows(size_t b);
   // Publishes the result: counters, then the callback or the waiter. `now`
   // is the time the rows were ready.
   void Finish(uint64_t now = io::MonotonicNanos());
