@@ -56,6 +56,7 @@ struct ReadArgs {
   bool no_register_buffers = false;
   uint64_t seed = 1;
   uint32_t row_bytes = 0;  // 0: the table's record size, or 264 for a plain file
+  uint32_t rings = 1;      // io_uring rings sharing the depth
 };
 
 // 0 once everything printed has reached stdout, else 1 with a message: a full
@@ -169,6 +170,7 @@ int RunRead(const ReadArgs& a) {
     config.cold = p.cold;
     config.queue_depth = p.depth;
     config.threads = p.threads;
+    config.rings = a.rings;
     config.seconds = a.seconds;
     config.seed = a.seed;
     config.register_buffers = !a.no_register_buffers;
@@ -216,6 +218,9 @@ CLI::App* RegisterReadCommand(CLI::App& app, ReadArgs& a) {
   cmd->add_option("--depths", a.depths, "Queue depths (async mode)")->delimiter(',');
   cmd->add_option("--threads", a.threads, "Thread counts (sync mode; first one sizes the async worker pool)")
       ->delimiter(',');
+  cmd->add_option("--rings", a.rings, "io_uring rings sharing each depth (at most the depth)")
+      ->check(CLI::Range(uint32_t{1}, uint32_t{64}))
+      ->capture_default_str();
   cmd->add_option("--mode", a.mode, "auto (io_uring async, others sync), sync or async");
   cmd->add_option("--cache", a.cache, "cold (O_DIRECT, cache dropped), warm (buffered, prewarmed) or both");
   cmd->add_option("--seconds", a.seconds, "Duration of each point")->check(engram::FiniteRange(0.001, 86400.0));

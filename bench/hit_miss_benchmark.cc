@@ -133,7 +133,7 @@ class FlatArray {
 };
 
 Result<std::unique_ptr<Store>> OpenStore(const std::string& file, uint64_t cache_bytes, const std::string& policy,
-                                         const std::string& backend, uint32_t queue_depth) {
+                                         const std::string& backend, uint32_t queue_depth, uint32_t io_rings = 1) {
   StoreOptions o;
   TableOptions table;
   table.path = file;
@@ -142,6 +142,7 @@ Result<std::unique_ptr<Store>> OpenStore(const std::string& file, uint64_t cache
   o.cache_policy = policy;
   o.io_backend = backend;
   o.queue_depth = queue_depth;
+  o.io_rings = io_rings;
   o.direct_io = true;
   ENGRAM_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, Store::Open(o));
   // Part of opening, which is not timed: the cache's memory, committed in the
@@ -537,7 +538,7 @@ class StoreMissSession {
       (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
       ::close(fd);
     }
-    ENGRAM_ASSIGN_OR_RETURN(store_, OpenStore(c_.file, c_.cache_bytes, "default", c_.io_backend, c_.queue_depth));
+    ENGRAM_ASSIGN_OR_RETURN(store_, OpenStore(c_.file, c_.cache_bytes, "default", c_.io_backend, c_.queue_depth, c_.io_rings));
     next_ = 0;
     return Status::OK();
   }
@@ -560,6 +561,7 @@ Result<io::ReadBenchResult> MeasureRawReads(const MissBenchConfig& c, uint32_t d
   r.mode = io::ReadBenchMode::kAsync;
   r.queue_depth = depth;
   r.threads = r.backend == io::IoBackend::kIoUring ? 1 : 4;  // the store's default pread pool
+  r.rings = c.io_rings;
   r.cold = true;
   r.seconds = c.seconds;
   r.seed = c.seed;
@@ -573,6 +575,7 @@ Result<std::vector<uint64_t>> MeasureRawBatches(const MissBenchConfig& c, const 
   io::IoOptions options;
   ENGRAM_ASSIGN_OR_RETURN(options.backend, io::ParseIoBackend(c.io_backend));
   options.queue_depth = c.queue_depth;
+  options.rings = std::min(c.io_rings, c.queue_depth);
   ENGRAM_ASSIGN_OR_RETURN(std::unique_ptr<io::IoEngine> engine, io::CreateIoEngine(options));
   ENGRAM_ASSIGN_OR_RETURN(io::FileId file, engine->OpenFile(c.file));
   ENGRAM_ASSIGN_OR_RETURN(io::AlignedBuffer arena, io::AlignedBuffer::Allocate(size_t{n} * io::kBlockSize));

@@ -102,6 +102,9 @@ struct MissBenchConfig {
   // engine and fio are run at that depth.
   uint32_t queue_depth = 128;
   std::string io_backend = "io_uring";  // io_uring or pread (raw reads use the same)
+  // io_uring rings of the store (StoreOptions::io_rings) and of the raw engine,
+  // at most the depth; fio stays one job with one ring.
+  uint32_t io_rings = 1;
   uint64_t cache_bytes = 64ull << 20;
   double seconds = 2;          // per measurement (store, raw, fio) and per N, split over `rounds`
   uint32_t rounds = 3;         // store, raw engine and fio alternate this many times per N

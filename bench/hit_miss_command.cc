@@ -99,6 +99,10 @@ CLI::App* RegisterMissCommand(CLI::App& app, MissArgs& a) {
                   "The store's reads in flight; raw and fio run at min(rows per gather, this)")
       ->check(CLI::Range(uint32_t{1}, uint32_t{4096}))
       ->capture_default_str();
+  cmd->add_option("--io-rings", a.config.io_rings,
+                  "io_uring rings of the store and of the raw engine, sharing the depth (fio: one ring)")
+      ->check(CLI::Range(uint32_t{1}, uint32_t{64}))
+      ->capture_default_str();
   cmd->add_option("--latency-rows", a.config.latency_rows, "Rows of the all-miss gather whose latency is reported")
       ->check(CLI::Range(uint32_t{1}, uint32_t{1} << 20))
       ->capture_default_str();

@@ -30,13 +30,22 @@ BlockRead MakeRead(FileId file, uint64_t offset, uint64_t length, std::byte* dst
   return BlockRead{file, offset, static_cast<uint32_t>(length), dst, Status()};
 }
 
-IoOptions OptionsFor(IoBackend backend) {
+IoOptions OptionsFor(IoBackend backend, uint32_t rings = 1) {
   IoOptions o;
   o.backend = backend;
   o.queue_depth = 8;  // small, so the batches below exceed it
+  o.rings = rings;    // io_uring: 8 split 3 / 3 / 2 over three rings
   o.threads = 3;
   return o;
 }
+
+// One engine of the conformance suite below: a backend, and for io_uring the
+// number of rings (a ring set cuts batches of more than 64 reads across its
+// rings, so the larger batches below land in parts).
+struct EngineKind {
+  IoBackend backend;
+  uint32_t rings = 1;
+};
 
 std::unique_ptr<IoEngine> MustCreate(const IoOptions& options) {
   auto engine = CreateIoEngine(options);
@@ -69,11 +78,11 @@ class Completion {
   int calls_ = 0;
 };
 
-class IoEngineTest : public ::testing::TestWithParam<IoBackend> {
+class IoEngineTest : public ::testing::TestWithParam<EngineKind> {
  protected:
   void SetUp() override {
-    if (GetParam() == IoBackend::kIoUring) ENGRAM_SKIP_WITHOUT_IO_URING();
-    engine_ = MustCreate(OptionsFor(GetParam()));
+    if (GetParam().backend == IoBackend::kIoUring) ENGRAM_SKIP_WITHOUT_IO_URING();
+    engine_ = MustCreate(OptionsFor(GetParam().backend, GetParam().rings));
     ASSERT_NE(engine_, nullptr);
     auto id = engine_->OpenFile(file_.path());
     ASSERT_TRUE(id.ok()) << id.status().ToString();
@@ -86,7 +95,7 @@ class IoEngineTest : public ::testing::TestWithParam<IoBackend> {
 };
 
 TEST_P(IoEngineTest, BackendIsTheOneRequested) {
-  EXPECT_EQ(engine_->backend(), GetParam());
+  EXPECT_EQ(engine_->backend(), GetParam().backend);
   EXPECT_FALSE(engine_->Describe().empty());
   EXPECT_EQ(*engine_->FileSize(file_id_), kFileSize);
 }
@@ -346,8 +355,12 @@ TEST_P(IoEngineTest, AFifoIsRefusedAtOnceNotWaitedOn) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, IoEngineTest,
-                         ::testing::Values(IoBackend::kIoUring, IoBackend::kPread, IoBackend::kMmap),
-                         [](const auto& info) { return std::string(IoBackendName(info.param)); });
+                         ::testing::Values(EngineKind{IoBackend::kIoUring}, EngineKind{IoBackend::kIoUring, 3},
+                                           EngineKind{IoBackend::kPread}, EngineKind{IoBackend::kMmap}),
+                         [](const auto& info) {
+                           return std::string(IoBackendName(info.param.backend)) +
+                                  (info.param.rings > 1 ? "_" + std::to_string(info.param.rings) + "_rings" : "");
+                         });
 
 // --- Backend selection and io_uring specifics ---------------------------------
 
@@ -367,6 +380,15 @@ TEST(IoOptionsValidation, OutOfRangeQueueDepthOrThreadsIsInvalidArgument) {
   IoOptions o;
   o.queue_depth = 0;
   EXPECT_EQ(CreateIoEngine(o).status().code(), StatusCode::kInvalidArgument);
+  o.queue_depth = 8;
+  for (uint32_t rings : {0u, 9u, 65u}) {  // none, more rings than reads in flight, over the cap
+    o.rings = rings;
+    o.queue_depth = rings == 65 ? 128 : 8;
+    const Status st = CreateIoEngine(o).status();
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << rings;
+    EXPECT_NE(st.message().find("rings"), std::string::npos) << st.ToString();
+  }
+  o.rings = 1;
   o.queue_depth = 8;
   o.threads = 0;
   o.backend = IoBackend::kPread;
@@ -454,10 +476,15 @@ TEST(IoUringEngine, QueueDepthOneStillServesLargeBatches) {
   for (const BlockRead& r : reads) ASSERT_EQ(CheckBlock(r, kFileSize), "");
 }
 
-TEST(IoUringEngine, CompletionCallbackMaySubmitMoreReads) {
+// One ring, and a set of three, where each read of the chain goes to the next
+// ring: a callback on one ring thread submits to another ring, and ReadBlocks
+// is refused on every ring thread (the set could route it to the calling ring).
+class IoUringCallbacks : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(IoUringCallbacks, CompletionCallbackMaySubmitMoreReads) {
   ENGRAM_SKIP_WITHOUT_IO_URING();
   TempFile file(kFileSize);
-  auto engine = MustCreate(OptionsFor(IoBackend::kIoUring));
+  auto engine = MustCreate(OptionsFor(IoBackend::kIoUring, GetParam()));
   ASSERT_NE(engine, nullptr);
   FileId id = *engine->OpenFile(file.path());
   auto arena = AlignedBuffer::Allocate(kBlockSize);
@@ -485,6 +512,64 @@ TEST(IoUringEngine, CompletionCallbackMaySubmitMoreReads) {
   std::unique_lock lock(mu);
   cv.wait(lock, [&] { return remaining == 0; });
   EXPECT_EQ(bad, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Rings, IoUringCallbacks, ::testing::Values(1u, 3u),
+                         [](const auto& info) { return std::to_string(info.param) + "_rings"; });
+
+TEST(IoUringRingSet, DescribesItsRingsEachWithItsShareOfTheQueueDepth) {
+  ENGRAM_SKIP_WITHOUT_IO_URING();
+  IoOptions o = OptionsFor(IoBackend::kIoUring, 3);
+  o.queue_depth = 10;
+  auto engine = MustCreate(o);
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->backend(), IoBackend::kIoUring);
+  // 10 reads in flight over 3 rings: 4 + 3 + 3; the description shows the first ring's.
+  EXPECT_EQ(engine->Describe().rfind("3 rings, each io_uring(qd=4,", 0), 0u) << engine->Describe();
+}
+
+TEST(IoUringRingSet, RingSetupFailureMakesAutoFallBackToPreadWithIdenticalResults) {
+  TempFile file(kFileSize);
+  IoOptions o = OptionsFor(IoBackend::kAuto, 3);
+  o.fail_ring_setup_for_testing = true;
+  auto engine = MustCreate(o);
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->backend(), IoBackend::kPread);
+  FileId id = *engine->OpenFile(file.path());
+  auto arena = AlignedBuffer::Allocate(100 * kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  std::vector<BlockRead> reads = RandomReads(id, file.blocks(), 100, 1, *arena, 11);
+  ASSERT_TRUE(engine->ReadBlocks(reads).ok());
+  for (const BlockRead& r : reads) ASSERT_EQ(CheckBlock(r, kFileSize), "");
+  o.backend = IoBackend::kIoUring;  // asked for explicitly: no fallback
+  EXPECT_FALSE(CreateIoEngine(o).ok());
+}
+
+TEST(IoUringRingSet, EveryRingReadsTheSameFileAfterIdsAreReused) {
+  ENGRAM_SKIP_WITHOUT_IO_URING();
+  TempFile first(kFileSize), second(kFileSize + 4096);
+  auto engine = MustCreate(OptionsFor(IoBackend::kIoUring, 3));
+  ASSERT_NE(engine, nullptr);
+  FileId a = *engine->OpenFile(first.path());
+  ASSERT_TRUE(engine->CloseFile(a).ok());
+  // The id is reused for another file; every ring must now read that file.
+  FileId b = *engine->OpenFile(second.path());
+  EXPECT_EQ(*engine->FileSize(b), kFileSize + 4096);
+  auto arena = AlignedBuffer::Allocate(300 * kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  std::vector<BlockRead> reads = RandomReads(b, second.blocks(), 300, 1, *arena, 12);
+  ASSERT_TRUE(engine->ReadBlocks(reads).ok()) << FirstError(reads).ToString();
+  for (const BlockRead& r : reads) ASSERT_EQ(CheckBlock(r, kFileSize + 4096), "");
+  // Single reads go to the rings in turn: each ring reads, twice, the block
+  // the first file ends in and the second file does not (a ring still holding
+  // the first file would read 1,000 bytes there, and nothing after it).
+  for (int i = 0; i < 6; ++i) {
+    BlockRead r = MakeRead(b, (kFileSize / kBlockSize + i % 2) * kBlockSize, kBlockSize, arena->data());
+    ASSERT_TRUE(engine->ReadBlocks({&r, 1}).ok()) << r.status.ToString();
+    ASSERT_EQ(CheckBlock(r, kFileSize + 4096), "") << i;
+  }
+  EXPECT_EQ(engine->Stats().reads, 306u);
+  EXPECT_EQ(engine->CloseFile(a == b ? 999 : a).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(PreadEngine, RegisterBufferIsUnsupported) {

@@ -192,6 +192,47 @@ TEST_F(StoreTest, ConcurrentGathersFromSeveralThreadsAreByteExact) {
   EXPECT_EQ(s.cache.misses, s.cache.inserts + s.cache.total_refusals());
 }
 
+TEST_F(StoreTest, SeveralIoUringRingsServeConcurrentGathersByteExact) {
+  ENGRAM_SKIP_WITHOUT_IO_URING();
+  StoreOptions o = Options("io_uring", 3u << 20);
+  o.io_rings = 3;
+  o.queue_depth = 16;
+  // Read buffers for 512 blocks: the 2,000-row gathers stream through them,
+  // so their chunks of 64 blocks land on every ring while others are read.
+  o.read_buffer_bytes = 2u << 20;
+  auto store = Store::Open(o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 8; ++round) {
+        auto ids = RandomRows(t == 0 ? 2000 : 300, 500 * t + round);
+        std::vector<std::byte> dst(ids.size() * kRecord);
+        GatherResult r = (*store)->Gather(0, ids, dst.data(), kRecord);
+        if (!r.status.ok()) ++bad;
+        bad += WrongRows(ids, dst);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  TableStats s = (*store)->Stats(0);
+  EXPECT_EQ(s.gathers, 24u);
+  EXPECT_EQ(s.cache.misses, s.cache.inserts + s.cache.total_refusals());
+}
+
+TEST_F(StoreTest, IoRingsOutsideOneToQueueDepthAreRefusedAtOpen) {
+  for (uint32_t rings : {0u, 129u}) {
+    StoreOptions o = Options("io_uring");
+    o.io_rings = rings;
+    auto store = Store::Open(o);
+    ASSERT_FALSE(store.ok()) << rings;
+    EXPECT_EQ(store.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(store.status().message().find("rings"), std::string::npos) << store.status().ToString();
+  }
+}
+
 TEST_F(StoreTest, TicketsHeldAcrossLaterGathersOrWaitedOnAnotherThreadKeepTheirOwnRowsAndCounts) {
   // A thread reuses its last gather's state once nobody holds it. A ticket
   // still held -- waited after later gathers on its thread, or handed to

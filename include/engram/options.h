@@ -52,6 +52,11 @@ struct StoreOptions {
   // with GPU memory, nor when tables are much larger than RAM.
   std::string io_backend = "auto";
   uint32_t queue_depth = 128;   // io_uring reads in flight
+  // io_uring rings, each with its own submitting and completing thread,
+  // sharing queue_depth. One ring thread serves a few hundred thousand reads
+  // per second; a drive that serves 1-2 M (PCIe Gen4/5 NVMe) needs several,
+  // on a host with the cores for them. 1..64, at most queue_depth.
+  uint32_t io_rings = 1;
   uint32_t io_threads = 4;      // pread / mmap worker threads
   bool direct_io = true;        // O_DIRECT: misses really go to the device
   // Threads that finish gathers and read-ahead once their blocks have landed

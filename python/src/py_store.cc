@@ -96,7 +96,7 @@ StageResult StageHandle::Wait() {
 
 PyStore::PyStore(const std::vector<std::string>& tables, uint64_t cache_bytes, const std::string& policy,
                  const std::string& io_backend, const std::optional<std::string>& metrics_listen,
-                 py::handle token_map, bool direct_io, uint32_t completion_threads) {
+                 py::handle token_map, bool direct_io, uint32_t completion_threads, uint32_t io_rings) {
   if (tables.empty()) throw py::value_error("Store needs at least one table");
   StoreOptions options;
   for (const std::string& path : tables) {
@@ -110,6 +110,7 @@ PyStore::PyStore(const std::vector<std::string>& tables, uint64_t cache_bytes, c
   options.metrics_listen = metrics_listen.value_or("");
   options.direct_io = direct_io;
   options.completion_threads = completion_threads;
+  options.io_rings = io_rings;
   token_map_ = TokenMapArgument(token_map);
   Result<std::unique_ptr<Store>> opened = Status::Internal("not opened");
   {

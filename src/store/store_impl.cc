@@ -53,6 +53,7 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
   io::IoOptions io;
   io.backend = backend;
   io.queue_depth = options.queue_depth;
+  io.rings = options.io_rings;
   io.threads = options.io_threads;
   io.use_direct_io = options.direct_io;
   if (engine_factory) {

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "storage/io/io_uring_engine.h"
+#include "storage/io/io_uring_ring_set.h"
 #include "storage/io/mmap_engine.h"
 #include "storage/io/pread_engine.h"
 
@@ -66,6 +67,10 @@ Status ValidateOptions(const IoOptions& o) {
   if (o.queue_depth < 1 || o.queue_depth > 4096) {
     return Status::InvalidArgument("io: queue_depth " + std::to_string(o.queue_depth) + " not in 1..4096");
   }
+  if (o.rings < 1 || o.rings > 64 || o.rings > o.queue_depth) {
+    return Status::InvalidArgument("io: rings " + std::to_string(o.rings) + " not in 1..64 and at most queue_depth (" +
+                                   std::to_string(o.queue_depth) + ")");
+  }
   if (o.threads < 1 || o.threads > 1024) {
     return Status::InvalidArgument("io: threads " + std::to_string(o.threads) + " not in 1..1024");
   }
@@ -75,19 +80,23 @@ Status ValidateOptions(const IoOptions& o) {
   return Status::OK();
 }
 
+Result<std::unique_ptr<IoEngine>> CreateIoUring(const IoOptions& options) {
+  return options.rings > 1 ? IoUringRingSet::Create(options) : IoUringEngine::Create(options);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<IoEngine>> CreateIoEngine(const IoOptions& options) {
   ENGRAM_RETURN_IF_ERROR(ValidateOptions(options));
   switch (options.backend) {
     case IoBackend::kIoUring:
-      return IoUringEngine::Create(options);
+      return CreateIoUring(options);
     case IoBackend::kPread:
       return PreadEngine::Create(options);
     case IoBackend::kMmap:
       return MmapEngine::Create(options);
     case IoBackend::kAuto: {
-      auto ring = IoUringEngine::Create(options);
+      auto ring = CreateIoUring(options);
       if (ring.ok()) return ring;
       // One warning per process: a server creating many engines in a
       // container without io_uring should not repeat it for every table.

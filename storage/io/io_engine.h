@@ -72,6 +72,10 @@ struct IoOptions {
   // io_uring: reads in flight at once; more are queued and submitted as
   // earlier ones complete. 1..4096.
   uint32_t queue_depth = 64;
+  // io_uring: rings, each with its own ring thread, sharing queue_depth
+  // (io_uring_ring_set.h). More than one where one thread cannot submit and
+  // reap as fast as the device reads. 1..64 and at most queue_depth.
+  uint32_t rings = 1;
   // pread / mmap: worker threads that serve asynchronous batches. 1..1024.
   uint32_t threads = 4;
   // Open files with O_DIRECT so reads bypass the page cache (falls back to

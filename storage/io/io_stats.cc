@@ -72,4 +72,16 @@ std::string IoStatsSnapshot::ToString() const {
          " p99<=" + std::to_string(LatencyQuantileUpperBoundNs(0.99)) + "ns";
 }
 
+IoStatsSnapshot& IoStatsSnapshot::operator+=(const IoStatsSnapshot& other) {
+  reads += other.reads;
+  bytes += other.bytes;
+  errors += other.errors;
+  cancelled += other.cancelled;
+  retries += other.retries;
+  short_reads += other.short_reads;
+  latency_sum_ns += other.latency_sum_ns;
+  for (int i = 0; i < kLatencyBuckets; ++i) latency_log2_ns[i] += other.latency_log2_ns[i];
+  return *this;
+}
+
 }  // namespace engram::io

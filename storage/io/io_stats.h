@@ -29,6 +29,8 @@ struct IoStatsSnapshot {
   uint64_t latency_sum_ns = 0;
   std::array<uint64_t, kLatencyBuckets> latency_log2_ns{};
 
+  // Adds another engine's counts (an engine made of several, e.g. rings).
+  IoStatsSnapshot& operator+=(const IoStatsSnapshot& other);
   // Upper bound (in ns) of the bucket holding quantile q in [0,1]; 0 if no reads.
   uint64_t LatencyQuantileUpperBoundNs(double q) const;
   // Inclusive upper bound of bucket i in ns: 2^(i+1) - 1.

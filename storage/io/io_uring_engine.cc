@@ -42,6 +42,13 @@ struct IoUringEngine::Batch {
 };
 
 Result<std::unique_ptr<IoEngine>> IoUringEngine::Create(const IoOptions& options) {
+  ENGRAM_ASSIGN_OR_RETURN(std::unique_ptr<IoUringEngine> engine,
+                          CreateSharingFiles(options, std::make_shared<FileTable>(options.max_open_files)));
+  return std::unique_ptr<IoEngine>(std::move(engine));
+}
+
+Result<std::unique_ptr<IoUringEngine>> IoUringEngine::CreateSharingFiles(const IoOptions& options,
+                                                                         std::shared_ptr<FileTable> files) {
   if (IoUringDisabledByEnvironment()) {
     return Status::Unsupported("io_uring disabled by ENGRAM_DISABLE_IO_URING");
   }
@@ -51,13 +58,13 @@ Result<std::unique_ptr<IoEngine>> IoUringEngine::Create(const IoOptions& options
   if (options.fault_injector && options.fault_injector->FailRingSetup()) {
     return Status::IOError("io_uring_setup: injected failure (fault injection)");
   }
-  std::unique_ptr<IoUringEngine> engine(new IoUringEngine(options));
+  std::unique_ptr<IoUringEngine> engine(new IoUringEngine(options, std::move(files)));
   ENGRAM_RETURN_IF_ERROR(engine->Start());
-  return std::unique_ptr<IoEngine>(std::move(engine));
+  return engine;
 }
 
-IoUringEngine::IoUringEngine(const IoOptions& options)
-    : options_(options), files_(options.max_open_files), fixed_file_(options.max_open_files, 0) {}
+IoUringEngine::IoUringEngine(const IoOptions& options, std::shared_ptr<FileTable> files)
+    : options_(options), files_(std::move(files)), fixed_file_(options.max_open_files, 0) {}
 
 IoUringEngine::~IoUringEngine() {
   Shutdown();
@@ -153,7 +160,7 @@ IoUringEngine::Batch* IoUringEngine::MakeBatch(std::span<BlockRead> reads, IoCal
   batch->ops.reserve(reads.size());
   for (BlockRead& read : reads) {
     const OpenedFile* file = nullptr;
-    read.status = files_.Validate(read, &file);
+    read.status = files_->Validate(read, &file);
     if (!read.status.ok()) {
       stats_.RecordRead(read.status.code(), 0, 0);
       continue;
@@ -236,44 +243,53 @@ Status IoUringEngine::RunOnRing(std::function<Status()> fn) {
 }
 
 Result<FileId> IoUringEngine::OpenFile(const std::string& path) {
-  ENGRAM_ASSIGN_OR_RETURN(FileId id, files_.Open(path, options_.use_direct_io));
-  if (fixed_files_) {
-    const int fd = files_.Get(id)->fd;
-    Status st = RunOnRing([&]() -> Status {
-      int to_register = fd;
-      const int rc = io_uring_register_files_update(&ring_, id, &to_register, 1);
-      fixed_file_[id] = rc == 1;
-      if (rc != 1) spdlog::debug("io: registering '{}' as fixed file failed ({})", path, std::strerror(-rc));
-      return Status::OK();
-    });
-    if (!st.ok()) {
-      (void)files_.Close(id);
-      return st.WithContext("open '" + path + "'");
-    }
+  ENGRAM_ASSIGN_OR_RETURN(FileId id, files_->Open(path, options_.use_direct_io));
+  Status st = AttachFile(id);
+  if (!st.ok()) {
+    (void)files_->Close(id);
+    return st.WithContext("open '" + path + "'");
   }
   return id;
 }
 
+Status IoUringEngine::AttachFile(FileId id) {
+  const OpenedFile* file = files_->Get(id);
+  if (file == nullptr) return Status::InvalidArgument("attach: file id " + std::to_string(id) + " is not open");
+  if (!fixed_files_) return Status::OK();
+  const int fd = file->fd;
+  const std::string path = file->path;
+  return RunOnRing([&]() -> Status {
+    int to_register = fd;
+    const int rc = io_uring_register_files_update(&ring_, id, &to_register, 1);
+    fixed_file_[id] = rc == 1;
+    if (rc != 1) spdlog::debug("io: registering '{}' as fixed file failed ({})", path, std::strerror(-rc));
+    return Status::OK();
+  });
+}
+
+void IoUringEngine::DetachFile(FileId id) {
+  if (!fixed_files_ || id >= fixed_file_.size()) return;
+  // After shutdown the ring is gone and so is the registration.
+  (void)RunOnRing([&]() -> Status {
+    if (fixed_file_[id]) {
+      int none = -1;
+      (void)io_uring_register_files_update(&ring_, id, &none, 1);
+      fixed_file_[id] = 0;
+    }
+    return Status::OK();
+  });
+}
+
 Status IoUringEngine::CloseFile(FileId file) {
-  if (files_.Get(file) == nullptr) {
+  if (files_->Get(file) == nullptr) {
     return Status::InvalidArgument("close: file id " + std::to_string(file) + " is not open");
   }
-  if (fixed_files_) {
-    // After shutdown the ring is gone and so is the registration.
-    (void)RunOnRing([&]() -> Status {
-      if (fixed_file_[file]) {
-        int none = -1;
-        (void)io_uring_register_files_update(&ring_, file, &none, 1);
-        fixed_file_[file] = 0;
-      }
-      return Status::OK();
-    });
-  }
-  return files_.Close(file);
+  DetachFile(file);
+  return files_->Close(file);
 }
 
 Result<uint64_t> IoUringEngine::FileSize(FileId file) const {
-  const OpenedFile* f = files_.Get(file);
+  const OpenedFile* f = files_->Get(file);
   if (f == nullptr) return Status::InvalidArgument("file id " + std::to_string(file) + " is not open");
   return f->size;
 }

@@ -51,7 +51,21 @@ class IoUringEngine final : public IoEngine {
   // ENGRAM_DISABLE_IO_URING or IoOptions::fail_ring_setup_for_testing, or any
   // io_uring_setup error other than unsupported flags.
   static Result<std::unique_ptr<IoEngine>> Create(const IoOptions& options);
+  // One ring of several (IoUringRingSet): its files live in `files`, shared
+  // with the other rings, so a FileId means the same file on every ring.
+  // Files are then opened and closed through `files` plus AttachFile /
+  // DetachFile on every ring, not through OpenFile / CloseFile.
+  static Result<std::unique_ptr<IoUringEngine>> CreateSharingFiles(const IoOptions& options,
+                                                                    std::shared_ptr<FileTable> files);
   ~IoUringEngine() override;
+
+  // Registers the already opened file `id` in this ring's fixed-file table
+  // (a no-op where the ring has none: reads then use the plain fd).
+  Status AttachFile(FileId id);
+  // Undoes AttachFile; the file's reads must have finished.
+  void DetachFile(FileId id);
+  // True on this engine's ring thread (inside its completion callbacks).
+  bool OnRingThread() const;
 
   IoBackend backend() const override { return IoBackend::kIoUring; }
   std::string Describe() const override;
@@ -75,7 +89,7 @@ class IoUringEngine final : public IoEngine {
     size_t size;
   };
 
-  explicit IoUringEngine(const IoOptions& options);
+  IoUringEngine(const IoOptions& options, std::shared_ptr<FileTable> files);
   Status Start();
   void RingThread(std::promise<Status>* setup_result);
   Status SetupRing();
@@ -93,10 +107,9 @@ class IoUringEngine final : public IoEngine {
   Status RunOnRing(std::function<Status()> fn);
   Batch* MakeBatch(std::span<BlockRead> reads, IoCallback done);
   void CancelBatchInline(Batch* batch);
-  bool OnRingThread() const;
 
   const IoOptions options_;
-  FileTable files_;
+  const std::shared_ptr<FileTable> files_;  // this engine's own, or shared by a ring set
   IoStats stats_;
   int event_fd_ = -1;
   std::thread ring_thread_;

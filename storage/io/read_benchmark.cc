@@ -91,6 +91,7 @@ Result<ReadBenchResult> RunReadBenchmark(const ReadBenchConfig& c) {
   options.threads = c.threads;
   options.queue_depth = std::min<uint32_t>(4096, c.mode == ReadBenchMode::kAsync ? c.queue_depth : c.threads);
   options.use_direct_io = c.cold;
+  options.rings = std::min(c.rings, options.queue_depth);
   ENGRAM_RETURN_IF_ERROR(PrepareCache(c.path, c.cold));
   ENGRAM_ASSIGN_OR_RETURN(std::unique_ptr<IoEngine> engine, CreateIoEngine(options));
   ENGRAM_ASSIGN_OR_RETURN(FileId file, engine->OpenFile(c.path));

@@ -29,6 +29,7 @@ struct ReadBenchConfig {
   ReadBenchMode mode = ReadBenchMode::kAsync;
   uint32_t queue_depth = 1;
   uint32_t threads = 1;
+  uint32_t rings = 1;  // io_uring rings sharing queue_depth (IoOptions::rings)
   bool cold = true;               // O_DIRECT and the file dropped from the page cache; else buffered + prewarmed
   bool register_buffers = true;   // io_uring fixed buffers for the destination arena
   double seconds = 3;
