@@ -104,6 +104,35 @@ class StoreTest : public ::testing::Test {
     return wrong;
   }
 
+  // Gathers rows_for(t, round) on `threads` threads, `rounds` gathers each,
+  // and returns how many rows came back wrong, plus one per failed gather.
+  // With wait_on_other_thread each ticket is waited on by another thread.
+  template <typename RowsFor>
+  static int BadRowsFromThreads(Store& store, int threads, int rounds, RowsFor rows_for,
+                                bool wait_on_other_thread = false) {
+    std::atomic<int> bad{0};
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        for (int round = 0; round < rounds; ++round) {
+          const std::vector<uint64_t> ids = rows_for(t, round);
+          std::vector<std::byte> dst(ids.size() * kRecord);
+          GatherResult r;
+          if (wait_on_other_thread) {
+            GatherTicket ticket = store.StartGather(0, ids, dst.data(), kRecord);
+            r = std::async(std::launch::async, [&] { return store.Wait(std::move(ticket)); }).get();
+          } else {
+            r = store.Gather(0, ids, dst.data(), kRecord);
+          }
+          if (!r.status.ok()) ++bad;
+          bad += WrongRows(ids, dst);
+        }
+      });
+    }
+    for (auto& w : workers) w.join();
+    return bad.load();
+  }
+
   TempDir dir_;
   std::string path_;
 };
@@ -171,21 +200,8 @@ TEST_F(StoreTest, ConcurrentGathersFromSeveralThreadsAreByteExact) {
   // A small cache so evictions and refusals happen all the time.
   auto store = Store::Open(Options("auto", 3u << 20));
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  std::atomic<int> bad{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      for (int round = 0; round < 20; ++round) {
-        auto ids = RandomRows(400, 1000 * t + round, 15000);
-        std::vector<std::byte> dst(ids.size() * kRecord);
-        GatherResult r = (*store)->Gather(0, ids, dst.data(), kRecord);
-        if (!r.status.ok()) ++bad;
-        bad += WrongRows(ids, dst);
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(BadRowsFromThreads(**store, 4, 20, [](int t, int round) { return RandomRows(400, 1000 * t + round, 15000); }),
+            0);
   TableStats s = (*store)->Stats(0);
   EXPECT_EQ(s.gathers, 80u);
   EXPECT_GT(s.cache.evictions + s.cache.total_refusals(), 0u);
@@ -202,21 +218,9 @@ TEST_F(StoreTest, SeveralIoUringRingsServeConcurrentGathersByteExact) {
   o.read_buffer_bytes = 2u << 20;
   auto store = Store::Open(o);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  std::atomic<int> bad{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 3; ++t) {
-    threads.emplace_back([&, t] {
-      for (int round = 0; round < 8; ++round) {
-        auto ids = RandomRows(t == 0 ? 2000 : 300, 500 * t + round);
-        std::vector<std::byte> dst(ids.size() * kRecord);
-        GatherResult r = (*store)->Gather(0, ids, dst.data(), kRecord);
-        if (!r.status.ok()) ++bad;
-        bad += WrongRows(ids, dst);
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(BadRowsFromThreads(**store, 3, 8,
+                               [](int t, int round) { return RandomRows(t == 0 ? 2000 : 300, 500 * t + round); }),
+            0);
   TableStats s = (*store)->Stats(0);
   EXPECT_EQ(s.gathers, 24u);
   EXPECT_EQ(s.cache.misses, s.cache.inserts + s.cache.total_refusals());
@@ -504,23 +508,12 @@ TEST_F(StoreTest, ConcurrentStreamedGathersWaitedOnOtherThreadsAreByteExact) {
   o.read_buffer_bytes = kSmallReadBuffers;
   auto store = Store::Open(o);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  std::atomic<int> bad{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      for (int round = 0; round < 3; ++round) {
-        auto ids = OneRowPerBlock(kStreamedBlocks);
-        std::shuffle(ids.begin(), ids.end(), std::mt19937_64(10 * t + round));
-        std::vector<std::byte> dst(ids.size() * kRecord);
-        GatherTicket ticket = (*store)->StartGather(0, ids, dst.data(), kRecord);
-        GatherResult r = std::async(std::launch::async, [&] { return (*store)->Wait(std::move(ticket)); }).get();
-        if (!r.status.ok()) ++bad;
-        bad += WrongRows(ids, dst);
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(bad.load(), 0);
+  const auto shuffled_blocks = [](int t, int round) {
+    auto ids = OneRowPerBlock(kStreamedBlocks);
+    std::shuffle(ids.begin(), ids.end(), std::mt19937_64(10 * t + round));
+    return ids;
+  };
+  EXPECT_EQ(BadRowsFromThreads(**store, 4, 3, shuffled_blocks, /*wait_on_other_thread=*/true), 0);
   TableStats s = (*store)->Stats(0);
   EXPECT_EQ(s.gathers, 12u);
   EXPECT_EQ(s.cache.misses, s.cache.inserts + s.cache.total_refusals());
