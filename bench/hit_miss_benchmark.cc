@@ -538,7 +538,8 @@ class StoreMissSession {
       (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
       ::close(fd);
     }
-    ENGRAM_ASSIGN_OR_RETURN(store_, OpenStore(c_.file, c_.cache_bytes, "default", c_.io_backend, c_.queue_depth, c_.io_rings));
+    ENGRAM_ASSIGN_OR_RETURN(store_, OpenStore(c_.file, c_.cache_bytes, "default", c_.io_backend, c_.queue_depth,
+                                             std::min(c_.io_rings, c_.queue_depth)));
     next_ = 0;
     return Status::OK();
   }

@@ -525,7 +525,8 @@ TEST(IoUringRingSet, DescribesItsRingsEachWithItsShareOfTheQueueDepth) {
   ASSERT_NE(engine, nullptr);
   EXPECT_EQ(engine->backend(), IoBackend::kIoUring);
   // 10 reads in flight over 3 rings: 4 + 3 + 3; the description shows the first ring's.
-  EXPECT_EQ(engine->Describe().rfind("3 rings, each io_uring(qd=4,", 0), 0u) << engine->Describe();
+  EXPECT_EQ(engine->Describe().rfind("3 io_uring rings, 10 reads in flight in all; ring 0: io_uring(qd=4,", 0), 0u)
+      << engine->Describe();
 }
 
 TEST(IoUringRingSet, RingSetupFailureMakesAutoFallBackToPreadWithIdenticalResults) {
@@ -545,6 +546,103 @@ TEST(IoUringRingSet, RingSetupFailureMakesAutoFallBackToPreadWithIdenticalResult
   EXPECT_FALSE(CreateIoEngine(o).ok());
 }
 
+TEST(IoUringRingSet, ASplitBatchWhosePartFailsAtOnceStillCallsDoneOnceAfterTheOtherParts) {
+  ENGRAM_SKIP_WITHOUT_IO_URING();
+  TempFile file(kFileSize);
+  auto engine = MustCreate(OptionsFor(IoBackend::kIoUring, 3));
+  ASSERT_NE(engine, nullptr);
+  FileId id = *engine->OpenFile(file.path());
+  auto arena = AlignedBuffer::Allocate(150 * kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  // 150 reads: three parts of 50; the last part's reads are all unaligned,
+  // so that part fails inline, before or after the others land.
+  for (int round = 0; round < 20; ++round) {
+    std::vector<BlockRead> reads = RandomReads(id, file.blocks() - 1, 150, 1, *arena, 20 + round);
+    for (size_t i = 100; i < 150; ++i) reads[i].offset += 512;
+    Completion done;
+    engine->SubmitBatch(reads, done.Callback());
+    done.Wait();
+    for (size_t i = 0; i < 150; ++i) {
+      if (i < 100) {
+        ASSERT_TRUE(reads[i].status.ok()) << reads[i].status.ToString();
+        ASSERT_EQ(CheckBlock(reads[i], kFileSize), "");
+      } else {
+        ASSERT_EQ(reads[i].status.code(), StatusCode::kInvalidArgument) << i;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_EQ(done.calls(), 1);
+  }
+}
+
+TEST(IoUringRingSet, ShutdownWithSplitBatchesInFlightCallsEveryDoneOnce) {
+  ENGRAM_SKIP_WITHOUT_IO_URING();
+  TempFile file(kFileSize);
+  auto engine = MustCreate(OptionsFor(IoBackend::kIoUring, 3));
+  ASSERT_NE(engine, nullptr);
+  FileId id = *engine->OpenFile(file.path());
+  constexpr int kBatches = 10;
+  constexpr size_t kPerBatch = 200;  // cut into three parts
+  auto arena = AlignedBuffer::Allocate(kBatches * kPerBatch * kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  std::vector<std::vector<BlockRead>> batches;
+  for (int b = 0; b < kBatches; ++b) {
+    batches.push_back(RandomReads(id, file.blocks(), kPerBatch, 1, *arena, 40 + b));
+    for (BlockRead& r : batches.back()) r.dst += size_t(b) * kPerBatch * kBlockSize;
+  }
+  std::atomic<int> calls{0};
+  for (auto& batch : batches) engine->SubmitBatch(batch, [&] { calls.fetch_add(1); });
+  engine->Shutdown();  // returns after every callback has run
+  EXPECT_EQ(calls.load(), kBatches);
+  for (const auto& batch : batches) {
+    for (const BlockRead& r : batch) {
+      if (r.status.ok()) {
+        ASSERT_EQ(CheckBlock(r, kFileSize), "");
+      } else {
+        ASSERT_EQ(r.status.code(), StatusCode::kCancelled) << r.status.ToString();
+      }
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(calls.load(), kBatches);
+}
+
+TEST(IoUringRingSet, CallsThatWaitForEveryRingAreRefusedInsideACallback) {
+  ENGRAM_SKIP_WITHOUT_IO_URING();
+  TempFile file(kFileSize);
+  auto engine = MustCreate(OptionsFor(IoBackend::kIoUring, 3));
+  ASSERT_NE(engine, nullptr);
+  FileId id = *engine->OpenFile(file.path());
+  auto arena = AlignedBuffer::Allocate(2 * kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  BlockRead read = MakeRead(id, 0, kBlockSize, arena->data());
+  std::promise<std::vector<StatusCode>> codes;
+  engine->SubmitBatch({&read, 1}, [&] {
+    codes.set_value({engine->OpenFile(file.path()).status().code(), engine->CloseFile(id).code(),
+                     engine->RegisterBuffer(arena->span().subspan(kBlockSize)).code()});
+  });
+  EXPECT_EQ(codes.get_future().get(),
+            (std::vector<StatusCode>{StatusCode::kInternal, StatusCode::kInternal, StatusCode::kInternal}));
+  EXPECT_TRUE(read.status.ok());
+  EXPECT_TRUE(engine->CloseFile(id).ok());  // still open: the refused close did nothing
+}
+
+TEST(IoUringRingSet, RegisteredBuffersAreReadIntoByteExact) {
+  ENGRAM_SKIP_WITHOUT_IO_URING();
+  TempFile file(kFileSize);
+  auto engine = MustCreate(OptionsFor(IoBackend::kIoUring, 3));
+  ASSERT_NE(engine, nullptr);
+  FileId id = *engine->OpenFile(file.path());
+  auto arena = AlignedBuffer::Allocate(200 * kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  const Status registered = engine->RegisterBuffer(arena->span());
+  if (!registered.ok()) GTEST_SKIP() << "no fixed buffers here: " << registered.ToString();
+  EXPECT_NE(engine->Describe().find("fixed buffers=1"), std::string::npos) << engine->Describe();
+  std::vector<BlockRead> reads = RandomReads(id, file.blocks(), 200, 1, *arena, 60);
+  ASSERT_TRUE(engine->ReadBlocks(reads).ok()) << FirstError(reads).ToString();
+  for (const BlockRead& r : reads) ASSERT_EQ(CheckBlock(r, kFileSize), "");
+}
+
 TEST(IoUringRingSet, EveryRingReadsTheSameFileAfterIdsAreReused) {
   ENGRAM_SKIP_WITHOUT_IO_URING();
   TempFile first(kFileSize), second(kFileSize + 4096);
@@ -560,9 +658,9 @@ TEST(IoUringRingSet, EveryRingReadsTheSameFileAfterIdsAreReused) {
   std::vector<BlockRead> reads = RandomReads(b, second.blocks(), 300, 1, *arena, 12);
   ASSERT_TRUE(engine->ReadBlocks(reads).ok()) << FirstError(reads).ToString();
   for (const BlockRead& r : reads) ASSERT_EQ(CheckBlock(r, kFileSize + 4096), "");
-  // Single reads go to the rings in turn: each ring reads, twice, the block
-  // the first file ends in and the second file does not (a ring still holding
-  // the first file would read 1,000 bytes there, and nothing after it).
+  // Single reads go to the rings in turn: each ring reads once the block the
+  // first file ends in and once the block past its end (a ring reading the
+  // first file would get 1,000 bytes of the one and nothing of the other).
   for (int i = 0; i < 6; ++i) {
     BlockRead r = MakeRead(b, (kFileSize / kBlockSize + i % 2) * kBlockSize, kBlockSize, arena->data());
     ASSERT_TRUE(engine->ReadBlocks({&r, 1}).ok()) << r.status.ToString();

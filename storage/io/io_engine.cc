@@ -67,7 +67,7 @@ Status ValidateOptions(const IoOptions& o) {
   if (o.queue_depth < 1 || o.queue_depth > 4096) {
     return Status::InvalidArgument("io: queue_depth " + std::to_string(o.queue_depth) + " not in 1..4096");
   }
-  if (o.rings < 1 || o.rings > 64 || o.rings > o.queue_depth) {
+  if (o.rings < 1 || o.rings > IoUringRingSet::kMaxRings || o.rings > o.queue_depth) {
     return Status::InvalidArgument("io: rings " + std::to_string(o.rings) + " not in 1..64 and at most queue_depth (" +
                                    std::to_string(o.queue_depth) + ")");
   }

@@ -116,7 +116,8 @@ class IoEngine {
   // Starts every read of `reads`; calls `done` once all have finished. The
   // span and the buffers must stay valid until then. `done` runs on an engine
   // thread, or inline before SubmitBatch returns if no read could be started
-  // (every read invalid, or the engine shut down). Invalid reads (unaligned,
+  // (every read invalid, or the engine shut down) -- for an engine that cuts a
+  // batch into parts (IoUringRingSet), if the part that finishes last could not. Invalid reads (unaligned,
   // unknown file, past EOF) fail individually without failing the others.
   virtual void SubmitBatch(std::span<BlockRead> reads, IoCallback done) = 0;
 

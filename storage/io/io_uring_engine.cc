@@ -325,17 +325,19 @@ Status IoUringEngine::RegisterBuffer(std::span<std::byte> region) {
   });
 }
 
-void IoUringEngine::Shutdown() {
-  std::lock_guard shutdown_lock(shutdown_mu_);
+void IoUringEngine::RequestShutdown() {
   {
     std::lock_guard lock(pending_mu_);
     stopping_ = true;
   }
-  if (ring_thread_.joinable()) {
-    const uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = ::write(event_fd_, &one, sizeof(one));
-    ring_thread_.join();
-  }
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(event_fd_, &one, sizeof(one));
+}
+
+void IoUringEngine::Shutdown() {
+  std::lock_guard shutdown_lock(shutdown_mu_);
+  RequestShutdown();
+  if (ring_thread_.joinable()) ring_thread_.join();
 }
 
 // --- Ring thread -------------------------------------------------------------

@@ -66,6 +66,9 @@ class IoUringEngine final : public IoEngine {
   void DetachFile(FileId id);
   // True on this engine's ring thread (inside its completion callbacks).
   bool OnRingThread() const;
+  // Starts Shutdown without waiting for it: later submissions are cancelled,
+  // and the ring thread begins cancelling and draining. Shutdown() waits.
+  void RequestShutdown();
 
   IoBackend backend() const override { return IoBackend::kIoUring; }
   std::string Describe() const override;

@@ -2,24 +2,39 @@
 
 #include <algorithm>
 
+#include <spdlog/spdlog.h>
+
 namespace engram::io {
 namespace {
 
 // The callback of a batch cut into parts: runs once, when the last part lands.
+// Held by each part's callback and by the submitting thread until it has
+// handed out every part, so whichever finishes last frees it.
 struct SplitBatch {
   explicit SplitBatch(IoCallback cb, size_t parts) : done(std::move(cb)), remaining(parts) {}
   IoCallback done;
   std::atomic<size_t> remaining;
   void PartDone() {
-    if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) done();
+    if (remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    // Moved out first: the caller's callback and what it captured are
+    // released here, on the thread that ran it, not whenever the last
+    // holder of this state lets go.
+    IoCallback cb = std::move(done);
+    cb();
   }
 };
+
+Status CalledFromCallback(const char* what) {
+  return Status::Internal(std::string(what) +
+                          " called from an io_uring completion callback could deadlock: it waits for every ring");
+}
 
 }  // namespace
 
 Result<std::unique_ptr<IoEngine>> IoUringRingSet::Create(const IoOptions& options) {
-  if (options.rings < 1 || options.rings > options.queue_depth) {
-    return Status::InvalidArgument("io: rings " + std::to_string(options.rings) + " not in 1..queue_depth (" +
+  if (options.rings < 1 || options.rings > kMaxRings || options.rings > options.queue_depth) {
+    return Status::InvalidArgument("io: rings " + std::to_string(options.rings) + " not in 1.." +
+                                   std::to_string(kMaxRings) + " and at most queue_depth (" +
                                    std::to_string(options.queue_depth) + ")");
   }
   std::unique_ptr<IoUringRingSet> set(new IoUringRingSet(options));
@@ -40,10 +55,12 @@ IoUringRingSet::IoUringRingSet(const IoOptions& options)
 IoUringRingSet::~IoUringRingSet() { Shutdown(); }
 
 std::string IoUringRingSet::Describe() const {
-  return std::to_string(rings_.size()) + " rings, each " + rings_.front()->Describe();
+  return std::to_string(rings_.size()) + " io_uring rings, " + std::to_string(options_.queue_depth) +
+         " reads in flight in all; ring 0: " + rings_.front()->Describe();
 }
 
 Result<FileId> IoUringRingSet::OpenFile(const std::string& path) {
+  if (OnAnyRingThread()) return CalledFromCallback("OpenFile");
   ENGRAM_ASSIGN_OR_RETURN(FileId id, files_->Open(path, options_.use_direct_io));
   for (size_t i = 0; i < rings_.size(); ++i) {
     Status st = rings_[i]->AttachFile(id);
@@ -57,6 +74,7 @@ Result<FileId> IoUringRingSet::OpenFile(const std::string& path) {
 }
 
 Status IoUringRingSet::CloseFile(FileId file) {
+  if (OnAnyRingThread()) return CalledFromCallback("CloseFile");
   if (files_->Get(file) == nullptr) {
     return Status::InvalidArgument("close: file id " + std::to_string(file) + " is not open");
   }
@@ -77,11 +95,12 @@ void IoUringRingSet::SubmitBatch(std::span<BlockRead> reads, IoCallback done) {
   // shared_ptr: each part's callback holds it, so it outlives the part that
   // finishes last, whichever ring thread (or inline failure) that is.
   auto split = std::make_shared<SplitBatch>(std::move(done), parts);
-  const size_t per_part = (reads.size() + parts - 1) / parts;
+  // Part p is reads [p * size / parts, (p + 1) * size / parts): sizes differ
+  // by at most one, and none is empty (parts <= size).
   for (size_t p = 0; p < parts; ++p) {
-    const size_t begin = p * per_part;
-    const size_t count = std::min(per_part, reads.size() - begin);
-    rings_[(first + p) % n]->SubmitBatch(reads.subspan(begin, count), [split] { split->PartDone(); });
+    const size_t begin = p * reads.size() / parts;
+    const size_t end = (p + 1) * reads.size() / parts;
+    rings_[(first + p) % n]->SubmitBatch(reads.subspan(begin, end - begin), [split] { split->PartDone(); });
   }
 }
 
@@ -91,20 +110,27 @@ bool IoUringRingSet::OnAnyRingThread() const {
 
 Status IoUringRingSet::ReadBlocks(std::span<BlockRead> reads) {
   if (OnAnyRingThread()) {
-    return Status::Internal("ReadBlocks called from an io_uring completion callback would deadlock");
+    return CalledFromCallback("ReadBlocks");
   }
   return IoEngine::ReadBlocks(reads);
 }
 
 Status IoUringRingSet::RegisterBuffer(std::span<std::byte> region) {
+  if (OnAnyRingThread()) return CalledFromCallback("RegisterBuffer");
   // Every ring registers the region in its own buffer table; a ring that
-  // cannot reads into it unregistered, as a lone ring would.
+  // cannot (each pins the pages against RLIMIT_MEMLOCK) reads into it
+  // unregistered, as a lone ring would. OK if any ring took it, so that the
+  // caller goes on offering regions.
   Status first_failure;
+  bool any = false;
   for (auto& ring : rings_) {
     Status st = ring->RegisterBuffer(region);
+    any = any || st.ok();
     if (!st.ok() && first_failure.ok()) first_failure = std::move(st);
   }
-  return first_failure;
+  if (!any) return first_failure;
+  if (!first_failure.ok()) spdlog::debug("io: a buffer registered with only some rings ({})", first_failure.ToString());
+  return Status::OK();
 }
 
 IoStatsSnapshot IoUringRingSet::Stats() const {
@@ -114,6 +140,10 @@ IoStatsSnapshot IoUringRingSet::Stats() const {
 }
 
 void IoUringRingSet::Shutdown() {
+  // Every ring stops taking work first, then each is drained: the rings
+  // cancel and drain side by side, and no ring serves new parts while
+  // another is being waited for.
+  for (auto& ring : rings_) ring->RequestShutdown();
   for (auto& ring : rings_) ring->Shutdown();
 }
 

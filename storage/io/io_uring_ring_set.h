@@ -15,7 +15,9 @@
 // in total. A batch goes whole to the next ring in turn; a batch of more than
 // kSplitReads reads is cut into contiguous parts, one per ring, and its
 // callback runs once, after the last part has landed (on that part's ring
-// thread).
+// thread, or inline if that part could not be started). OpenFile, CloseFile,
+// RegisterBuffer and ReadBlocks wait for every ring, so they are refused
+// inside a completion callback (a lone ring runs them inline there).
 #pragma once
 
 #include <atomic>
@@ -37,6 +39,7 @@ class IoUringRingSet final : public IoEngine {
 
   // Batches of at most this many reads go whole to one ring.
   static constexpr size_t kSplitReads = 64;
+  static constexpr uint32_t kMaxRings = 64;
 
   IoBackend backend() const override { return IoBackend::kIoUring; }
   std::string Describe() const override;
