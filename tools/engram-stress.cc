@@ -49,6 +49,9 @@ int main(int argc, char** argv) {
   app.add_option("--backend", config.backend, "I/O backend")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "io_uring", "pread", "mmap"}));
+  app.add_option("--io-rings", config.io_rings, "io_uring rings of the store, sharing its 64 reads in flight")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
   app.add_option("--policy", config.policy, "cache policy spec")->capture_default_str();
   app.add_flag("--fail-registration", config.fail_registration,
                "io_uring: make buffer/file registration fail with ENOMEM");

@@ -16,6 +16,7 @@ struct StressConfig {
   uint64_t rows = 100000;
   uint64_t cache_bytes = 4ull << 20;
   std::string backend = "auto";
+  uint32_t io_rings = 1;  // io_uring rings of the gathering store (StoreOptions::io_rings)
   std::string policy = "default";
   bool fail_registration = false;
   bool fail_ring_setup = false;

@@ -102,6 +102,7 @@ Result<StressOutcome> RunStress(const StressConfig& config, const std::string& w
   options.cache_policy = config.policy;
   options.io_backend = config.backend;
   options.queue_depth = 64;
+  options.io_rings = config.io_rings;
   options.io_threads = 4;
   // One slab of read buffers: prefill-sized gathers (256+ missed blocks)
   // stream through half of it, and gathers at once run it out, so the

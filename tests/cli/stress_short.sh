@@ -71,13 +71,16 @@ PY
 # be left), and a table truncated under a second store (clean failures, no
 # signal, the other table keeps serving).
 per_backend=$(( seconds / 3 > 2 ? seconds / 3 : 2 ))
-for backend in pread io_uring mmap; do
+# io_uring_3_rings: the gathering store's reads spread over three rings.
+for backend in pread io_uring io_uring_3_rings mmap; do
+  rings=1
+  [[ $backend == io_uring_3_rings ]] && rings=3
   set +e
-  "$stress" --seconds "$per_backend" --threads 3 --faults --truncate --backend "$backend" --seed 11 \
-    --rows 20000 --cache-bytes $((1 << 20)) --work-dir "$work" --json >"$work/$backend.json" 2>"$work/$backend.err"
+  "$stress" --seconds "$per_backend" --threads 3 --faults --truncate --backend "${backend%_3_rings}" --io-rings $rings \
+    --seed 11 --rows 20000 --cache-bytes $((1 << 20)) --work-dir "$work" --json >"$work/$backend.json" 2>"$work/$backend.err"
   rc=$?
   set -e
-  if [[ $backend == io_uring && $rc -eq 2 ]] && grep -qi "io_uring" "$work/$backend.err"; then
+  if [[ $backend == io_uring* && $rc -eq 2 ]] && grep -qi "io_uring" "$work/$backend.err"; then
     echo "stress_short: io_uring unavailable here, skipped: $(tail -n 1 "$work/$backend.err")"
     continue
   fi
