@@ -176,6 +176,24 @@ int main(int argc, char** argv) {
     }
   }
 
+  /* Reads over two io_uring rings (where io_uring is there; else the pread
+   * fallback) give the same rows; more rings than reads in flight are refused. */
+  {
+    engram_store_options ringed = o;
+    ringed.io_rings = 2;
+    engram_store* two_rings = NULL;
+    CHECK(engram_store_open(&ringed, &two_rings) == ENGRAM_OK);
+    if (two_rings) {
+      memset(rows, 0, sizeof rows);
+      CHECK(engram_gather_rows(two_rings, 0, ids, 4, rows, 264, &r) == ENGRAM_OK);
+      CHECK(memcmp(rows, expected, sizeof rows) == 0 && r.misses == 3);
+      engram_store_close(two_rings);
+    }
+    ringed.io_rings = 1000;
+    CHECK(engram_store_open(&ringed, &two_rings) == ENGRAM_INVALID_ARGUMENT && two_rings == NULL);
+    CHECK(strstr(engram_last_error(), "rings") != NULL);
+  }
+
   /* A stride so large that the rows would wrap round the address space is a
    * bad argument, not a write through a wrapped pointer. */
   CHECK(engram_gather_rows(store, 0, ids, 2, rows, (size_t)1 << 63, &r) == ENGRAM_INVALID_ARGUMENT);

@@ -51,6 +51,10 @@ typedef struct engram_store_options {
    * (or its 1 GiB default) and this share of MemAvailable at open, for
    * unified-memory hosts (StoreOptions::cache_memory_fraction). */
   double cache_memory_fraction;
+  /* 0 = 1. io_uring rings, each with its own thread, sharing the reads in
+   * flight; more than one for a drive faster than one ring thread
+   * (StoreOptions::io_rings). */
+  uint32_t io_rings;
 } engram_store_options;
 
 typedef struct engram_gather_result {

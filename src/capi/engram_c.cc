@@ -132,6 +132,7 @@ engram_status engram_store_open(const engram_store_options* options_in, engram_s
   if (options->metrics_listen) o.metrics_listen = options->metrics_listen;
   if (options->trace_path) o.trace_path = options->trace_path;
   o.cache_memory_fraction = options->cache_memory_fraction;
+  if (options->io_rings) o.io_rings = options->io_rings;
   auto store = engram::Store::Open(o);
   if (!store.ok()) return Report(store.status());
   *out = new engram_store{std::move(store).value()};
