@@ -546,12 +546,24 @@ TEST(IoUringRingSet, RingSetupFailureMakesAutoFallBackToPreadWithIdenticalResult
   EXPECT_FALSE(CreateIoEngine(o).ok());
 }
 
-TEST(IoUringRingSet, ASplitBatchWhosePartFailsAtOnceStillCallsDoneOnceAfterTheOtherParts) {
-  ENGRAM_SKIP_WITHOUT_IO_URING();
-  TempFile file(kFileSize);
-  auto engine = MustCreate(OptionsFor(IoBackend::kIoUring, 3));
-  ASSERT_NE(engine, nullptr);
-  FileId id = *engine->OpenFile(file.path());
+// A 3-ring set (queue depth 8: 3 / 3 / 2) with one file open.
+class IoUringRingSetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ENGRAM_SKIP_WITHOUT_IO_URING();
+    engine = MustCreate(OptionsFor(IoBackend::kIoUring, 3));
+    ASSERT_NE(engine, nullptr);
+    auto opened = engine->OpenFile(file.path());
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    id = *opened;
+  }
+
+  TempFile file{kFileSize};
+  std::unique_ptr<IoEngine> engine;
+  FileId id = 0;
+};
+
+TEST_F(IoUringRingSetTest, ASplitBatchWhosePartFailsAtOnceStillCallsDoneOnceAfterTheOtherParts) {
   auto arena = AlignedBuffer::Allocate(150 * kBlockSize);
   ASSERT_TRUE(arena.ok());
   // 150 reads: three parts of 50; the last part's reads are all unaligned,
@@ -575,12 +587,7 @@ TEST(IoUringRingSet, ASplitBatchWhosePartFailsAtOnceStillCallsDoneOnceAfterTheOt
   }
 }
 
-TEST(IoUringRingSet, ShutdownWithSplitBatchesInFlightCallsEveryDoneOnce) {
-  ENGRAM_SKIP_WITHOUT_IO_URING();
-  TempFile file(kFileSize);
-  auto engine = MustCreate(OptionsFor(IoBackend::kIoUring, 3));
-  ASSERT_NE(engine, nullptr);
-  FileId id = *engine->OpenFile(file.path());
+TEST_F(IoUringRingSetTest, ShutdownWithSplitBatchesInFlightCallsEveryDoneOnce) {
   constexpr int kBatches = 10;
   constexpr size_t kPerBatch = 200;  // cut into three parts
   auto arena = AlignedBuffer::Allocate(kBatches * kPerBatch * kBlockSize);
@@ -607,12 +614,7 @@ TEST(IoUringRingSet, ShutdownWithSplitBatchesInFlightCallsEveryDoneOnce) {
   EXPECT_EQ(calls.load(), kBatches);
 }
 
-TEST(IoUringRingSet, CallsThatWaitForEveryRingAreRefusedInsideACallback) {
-  ENGRAM_SKIP_WITHOUT_IO_URING();
-  TempFile file(kFileSize);
-  auto engine = MustCreate(OptionsFor(IoBackend::kIoUring, 3));
-  ASSERT_NE(engine, nullptr);
-  FileId id = *engine->OpenFile(file.path());
+TEST_F(IoUringRingSetTest, CallsThatWaitForEveryRingAreRefusedInsideACallback) {
   auto arena = AlignedBuffer::Allocate(2 * kBlockSize);
   ASSERT_TRUE(arena.ok());
   BlockRead read = MakeRead(id, 0, kBlockSize, arena->data());
@@ -627,12 +629,7 @@ TEST(IoUringRingSet, CallsThatWaitForEveryRingAreRefusedInsideACallback) {
   EXPECT_TRUE(engine->CloseFile(id).ok());  // still open: the refused close did nothing
 }
 
-TEST(IoUringRingSet, RegisteredBuffersAreReadIntoByteExact) {
-  ENGRAM_SKIP_WITHOUT_IO_URING();
-  TempFile file(kFileSize);
-  auto engine = MustCreate(OptionsFor(IoBackend::kIoUring, 3));
-  ASSERT_NE(engine, nullptr);
-  FileId id = *engine->OpenFile(file.path());
+TEST_F(IoUringRingSetTest, RegisteredBuffersAreReadIntoByteExact) {
   auto arena = AlignedBuffer::Allocate(200 * kBlockSize);
   ASSERT_TRUE(arena.ok());
   const Status registered = engine->RegisterBuffer(arena->span());
