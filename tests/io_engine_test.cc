@@ -517,7 +517,7 @@ TEST_P(IoUringCallbacks, CompletionCallbackMaySubmitMoreReads) {
 INSTANTIATE_TEST_SUITE_P(Rings, IoUringCallbacks, ::testing::Values(1u, 3u),
                          [](const auto& info) { return std::to_string(info.param) + "_rings"; });
 
-TEST(IoUringRingSet, DescribesItsRingsEachWithItsShareOfTheQueueDepth) {
+TEST(IoUringRingSet, DescribesItsRingsTheTotalDepthAndTheFirstRingsShare) {
   ENGRAM_SKIP_WITHOUT_IO_URING();
   IoOptions o = OptionsFor(IoBackend::kIoUring, 3);
   o.queue_depth = 10;

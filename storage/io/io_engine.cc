@@ -67,10 +67,7 @@ Status ValidateOptions(const IoOptions& o) {
   if (o.queue_depth < 1 || o.queue_depth > 4096) {
     return Status::InvalidArgument("io: queue_depth " + std::to_string(o.queue_depth) + " not in 1..4096");
   }
-  if (o.rings < 1 || o.rings > IoUringRingSet::kMaxRings || o.rings > o.queue_depth) {
-    return Status::InvalidArgument("io: rings " + std::to_string(o.rings) + " not in 1..64 and at most queue_depth (" +
-                                   std::to_string(o.queue_depth) + ")");
-  }
+  ENGRAM_RETURN_IF_ERROR(IoUringRingSet::ValidateRings(o));
   if (o.threads < 1 || o.threads > 1024) {
     return Status::InvalidArgument("io: threads " + std::to_string(o.threads) + " not in 1..1024");
   }

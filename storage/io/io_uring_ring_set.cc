@@ -31,12 +31,17 @@ Status CalledFromCallback(const char* what) {
 
 }  // namespace
 
-Result<std::unique_ptr<IoEngine>> IoUringRingSet::Create(const IoOptions& options) {
+Status IoUringRingSet::ValidateRings(const IoOptions& options) {
   if (options.rings < 1 || options.rings > kMaxRings || options.rings > options.queue_depth) {
     return Status::InvalidArgument("io: rings " + std::to_string(options.rings) + " not in 1.." +
                                    std::to_string(kMaxRings) + " and at most queue_depth (" +
                                    std::to_string(options.queue_depth) + ")");
   }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<IoEngine>> IoUringRingSet::Create(const IoOptions& options) {
+  ENGRAM_RETURN_IF_ERROR(ValidateRings(options));
   std::unique_ptr<IoUringRingSet> set(new IoUringRingSet(options));
   for (uint32_t i = 0; i < options.rings; ++i) {
     IoOptions ring = options;

@@ -35,6 +35,9 @@ class IoUringRingSet final : public IoEngine {
  public:
   // Fails as IoUringEngine::Create does if any ring cannot be set up.
   static Result<std::unique_ptr<IoEngine>> Create(const IoOptions& options);
+  // InvalidArgument unless 1 <= rings <= min(kMaxRings, queue_depth);
+  // CreateIoEngine checks it for every backend.
+  static Status ValidateRings(const IoOptions& options);
   ~IoUringRingSet() override;
 
   // Batches of at most this many reads go whole to one ring.
