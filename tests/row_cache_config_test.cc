@@ -261,12 +261,13 @@ TEST(RowCacheConfig, DefaultPresetIsTheReuseDistancePolicy) {
   EXPECT_EQ(d.candidate_sets, 2u);
   EXPECT_EQ(d.relocation_depth, 2u);
   EXPECT_EQ(d.admission, AdmissionRule::kReuseDistance);
-  EXPECT_EQ(d.ghost_per_row, 1.0);  // 1 B of history per cached row
+  EXPECT_EQ(d.ghost_per_row, 2.0);  // 2 B of history per cached row (one 16-bit entry)
   EXPECT_EQ(d.ghost_epoch_bits, 3u);
   EXPECT_EQ(d.ghost_epochs, 4u);
   EXPECT_EQ(d.victim_order, VictimOrder::kLowestEstimateThenOldest);
   EXPECT_EQ(d.ways, 5u);  // one 64-byte line per set
   EXPECT_EQ(d.sketch_depth, 2u);
+  EXPECT_EQ(d.counter_bits, 4u);  // two 4-bit counters: 1 B of sketch per cached row
   EXPECT_EQ(d.sketch_bytes, 0u);  // sized from the capacity
   EXPECT_EQ(d.stale_after, 16.0);
   EXPECT_EQ(d.halving_period, 0u);

@@ -459,7 +459,7 @@ TEST(RowCacheSizing, DefaultPolicyOverheadIsAtMost16BytesPerRow) {
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     RowCacheStats s = (*c)->Stats();
     EXPECT_LE(double(s.overhead_bytes) / double(s.capacity_rows), 16.0) << rows << " rows";
-    // Index 12.8 B + sketch 2 B + history 1 B, all sized from the capacity,
+    // Index 12.8 B + sketch 1 B + history 2 B, all sized from the capacity,
     // so the figure does not depend on it.
     EXPECT_LT(double(s.overhead_bytes) / double(s.capacity_rows), 15.85) << rows << " rows";
     EXPECT_GT(double(s.overhead_bytes) / double(s.capacity_rows), 15.75) << rows << " rows";

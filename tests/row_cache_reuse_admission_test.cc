@@ -128,7 +128,7 @@ TEST(ReuseAdmission, HistoryIsChargedToTheBudget) {
   gt.admission = AdmissionRule::kEstimateGreater;
   const auto with = cache::FootprintFor(reuse, 100'000, 264);
   const auto without = cache::FootprintFor(gt, 100'000, 264);
-  EXPECT_EQ(with.ghost_bytes, 500'032u);  // 1 B per slot, whole 64-byte buckets
+  EXPECT_EQ(with.ghost_bytes, 1'000'000u);  // 2 B per slot (500,000 slots), whole 64-byte buckets
   EXPECT_EQ(without.ghost_bytes, 0u);
   EXPECT_EQ(with.total() - without.total(), with.ghost_bytes);
   const uint64_t budget = uint64_t{64} << 20;

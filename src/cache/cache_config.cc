@@ -47,11 +47,12 @@ RowCacheConfig Default() {
   c.candidate_sets = 2;
   c.relocation_depth = 2;
   c.admission = AdmissionRule::kReuseDistance;
-  c.ghost_per_row = 1.0;
+  c.ghost_per_row = 2.0;
   c.ghost_epoch_bits = 3;
   c.ghost_epochs = 4;
   c.sketch_bytes = 0;
   c.sketch_depth = 2;
+  c.counter_bits = 4;
   c.sketch_blocked = true;
   c.conservative_update = true;
   c.halving_per_capacity = 4.0;

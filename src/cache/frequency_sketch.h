@@ -18,6 +18,7 @@
 // approximate by design and exact when single-threaded (the emulator).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -66,13 +67,12 @@ class FrequencySketch {
   }
   void Increment(uint64_t hash) { Increment(ProbeOf(hash)); }
   void Increment(const Probe& p);
-  // The default preset's sketch: blocked, 8-bit counters, depth 2,
+  // The default preset's sketch: blocked, 4-bit counters, depth 2,
   // conservative update. For it, IncrementDefaultShape is Increment with the
-  // shape fixed and inlined (CountAt's instantiation, defined below), which a
-  // lookup loop checks once per batch and calls per row: no call and no
-  // dispatch on the shape.
-  bool HasDefaultShape() const { return blocked_ && bits_ == 8 && depth_ == 2 && conservative_; }
-  [[gnu::always_inline]] void IncrementDefaultShape(const Probe& p) { CountAt<true, 8, 2>(p); }
+  // shape fixed and inlined (defined below), which a lookup loop checks once
+  // per batch and calls per row: no call and no dispatch on the shape.
+  bool HasDefaultShape() const { return blocked_ && bits_ == 4 && depth_ == 2 && conservative_; }
+  [[gnu::always_inline]] void IncrementDefaultShape(const Probe& p);
   uint32_t Estimate(uint64_t hash) const;
   // Starts loading the key's counters (a hint; no effect on the counts).
   // Lets a caller overlap the sketch's cache miss with its own before it
@@ -177,7 +177,33 @@ class FrequencySketch {
   std::atomic<uint64_t> halvings_{0};
 };
 
-// Inline: IncrementDefaultShape inlines it into the lookup loop.
+// CountAt<true, 4, 2> written out for the default shape: each of the key's
+// two nibbles is read from its byte once, and each byte is written once with
+// the raised nibble (both raised in one store when the two counters are the
+// two halves of one byte). Branch-free but for that rare case and saturation.
+inline void FrequencySketch::IncrementDefaultShape(const Probe& p) {
+  const uint64_t i0 = IndexAt<true, 4>(p, 0);
+  const uint64_t i1 = IndexAt<true, 4>(p, 1);
+  std::atomic_ref<uint8_t> c0 = Byte(i0 >> 1);
+  std::atomic_ref<uint8_t> c1 = Byte(i1 >> 1);
+  const uint32_t b0 = c0.load(std::memory_order_relaxed);
+  const uint32_t b1 = c1.load(std::memory_order_relaxed);
+  const uint32_t s0 = uint32_t(i0 & 1) * 4;
+  const uint32_t s1 = uint32_t(i1 & 1) * 4;
+  const uint32_t v0 = (b0 >> s0) & 0x0f;
+  const uint32_t v1 = (b1 >> s1) & 0x0f;
+  const uint32_t m = std::min(v0, v1);
+  if (m == 0x0f) return;  // both saturated
+  const uint32_t add0 = uint32_t(v0 == m) << s0;
+  const uint32_t add1 = uint32_t(v1 == m) << s1;
+  if ((i0 >> 1) == (i1 >> 1)) {
+    c0.store(static_cast<uint8_t>(b0 + add0 + add1), std::memory_order_relaxed);
+    return;
+  }
+  c0.store(static_cast<uint8_t>(b0 + add0), std::memory_order_relaxed);
+  c1.store(static_cast<uint8_t>(b1 + add1), std::memory_order_relaxed);
+}
+
 template <bool kBlocked, uint32_t kBits, uint32_t kDepth>
 inline void FrequencySketch::CountAt(const Probe& p) {
   const uint32_t depth = kDepth != 0 ? kDepth : depth_;
