@@ -148,10 +148,29 @@ void GhostHistory::Sweep(uint64_t now, uint64_t max_buckets) {
   const uint64_t to = due - from > max_buckets ? from + max_buckets : due;
   if (!swept_.compare_exchange_strong(done, to, std::memory_order_relaxed)) return;  // another thread sweeps
   const uint64_t now_epoch = now / granularity_;
+  // A word's four entries are tested at once, lane by lane in 16 bits
+  // (epoch_bits <= 8, so no lane carries into the next): lane age =
+  // (now's epoch + 2^epoch_bits - entry's epoch) & epoch mask; the lane is
+  // due when age + (2^epoch_bits - max_age) reaches bit epoch_bits and the
+  // entry is not empty (its lane's top bit, set by adding 0x7fff to its low
+  // 15 bits or by its own top bit, moved down to bit epoch_bits). Most words
+  // hold nothing due and are passed over; a word that does is cleared entry
+  // by entry.
+  constexpr uint64_t kLanes = 0x0001000100010001ull;
+  constexpr uint64_t kLow15 = kLanes * 0x7fff;
+  constexpr uint64_t kTop = kLanes * 0x8000;
+  const uint64_t top = uint64_t{epoch_mask_} + 1;  // 2^epoch_bits
+  const uint64_t epoch_lanes = kLanes * epoch_mask_;
+  const uint64_t now_lanes = kLanes * ((now_epoch & epoch_mask_) + top);
+  const uint64_t due_bias = kLanes * (top - max_age_);
+  const uint64_t due_bit = kLanes * top;
   for (uint64_t i = from; i < to; ++i) {
     const uint64_t bucket = i % buckets_;
     for (uint32_t w = 0; w < kWordsPerBucket; ++w) {
       const uint64_t v = Word(bucket, w).load(std::memory_order_relaxed);
+      const uint64_t age = (now_lanes - (v & epoch_lanes)) & epoch_lanes;
+      const uint64_t occupied = ((((v & kLow15) + kLow15) | v) & kTop) >> (15 - epoch_bits_);
+      if (((age + due_bias) & due_bit & occupied) == 0) continue;
       for (uint32_t k = 0; k < 4; ++k) {
         const uint16_t e = static_cast<uint16_t>(v >> (16 * k));
         if (e != 0 && EpochAge(e, now_epoch) >= max_age_) StoreEntry(bucket, int(w * 4 + k), 0);
