@@ -263,7 +263,7 @@ TEST(RowCacheConfig, DefaultPresetIsTheReuseDistancePolicy) {
   EXPECT_EQ(d.admission, AdmissionRule::kReuseDistance);
   EXPECT_EQ(d.ghost_per_row, 2.0);  // 2 B of history per cached row (one 16-bit entry)
   EXPECT_EQ(d.ghost_epoch_bits, 3u);
-  EXPECT_EQ(d.ghost_epochs, 4u);
+  EXPECT_EQ(d.ghost_epochs, 3u);
   EXPECT_EQ(d.victim_order, VictimOrder::kLowestEstimateThenOldest);
   EXPECT_EQ(d.ways, 5u);  // one 64-byte line per set
   EXPECT_EQ(d.sketch_depth, 2u);

@@ -49,7 +49,7 @@ RowCacheConfig Default() {
   c.admission = AdmissionRule::kReuseDistance;
   c.ghost_per_row = 2.0;
   c.ghost_epoch_bits = 3;
-  c.ghost_epochs = 4;
+  c.ghost_epochs = 3;
   c.sketch_bytes = 0;
   c.sketch_depth = 2;
   c.counter_bits = 4;
