@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <unordered_map>
+#include <vector>
 
 #include "src/cache/set_hasher.h"
 
@@ -157,6 +158,61 @@ TEST(FrequencySketch, DefaultShapeIncrementCountsExactlyAsIncrement) {
   }
   for (uint64_t k = 0; k < 1000; ++k) ASSERT_EQ(fast.Estimate(H(k)), general.Estimate(H(k))) << k;
   EXPECT_TRUE(saturated) << "the run must reach saturated counters to test them";
+}
+
+TEST(FrequencySketch, FourBitDepthTwoConservativeUpdateMatchesAModelOfItsNibbles) {
+  // One 64-byte block of 128 nibbles and 300 keys: keys share counters and
+  // bytes, a few keys have both counters in one byte, and counters saturate.
+  // The model raises a key's counters that hold its minimum, below 15, and
+  // halves every counter; the sketch must hold exactly the model's nibbles
+  // through both entry points.
+  constexpr uint64_t kKeys = 300;
+  auto nibble = [](const FrequencySketch& s, uint64_t c) {
+    const uint8_t byte = s.memory()[c >> 1];
+    return (c & 1) ? byte >> 4 : byte & 0x0f;
+  };
+  // Each key's two counters: the nibbles one increment in a fresh sketch raises.
+  std::vector<std::pair<uint64_t, uint64_t>> counters(kKeys);
+  size_t sharing_a_byte = 0;
+  for (uint64_t k = 0; k < kKeys; ++k) {
+    FrequencySketch alone(64, 2, 4, 3, /*conservative=*/true, /*blocked=*/true);
+    alone.Increment(H(k));
+    std::vector<uint64_t> raised;
+    for (uint64_t c = 0; c < 128; ++c) {
+      if (nibble(alone, c) != 0) raised.push_back(c);
+    }
+    ASSERT_EQ(raised.size(), 2u) << "key " << k;
+    counters[k] = {raised[0], raised[1]};
+    sharing_a_byte += (raised[0] >> 1) == (raised[1] >> 1);
+  }
+  ASSERT_GT(sharing_a_byte, 0u) << "some key must have both counters in one byte";
+
+  FrequencySketch s(64, 2, 4, 3, /*conservative=*/true, /*blocked=*/true);
+  ASSERT_TRUE(s.HasDefaultShape());
+  std::vector<uint32_t> model(128, 0);
+  bool saturated = false;
+  for (uint64_t i = 0; i < 60000; ++i) {
+    const uint64_t k = i * 7919 % kKeys;
+    if (i % 2 == 0) {
+      s.IncrementDefaultShape(s.ProbeOf(H(k)));
+    } else {
+      s.Increment(H(k));
+    }
+    const auto [a, b] = counters[k];
+    const uint32_t m = std::min(model[a], model[b]);
+    if (m < 15) {
+      if (model[a] == m) ++model[a];
+      if (model[b] == m) ++model[b];
+    }
+    if (i % 20000 == 19999) {
+      for (uint64_t c = 0; c < 128; ++c) ASSERT_EQ(nibble(s, c), model[c]) << "counter " << c << " step " << i;
+      saturated = saturated || std::count(model.begin(), model.end(), 15u) != 0;
+      s.Halve();
+      for (uint32_t& v : model) v >>= 1;
+    }
+  }
+  for (uint64_t c = 0; c < 128; ++c) ASSERT_EQ(nibble(s, c), model[c]) << "counter " << c;
+  EXPECT_TRUE(saturated) << "the run must reach saturated counters";
 }
 
 // (When to halve is the cache's decision, on its clock: RowCacheLegacy's

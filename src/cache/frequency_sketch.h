@@ -152,6 +152,8 @@ class FrequencySketch {
                  std::memory_order_relaxed);
     }
   }
+  // The conservative update of counters i0 and i1 (4-bit, depth 2; defined below).
+  [[gnu::always_inline]] void RaiseMinimumNibble(uint64_t i0, uint64_t i1);
   // kDepth: the sketch's depth fixed at compile time, or 0 for depth_.
   template <bool kBlocked, uint32_t kBits, uint32_t kDepth>
   void CountAt(const Probe& p);
@@ -177,13 +179,12 @@ class FrequencySketch {
   std::atomic<uint64_t> halvings_{0};
 };
 
-// CountAt<true, 4, 2> written out for the default shape: each of the key's
-// two nibbles is read from its byte once, and each byte is written once with
-// the raised nibble (both raised in one store when the two counters are the
-// two halves of one byte). Branch-free but for that rare case and saturation.
-inline void FrequencySketch::IncrementDefaultShape(const Probe& p) {
-  const uint64_t i0 = IndexAt<true, 4>(p, 0);
-  const uint64_t i1 = IndexAt<true, 4>(p, 1);
+// The conservative update of a depth-2 sketch of 4-bit counters: each of the
+// key's two nibbles is read from its byte once, and each byte is written once
+// with the raised nibble (both raised in one store when the two counters are
+// the two halves of one byte). Branch-free but for that rare case and
+// saturation. CountAt uses it for every depth-2 4-bit shape.
+inline void FrequencySketch::RaiseMinimumNibble(uint64_t i0, uint64_t i1) {
   std::atomic_ref<uint8_t> c0 = Byte(i0 >> 1);
   std::atomic_ref<uint8_t> c1 = Byte(i1 >> 1);
   const uint32_t b0 = c0.load(std::memory_order_relaxed);
@@ -204,12 +205,19 @@ inline void FrequencySketch::IncrementDefaultShape(const Probe& p) {
   c1.store(static_cast<uint8_t>(b1 + add1), std::memory_order_relaxed);
 }
 
+inline void FrequencySketch::IncrementDefaultShape(const Probe& p) {
+  RaiseMinimumNibble(IndexAt<true, 4>(p, 0), IndexAt<true, 4>(p, 1));
+}
+
 template <bool kBlocked, uint32_t kBits, uint32_t kDepth>
 inline void FrequencySketch::CountAt(const Probe& p) {
   const uint32_t depth = kDepth != 0 ? kDepth : depth_;
   if (!conservative_) {
     for (uint32_t i = 0; i < depth; ++i) BumpAt<kBits>(IndexAt<kBlocked, kBits>(p, i));
     return;
+  }
+  if constexpr (kBits == 4 && kDepth == 2) {
+    return RaiseMinimumNibble(IndexAt<kBlocked, 4>(p, 0), IndexAt<kBlocked, 4>(p, 1));
   }
   // Zeroed only to spare GCC's maybe-uninitialized warning on the unrolled run-time depth.
   uint64_t idx[kDepth != 0 ? kDepth : 8] = {};  // depth_ <= 8
