@@ -2,14 +2,17 @@
 # Compares the row-cache presets with published online cache algorithms on
 # the same lookups, text by text, at the matched capacity (distinct rows /
 # 0.78, the report's fill), half and a quarter of it.
+#   LIBCACHESIM_SRC=/path/to/libCacheSim bench/peer_compare.sh [BUILD_DIR] [OUT_DIR]
 #   CACHESIM=/path/to/cachesim bench/peer_compare.sh [BUILD_DIR] [OUT_DIR]
 #
 # The peers are libCacheSim's (github.com/1a1a11a/libCacheSim, the simulator
 # of the S3-FIFO and SIEVE authors), all fully associative: 23 online
-# configurations (peers=(...) below) run by its `cachesim` tool, which you build
-# from a libCacheSim checkout as its README says (it needs cmake,
-# libglib2.0-dev and libzstd-dev) and name with CACHESIM. The script only runs
-# that binary; it neither fetches nor builds libCacheSim.
+# configurations (peers=(...) below) run by its `cachesim` tool. With
+# LIBCACHESIM_SRC naming a local libCacheSim checkout, the script builds
+# cachesim from it (Release, tests off) into ENGRAM_PEER_WORK/libcachesim-build,
+# installing what that needs (apt-get: cmake, pkg-config, libglib2.0-dev,
+# libzstd-dev); CACHESIM names a cachesim already built instead. The script
+# does not fetch libCacheSim (the figures in bench/RESULTS.md use aa0fc40).
 #
 # Texts: the shared deepspeed requests (tests/fixtures/traces/deepspeed) and
 # the unseen slices bench/unseen_text.sh cuts from three other documentation
@@ -38,13 +41,36 @@ build=${1:-$here/build}
 out=${2:-$here/bench/plots}
 cachesim=${CACHESIM:-}
 [[ -x "$build/engram-replay" ]] || { echo "no $build/engram-replay: build first (scripts/build.sh)" >&2; exit 2; }
+work=${ENGRAM_PEER_WORK:-${XDG_CACHE_HOME:-$HOME/.cache}/engram-store/peer_compare}
+mkdir -p "$out" "$work"
+if [[ -z "$cachesim" && -n "${LIBCACHESIM_SRC:-}" ]]; then
+  [[ -f "$LIBCACHESIM_SRC/CMakeLists.txt" && -d "$LIBCACHESIM_SRC/libCacheSim/bin/cachesim" ]] || {
+    echo "LIBCACHESIM_SRC=$LIBCACHESIM_SRC is not a libCacheSim checkout (no CMakeLists.txt, libCacheSim/bin/cachesim)" >&2
+    exit 2
+  }
+  need=()
+  command -v cmake >/dev/null || need+=(cmake)
+  command -v pkg-config >/dev/null || need+=(pkg-config)
+  dpkg -s libglib2.0-dev >/dev/null 2>&1 || need+=(libglib2.0-dev)
+  dpkg -s libzstd-dev >/dev/null 2>&1 || need+=(libzstd-dev)
+  if ((${#need[@]})); then
+    sudo=""; [[ $(id -u) == 0 ]] || sudo=sudo
+    $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  fi
+  lcs_build=$work/libcachesim-build
+  echo "== building cachesim from $LIBCACHESIM_SRC into $lcs_build" >&2
+  cmake -S "$LIBCACHESIM_SRC" -B "$lcs_build" -DCMAKE_BUILD_TYPE=Release -DENABLE_TESTS=OFF >"$work/libcachesim-build.log" 2>&1 &&
+    cmake --build "$lcs_build" -j "$(nproc)" --target cachesim >>"$work/libcachesim-build.log" 2>&1 || {
+    echo "building cachesim failed; see $work/libcachesim-build.log" >&2
+    exit 2
+  }
+  cachesim=$lcs_build/bin/cachesim
+fi
 [[ -n "$cachesim" && -x "$cachesim" ]] || {
-  echo "set CACHESIM to libCacheSim's cachesim binary (build it from a libCacheSim checkout)" >&2
+  echo "set LIBCACHESIM_SRC to a libCacheSim checkout (the script builds cachesim), or CACHESIM to a cachesim binary" >&2
   exit 2
 }
 cachesim=$(realpath "$cachesim")
-work=${ENGRAM_PEER_WORK:-${XDG_CACHE_HOME:-$HOME/.cache}/engram-store/peer_compare}
-mkdir -p "$out" "$work"
 
 # Online peers: label, cachesim algorithm, eviction parameters ("" = its defaults).
 peers=(
