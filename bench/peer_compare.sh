@@ -10,8 +10,8 @@
 # configurations (peers=(...) below) run by its `cachesim` tool. With
 # LIBCACHESIM_SRC naming a local libCacheSim checkout, the script builds
 # cachesim from it (Release, tests off) into ENGRAM_PEER_WORK/libcachesim-build,
-# installing what that needs (apt-get: cmake, pkg-config, libglib2.0-dev,
-# libzstd-dev); CACHESIM names a cachesim already built instead. The script
+# installing what that needs (scripts/install-deps.sh --libcachesim: glib and
+# zstd besides cmake); CACHESIM names a cachesim already built instead. The script
 # does not fetch libCacheSim (the figures in bench/RESULTS.md use aa0fc40).
 #
 # Texts: the shared deepspeed requests (tests/fixtures/traces/deepspeed) and
@@ -48,15 +48,7 @@ if [[ -z "$cachesim" && -n "${LIBCACHESIM_SRC:-}" ]]; then
     echo "LIBCACHESIM_SRC=$LIBCACHESIM_SRC is not a libCacheSim checkout (no CMakeLists.txt, libCacheSim/bin/cachesim)" >&2
     exit 2
   }
-  need=()
-  command -v cmake >/dev/null || need+=(cmake)
-  command -v pkg-config >/dev/null || need+=(pkg-config)
-  dpkg -s libglib2.0-dev >/dev/null 2>&1 || need+=(libglib2.0-dev)
-  dpkg -s libzstd-dev >/dev/null 2>&1 || need+=(libzstd-dev)
-  if ((${#need[@]})); then
-    sudo=""; [[ $(id -u) == 0 ]] || sudo=sudo
-    $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-  fi
+  "$here/scripts/install-deps.sh" --libcachesim
   lcs_build=$work/libcachesim-build
   echo "== building cachesim from $LIBCACHESIM_SRC into $lcs_build" >&2
   cmake -S "$LIBCACHESIM_SRC" -B "$lcs_build" -DCMAKE_BUILD_TYPE=Release -DENABLE_TESTS=OFF >"$work/libcachesim-build.log" 2>&1 &&

@@ -18,8 +18,9 @@ text and pressure, the avoidable misses (summed misses - distinct rows) of:
                 the majority of the oracle's decisions in the unremembered run
                 (fit per text and pressure, with hindsight)
 
-with their ratios to the best online libCacheSim peer (PEERS below, measured by
-bench/peer_compare.sh; see bench/RESULTS.md).
+with their ratios to the best online libCacheSim peer. The texts, their
+distinct rows, matched capacities and best peers are read from
+bench/peer_compare.sh's tables in bench/plots (PEER_TABLES).
 
   python3 bench/experiments/admission_oracle_sweep.py ORACLE_BUILD [UNSEEN_DIR] [TEXT,...]
 
@@ -28,6 +29,7 @@ UNSEEN_DIR holds the slices cut by
 """
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -38,31 +40,36 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 LAYOUT = os.path.join(REPO, 'tests/fixtures/engram-hash/layout-v41.json')
 
-# text: (slice directory under UNSEEN_DIR, or None for the shared deepspeed slice;
-#        matched capacity N; distinct rows)
-TEXTS = {
-    'deepspeed': (None, 1398612, 1090917),
-    'nodejs-3': ('nodejs-3', 807795, 630080),
-    'valgrind-2': ('valgrind-2', 1302354, 1015836),
-    'nodejs-1': ('nodejs-1', 816329, 636737),
-    'nodejs-2': ('nodejs-2', 882671, 688483),
-    'nodejs-4': ('nodejs-4', 889072, 693476),
-    'nettle-1': ('nettle-1', 854197, 666274),
-    'valgrind-1': ('valgrind-1', 1588542, 1239063),
-}
-# Best online peer's avoidable misses (quarter, half), bench/peer_compare.sh.
-PEERS = {
-    'deepspeed': (840901, 561042), 'nodejs-3': (622085, 239333), 'valgrind-2': (912634, 513801),
-    'nodejs-1': (535145, 323014), 'nodejs-2': (542677, 365108), 'nodejs-4': (573584, 377030),
-    'nettle-1': (535072, 345009), 'valgrind-1': (932259, 631593),
-}
+PEER_TABLES = [os.path.join(REPO, 'bench/plots/peer_compare.txt'),
+               os.path.join(REPO, 'bench/plots/peer_compare_five_more_texts.txt')]
+HEADER = re.compile(r'^### (\S+): ([\d,]+) distinct rows, [\d,]+ lookups; capacities ([\d,]+),')
+BEST = re.compile(r'^best online peer: .*; half \S+ \(([\d,]+)\); quarter \S+ \(([\d,]+)\)')
+
+
+def read_peer_tables(paths):
+    """text -> (distinct rows, matched capacity N, best peer's avoidable misses
+    (quarter, half)), from bench/peer_compare.sh's tables."""
+    texts, text = {}, None
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                if m := HEADER.match(line):
+                    text = m[1]
+                    distinct, n = (int(m[i].replace(',', '')) for i in (2, 3))
+                elif (m := BEST.match(line)) and text is not None:
+                    half, quarter = (int(m[i].replace(',', '')) for i in (1, 2))
+                    texts[text] = (distinct, n, (quarter, half))
+                    text = None
+    return texts
+
+
 LRU = 'default,victim=oldest'
 TWENTIETHS = 20
 
 
-def replay(binary, unseen, text, fraction, policy, env):
-    sub, n, distinct = TEXTS[text]
-    d = os.path.join(REPO, 'tests/fixtures/traces/deepspeed') if sub is None else os.path.join(unseen, sub)
+def replay(binary, unseen, texts, text, fraction, policy, env):
+    distinct, n, _ = texts[text]
+    d = os.path.join(REPO, 'tests/fixtures/traces/deepspeed') if text == 'deepspeed' else os.path.join(unseen, text)
     cmd = [binary, '--layout', LAYOUT, '--layer', '0', '--threads', '1',
            '--request', f'{d}/req1.u32@x12', '--request', f'{d}/req2.u32', '--request', f'{d}/req3.u32@x16',
            '--request', f'{d}/req4.u32', '--request', f'{d}/req5.u32',
@@ -89,7 +96,11 @@ def phase_table(dump, lookups):
 def main():
     binary = sys.argv[1]
     unseen = sys.argv[2] if len(sys.argv) > 2 else '/work/unseen'
-    texts = sys.argv[3].split(',') if len(sys.argv) > 3 else list(TEXTS)
+    texts = read_peer_tables(PEER_TABLES)
+    chosen = sys.argv[3].split(',') if len(sys.argv) > 3 else list(texts)
+    unknown = [t for t in chosen if t not in texts]
+    if unknown:
+        sys.exit(f'no peer table for {", ".join(unknown)} in {", ".join(PEER_TABLES)}')
     admit = {'ORACLE_ADMIT': '1', 'ORACLE_POLICY': LRU}
     scoped = {**admit, 'ORACLE_SCOPE': '1'}
     variants = [
@@ -105,18 +116,18 @@ def main():
         ('flip 0.2', LRU, {**scoped, 'ORACLE_FLIP': '0.2'}),
     ]
     with tempfile.TemporaryDirectory() as tmp:
-        for text in texts:
+        for text in chosen:
             for column, fraction in enumerate(('0.25', '0.5')):
-                peer = PEERS[text][column]
+                peer = texts[text][2][column]
                 row = {}
                 for name, policy, env in variants:
-                    row[name], lookups = replay(binary, unseen, text, fraction, policy, env)
+                    row[name], lookups = replay(binary, unseen, texts, text, fraction, policy, env)
                 dump, table_file = os.path.join(tmp, 'dump'), os.path.join(tmp, 'table')
-                replay(binary, unseen, text, fraction, LRU, {**scoped, 'ORACLE_DUMP': dump})
+                replay(binary, unseen, texts, text, fraction, LRU, {**scoped, 'ORACLE_DUMP': dump})
                 table, accuracy = phase_table(dump, lookups)
                 with open(table_file, 'wb') as f:
                     f.write(table)
-                row['phase table'], _ = replay(binary, unseen, text, fraction, LRU, {**scoped, 'ORACLE_TABLE': table_file})
+                row['phase table'], _ = replay(binary, unseen, texts, text, fraction, LRU, {**scoped, 'ORACLE_TABLE': table_file})
                 print(json.dumps({'text': text, 'fraction': fraction, 'best_peer': peer,
                                   'phase_table_accuracy': round(accuracy, 4),
                                   'avoidable': row, 'ratio': {k: round(v / peer, 3) for k, v in row.items()}}),
