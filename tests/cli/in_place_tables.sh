@@ -13,6 +13,8 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"
 # fail, expect_error
 source "$(dirname "${BASH_SOURCE[0]}")/lib/expect_error.bash"
+# invert_byte
+source "$(dirname "${BASH_SOURCE[0]}")/lib/invert_byte.bash"
 
 
 le64() { local v=$1 i; for i in 0 1 2 3 4 5 6 7; do printf "\\x$(printf %02x $(( (v >> (8 * i)) & 255 )))"; done; }
@@ -47,7 +49,7 @@ cp -p -r shards moved/ && cp ref.engram moved/
 cp -p shards/c.safetensors keep.safetensors
 off=$(( $(stat -c %s shards/c.safetensors) - 450 * 8 - 8 - 200 * 256 ))  # row 300+17+250's area
 mtime=$(stat -c %y shards/c.safetensors)
-printf '\xff' | dd of=shards/c.safetensors bs=1 seek=$off conv=notrunc status=none
+invert_byte shards/c.safetensors $off
 touch -d "$mtime" shards/c.safetensors
 set +e; "$inspect" verify ref.engram >out.txt 2>err.txt; rc=$?; set -e
 [[ $rc -ne 0 && $rc -lt 128 ]] || fail "verify of a flipped shard byte: rc $rc"
@@ -76,7 +78,7 @@ expect_error 2 "tensors of different row counts" "different row counts" \
 ls -a | grep -q '\.tmp-' && fail "a refused convert left a temp file"
 
 cp ref.engram damaged.engram
-printf '\x01' | dd of=damaged.engram bs=1 seek=4100 conv=notrunc status=none
+invert_byte damaged.engram 4100
 expect_error 2 "damaged reference" "checksum section checksum mismatch" "$inspect" verify damaged.engram
 head -c 5000 ref.engram >short.engram
 expect_error 2 "truncated reference" "truncated" "$inspect" short.engram

@@ -15,6 +15,8 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"
 # fail, expect_error
 source "$(dirname "${BASH_SOURCE[0]}")/lib/expect_error.bash"
+# invert_byte
+source "$(dirname "${BASH_SOURCE[0]}")/lib/invert_byte.bash"
 
 
 for tool in "$gen" "$inspect" "$convert"; do
@@ -44,7 +46,7 @@ cmp a.engram b.engram || fail "reruns differ"
 # --- corruption ------------------------------------------------------------
 cp t.engram bad.engram
 # Block 3 starts at 4096 * (1 + 3); flip a byte inside it.
-printf '\xff' | dd of=bad.engram bs=1 seek=$((4096 * 4 + 100)) conv=notrunc status=none
+invert_byte bad.engram $((4096 * 4 + 100))
 expect_error nonzero "verify of a flipped byte" "block 3 checksum mismatch" "$inspect" verify bad.engram
 expect_error nonzero "dump of a row in the bad block" "block 3" "$inspect" dump bad.engram --rows 45
 "$inspect" dump bad.engram --rows 44 --raw >/dev/null || fail "a row in an intact block must still read"
