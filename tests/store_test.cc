@@ -924,7 +924,8 @@ TEST_F(GatedStoreTest, ReadsLandingWhileTheGatherIsStillLookingUpAreFinishedExac
   // The pool offers the dropped gather's rows, then counts the gather: wait
   // for both, as nothing else tells when a dropped ticket is finished.
   const uint64_t offered = waited.size() + called.size() + dropped.size();
-  for (int i = 0; i < 2000 && (RowsOffered(*store_, 1) < offered || store_->Stats(1).gathers < 3); ++i) {
+  const uint64_t started = 3;  // waited, called, dropped
+  for (int i = 0; i < 2000 && (RowsOffered(*store_, 1) < offered || store_->Stats(1).gathers < started); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_EQ(RowsOffered(*store_, 1), offered);
