@@ -33,7 +33,14 @@ Buffers
     ``ValueError`` (it is never copied).
 
     The asynchronous forms keep ``row_ids`` and ``out`` alive until the work has
-    completed; dropping a handle waits for its gather.
+    completed; dropping a handle waits for its gather (and a float stage's
+    dequantization into ``out``). Their ``out`` must be a numpy array (or
+    another buffer-protocol object), not a torch tensor: holding a tensor does
+    not pin its memory (``Tensor.resize_()`` reallocates it under the pending
+    writes), so a tensor is a ``TypeError`` there. Allocate the buffer with
+    numpy and view it as ``torch.from_numpy(buffer)``.
+
+    Zero rows (or tokens) is a valid, empty gather or stage.
 
 Threads
     Every call releases the GIL while the store works, so other Python threads
@@ -42,6 +49,8 @@ Threads
 Errors
     ``ValueError``: a bad argument (dtype, shape, size, read-only out, unknown
     table, a row ID past the end, a token outside the token map).
+    ``TypeError``: an argument of the wrong kind (a table that is neither an
+    index nor a name, ``layers`` given as a str, bools as tokens or row IDs).
     ``OSError``: the operating system failed a read (``FileNotFoundError`` for a
     missing file). ``CorruptionError`` (a subclass of ``OSError``): a block
     failed its checksum. Each carries the store's status text as its message
@@ -49,6 +58,14 @@ Errors
     ``.failed_positions``, the positions of ``row_ids`` whose rows the output
     does not hold (their bytes are unspecified; every other row was written
     and verified).
+
+Logging
+    The store's log lines go to stderr, never stdout, at warning level unless
+    the ``SPDLOG_LEVEL`` environment variable (spdlog's syntax, e.g. ``info``)
+    says otherwise; ``set_log_level(level)`` changes the level at any time
+    (a ``logging`` module level such as ``logging.INFO``, or a name: "debug",
+    "info", "warning", "error", "critical", "off"), and ``get_log_level()``
+    names it. They do not go through the ``logging`` module.
 
 API
     ``Store(tables, cache_bytes=1 GiB, policy="default", io_backend="auto",
@@ -102,6 +119,7 @@ from ._engram_store import (  # noqa: F401
 )
 from ._engram_store import Hasher as _Hasher
 from ._engram_store import Store as _Store
+from ._engram_store import _log_level, _set_log_level
 
 __all__ = [
     "CorruptionError",
@@ -111,7 +129,40 @@ __all__ = [
     "StageHandle",
     "StageResult",
     "Store",
+    "get_log_level",
+    "set_log_level",
 ]
+
+# spdlog's level names by the lowest logging-module level each lets through
+# (spdlog's trace is below logging.DEBUG).
+_SPDLOG_LEVELS = ((5, "trace"), (10, "debug"), (20, "info"), (30, "warning"), (40, "error"), (50, "critical"))
+_LEVEL_NAMES = {name for _, name in _SPDLOG_LEVELS} | {"warn", "off"}
+
+
+def set_log_level(level):
+    """Sets which of the store's log lines (on stderr) are written.
+
+    ``level``: a ``logging`` module level (``logging.DEBUG``, ``logging.INFO``,
+    ``logging.WARNING``, ``logging.ERROR``, ``logging.CRITICAL``; a line is
+    written if its level is at least ``level``) or a name: "trace", "debug",
+    "info", "warning" (or "warn"), "error", "critical", "off".
+    """
+    if isinstance(level, bool) or not isinstance(level, (int, str)):
+        raise TypeError(f"log level must be a logging level (int) or a name (str), not {type(level).__name__}")
+    if isinstance(level, str):
+        name = level.lower()
+        if name not in _LEVEL_NAMES:
+            raise ValueError(f"unknown log level {level!r} ({', '.join(sorted(_LEVEL_NAMES))})")
+    elif level < 0:
+        raise ValueError(f"log level {level} is negative")
+    else:
+        name = next((n for threshold, n in _SPDLOG_LEVELS if level <= threshold), "off")
+    _set_log_level(name)
+
+
+def get_log_level():
+    """The current level's name: "trace", "debug", "info", "warning", "error", "critical" or "off"."""
+    return _log_level()
 
 
 def _path_or_array(value):

@@ -23,6 +23,7 @@ ElementKind KindOfFormat(const char* format) {
     case 'b': case 'h': case 'i': case 'l': case 'q': case 'n': return ElementKind::kSignedInt;
     case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N': case 'c': return ElementKind::kUnsignedInt;
     case 'e': case 'f': case 'd': return ElementKind::kFloat;
+    case '?': return ElementKind::kBool;
     default: return ElementKind::kOther;
   }
 }
@@ -32,6 +33,7 @@ const char* KindName(ElementKind kind) {
     case ElementKind::kSignedInt: return "int";
     case ElementKind::kUnsignedInt: return "uint";
     case ElementKind::kFloat: return "float";
+    case ElementKind::kBool: return "bool";
     default: return "other";
   }
 }
@@ -81,6 +83,7 @@ ArrayView ArrayView::Borrow(py::handle obj, bool writable, const char* what) {
     v.kind_ = descr->kind == 'i'   ? ElementKind::kSignedInt
               : descr->kind == 'u' ? ElementKind::kUnsignedInt
               : descr->kind == 'f' ? ElementKind::kFloat
+              : descr->kind == 'b' ? ElementKind::kBool
                                    : ElementKind::kOther;
     v.itemsize_ = static_cast<size_t>(descr->elsize);
     v.data_ = static_cast<std::byte*>(const_cast<void*>(array.data()));
@@ -120,7 +123,14 @@ ArrayView ArrayView::Borrow(py::handle obj, bool writable, const char* what) {
     return v;
   }
   if (py::hasattr(obj, "__dlpack__")) {
-    py::object capsule = obj.attr("__dlpack__")();
+    py::object capsule;
+    try {
+      capsule = obj.attr("__dlpack__")();
+    } catch (py::error_already_set& e) {
+      // torch refuses to export bool tensors (and tensors that need grad).
+      throw py::type_error(std::string(what) + ": " + TypeName(obj) + " cannot be borrowed through DLPack: " +
+                           std::string(py::str(e.value())));
+    }
     auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
     if (managed == nullptr) {
       PyErr_Clear();
@@ -143,6 +153,7 @@ ArrayView ArrayView::Borrow(py::handle obj, bool writable, const char* what) {
     v.kind_ = t.dtype.code == kDLInt    ? ElementKind::kSignedInt
               : t.dtype.code == kDLUInt ? ElementKind::kUnsignedInt
               : t.dtype.code == kDLFloat ? ElementKind::kFloat
+              : t.dtype.code == kDLBool  ? ElementKind::kBool
                                          : ElementKind::kOther;
     for (int d = 0; d < t.ndim; ++d) {
       v.shape_.push_back(t.shape[d]);
@@ -152,12 +163,15 @@ ArrayView ArrayView::Borrow(py::handle obj, bool writable, const char* what) {
     return v;
   }
   throw py::value_error(std::string(what) + " must be an array (numpy, torch CPU tensor, buffer or DLPack), not " +
-                        std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
+                        TypeName(obj));
 }
+
+std::string TypeName(py::handle obj) { return Py_TYPE(obj.ptr())->tp_name; }
 
 void ArrayView::FinishLayout() {
   // Fill compact strides where none were given, then check contiguity
-  // (dimensions of extent 1 may have any stride).
+  // (dimensions of extent 1 may have any stride; an empty array has no
+  // element out of place, whatever strides its exporter reports).
   if (strides_.empty()) {
     strides_.assign(shape_.size(), 0);
     int64_t s = int64_t(itemsize_);
@@ -172,6 +186,7 @@ void ArrayView::FinishLayout() {
     if (shape_[d] != 1 && strides_[d] != expected) contiguous_ = false;
     expected *= shape_[d];
   }
+  if (size() == 0) contiguous_ = true;
 }
 
 ArrayView::ArrayView(ArrayView&& o) noexcept
@@ -226,6 +241,8 @@ RowIds::RowIds(py::handle obj, const char* what) : view_(ArrayView::Borrow(obj, 
       else if (w == 8) CopyAs<int64_t>(view_, copy_, what);
       else throw py::value_error(std::string(what) + ": unsupported integer width");
       break;
+    case ElementKind::kBool:
+      throw py::type_error(std::string(what) + " must hold integers, not bools (got " + view_.Describe() + ")");
     default:
       throw py::value_error(std::string(what) + " must hold integers, got " + view_.Describe());
   }
@@ -237,13 +254,24 @@ std::vector<uint32_t> TokenIds(py::handle obj, const char* what) {
   if (obj.is_none()) return tokens;
   if (!PyObject_CheckBuffer(obj.ptr()) && !py::hasattr(obj, "__dlpack__")) {
     if (!py::isinstance<py::sequence>(obj) || py::isinstance<py::str>(obj)) {
-      throw py::value_error(std::string(what) + " must be an integer array or a sequence of ints");
+      throw py::type_error(std::string(what) + " must be an integer array or a sequence of ints, not " +
+                           TypeName(obj));
     }
+    size_t position = 0;
     for (py::handle item : obj) {
-      if (!py::isinstance<py::int_>(item)) throw py::value_error(std::string(what) + " must hold ints");
-      const long long v = item.cast<long long>();
-      if (v < 0 || v > 0xffffffffLL) {
-        throw py::value_error(std::string(what) + ": token " + std::to_string(v) + " is not a uint32");
+      const std::string at = " at position " + std::to_string(position++);
+      // True is an int to Python, and numpy's bool_ still converts to one.
+      if (PyBool_Check(item.ptr()) || std::string(TypeName(item)) == "numpy.bool_") {
+        throw py::type_error(std::string(what) + " must hold ints, not bools (" + std::string(py::repr(item)) + at +
+                             ")");
+      }
+      if (!py::isinstance<py::int_>(item)) {
+        throw py::value_error(std::string(what) + " must hold ints, got " + TypeName(item) + at);
+      }
+      int overflow = 0;
+      const long long v = PyLong_AsLongLongAndOverflow(item.ptr(), &overflow);
+      if (overflow != 0 || v < 0 || v > 0xffffffffLL) {
+        throw py::value_error(std::string(what) + ": token " + std::string(py::str(item)) + at + " is not a uint32");
       }
       tokens.push_back(static_cast<uint32_t>(v));
     }

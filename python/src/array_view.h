@@ -17,7 +17,7 @@
 
 namespace engram::python {
 
-enum class ElementKind { kSignedInt, kUnsignedInt, kFloat, kOther };
+enum class ElementKind { kSignedInt, kUnsignedInt, kFloat, kBool, kOther };
 
 class ArrayView {
  public:
@@ -42,6 +42,9 @@ class ArrayView {
   const std::vector<int64_t>& strides() const { return strides_; }
   // "uint8[24, 264]"
   std::string Describe() const;
+  // Borrowed through __dlpack__ (a torch tensor): the capsule pins the
+  // tensor, but not its memory, which Tensor.resize_() may reallocate.
+  bool from_dlpack() const { return managed_ != nullptr; }
 
  private:
   ArrayView() = default;
@@ -61,7 +64,8 @@ class ArrayView {
 };
 
 // Row IDs from any integer array, as uint64 (copied once when the array is
-// not already contiguous uint64/int64). Negative IDs are a ValueError.
+// not already contiguous uint64/int64). Negative IDs are a ValueError, a
+// bool array a TypeError.
 class RowIds {
  public:
   RowIds(pybind11::handle obj, const char* what);
@@ -75,7 +79,12 @@ class RowIds {
   size_t size_ = 0;
 };
 
-// Token IDs (uint32) from any integer array or a Python sequence; None = empty.
+// Token IDs (uint32) from any integer array or a Python sequence of ints;
+// None = empty. A value outside uint32 is a ValueError naming its position;
+// bools (True is an int to Python) and str are a TypeError.
 std::vector<uint32_t> TokenIds(pybind11::handle obj, const char* what);
+
+// The type name of obj for an error message ("numpy.ndarray", "Tensor").
+std::string TypeName(pybind11::handle obj);
 
 }  // namespace engram::python

@@ -14,7 +14,7 @@ struct DLDevice {
 };
 
 struct DLDataType {
-  uint8_t code;  // 0 = int, 1 = uint, 2 = float, 4 = bfloat
+  uint8_t code;  // 0 = int, 1 = uint, 2 = float, 4 = bfloat, 6 = bool
   uint8_t bits;
   uint16_t lanes;
 };
@@ -40,5 +40,6 @@ constexpr int32_t kDLCUDAHost = 3;
 constexpr uint8_t kDLInt = 0;
 constexpr uint8_t kDLUInt = 1;
 constexpr uint8_t kDLFloat = 2;
+constexpr uint8_t kDLBool = 6;
 
 }  // namespace engram::python

@@ -8,6 +8,7 @@
 
 #include "python/src/cxx_baseline.h"
 #include "python/src/errors.h"
+#include "python/src/log_level.h"
 #include "python/src/py_hasher.h"
 #include "python/src/py_store.h"
 
@@ -44,6 +45,7 @@ std::string Repr(const StageResult& r) {
 PYBIND11_MODULE(_engram_store, m) {
   m.doc() = "Engram Store's C++ API for Python; see the engram_store package.";
   RegisterErrors(m);
+  InstallLibraryLogger();
 
   py::class_<GatherResult>(m, "GatherResult", "What a gather did and how long the caller waited.")
       .def_readonly("rows", &GatherResult::rows)
@@ -128,6 +130,9 @@ PYBIND11_MODULE(_engram_store, m) {
       .def_property_readonly("history_tokens", [](const PyHasher& h) { return h.hasher().history_tokens(); })
       .def_property_readonly("layer_id", [](const PyHasher& h) { return h.hasher().layout().layer_id; })
       .def_property_readonly("total_rows", [](const PyHasher& h) { return h.hasher().layout().total_rows; });
+
+  m.def("_set_log_level", &SetLibraryLogLevel, py::arg("level"), "Sets the library's log level by spdlog name.");
+  m.def("_log_level", &LibraryLogLevel, "The library's log level, by spdlog name.");
 
   BindCxxBaselines(m);
 }

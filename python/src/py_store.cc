@@ -25,6 +25,21 @@ ArrayView GatherOutput(py::handle out, size_t n, uint32_t record_bytes) {
   return v;
 }
 
+// The async forms write into out after they return, so out's memory must
+// stay where it is until then. Holding a torch tensor (its DLPack capsule or
+// its storage) does not pin that memory: Tensor.resize_() swaps a larger
+// allocation into the same storage and frees the old one under the pending
+// writes. A numpy array refuses to resize while referenced, and a torch
+// tensor over numpy memory (torch.from_numpy) refuses to resize at all.
+void RefuseMovableOut(const ArrayView& out, const char* call) {
+  if (out.from_dlpack()) {
+    throw py::type_error(std::string(call) +
+                         ": out must be a numpy array (or another buffer-protocol object), not a DLPack/torch tensor: "
+                         "Tensor.resize_() can reallocate a tensor's memory while the store writes into it. "
+                         "Pass a numpy array and use torch.from_numpy(array) as the tensor, or call the synchronous form");
+  }
+}
+
 GatherResult Checked(GatherResult r) {
   if (!r.status.ok()) {
     RaiseStatus(r.status, r.failed_positions.empty() ? nullptr : &r.failed_positions);
@@ -66,27 +81,35 @@ GatherResult GatherHandle::Wait() {
 }
 
 StageHandle::~StageHandle() {
-  if (started_ && !completion_->done()) {
+  if (started_) {
     py::gil_scoped_release release;
-    completion_->Wait();
+    Finish();
   }
+}
+
+StageResult& StageHandle::Finish() {
+  StageResult& r = completion_->Wait();
+  // Under a lock: two threads may wait on one handle, and only one may
+  // dequantize (and then free the raw records).
+  std::lock_guard<std::mutex> lock(finish_mu_);
+  if (r.status.ok() && fp8_ && !dequantized_) {
+    const size_t count = raw_.size() / stager_->record_bytes();
+    if (half_) {
+      Dequantize(raw_.data(), count, stager_->record_bytes(), *fp8_, reinterpret_cast<_Float16*>(out_->data()));
+    } else {
+      Dequantize(raw_.data(), count, stager_->record_bytes(), *fp8_, reinterpret_cast<float*>(out_->data()));
+    }
+    dequantized_ = true;
+    std::vector<std::byte>().swap(raw_);
+  }
+  return r;
 }
 
 StageResult StageHandle::Wait() {
   StageResult* r;
   {
     py::gil_scoped_release release;
-    r = &completion_->Wait();
-    if (r->status.ok() && fp8_ && !dequantized_) {
-      const size_t count = raw_.size() / stager_->record_bytes();
-      if (half_) {
-        Dequantize(raw_.data(), count, stager_->record_bytes(), *fp8_, reinterpret_cast<_Float16*>(out_->data()));
-      } else {
-        Dequantize(raw_.data(), count, stager_->record_bytes(), *fp8_, reinterpret_cast<float*>(out_->data()));
-      }
-      dequantized_ = true;
-      std::vector<std::byte>().swap(raw_);
-    }
+    r = &Finish();
   }
   out_.reset();
   out_obj_ = py::object();
@@ -124,7 +147,7 @@ void PyStore::Close() {
   std::shared_ptr<Store> store;
   std::unique_ptr<JobThread> stage_thread;
   {
-    std::lock_guard<std::mutex> lock(stagers_mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stagers_.clear();
     store = std::move(store_);
     stage_thread = std::move(stage_thread_);
@@ -149,15 +172,22 @@ size_t PyStore::Table(py::handle table) const {
     if (!found.ok()) throw py::value_error(found.status().ToString());
     return *found;
   }
-  if (py::isinstance<py::int_>(table) || py::hasattr(table, "__index__")) {
-    const long long i = py::reinterpret_borrow<py::object>(PyNumber_Index(table.ptr())).cast<long long>();
-    if (i < 0 || size_t(i) >= s->table_count()) {
-      throw py::value_error("table index " + std::to_string(i) + " out of range (the store has " +
-                            std::to_string(s->table_count()) + " tables)");
-    }
-    return size_t(i);
+  // True has __index__ too; an array (row IDs passed first) or a tensor of
+  // several elements has one that fails.
+  const std::string expected = "table must be a table index (int) or name (str), not ";
+  if (PyBool_Check(table.ptr()) || !PyIndex_Check(table.ptr())) throw py::type_error(expected + TypeName(table));
+  py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(table.ptr()));
+  if (!index) {
+    py::error_already_set cause;
+    throw py::type_error(expected + TypeName(table) + " (" + cause.what() + ")");
   }
-  throw py::value_error("table must be an index or a table name");
+  int overflow = 0;
+  const long long i = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (overflow != 0 || i < 0 || size_t(i) >= s->table_count()) {
+    throw py::value_error("table index " + std::string(py::str(index)) + " out of range (the store has " +
+                          std::to_string(s->table_count()) + " tables)");
+  }
+  return size_t(i);
 }
 
 std::vector<std::string> PyStore::table_names() const {
@@ -221,6 +251,7 @@ std::unique_ptr<GatherHandle> PyStore::GatherAsync(py::handle table, py::object 
   auto handle = std::make_unique<GatherHandle>(s, row_ids, out);
   handle->ids_.emplace(row_ids, "row_ids");
   handle->out_.emplace(GatherOutput(out, handle->ids_->size(), s->record_bytes(t)));
+  RefuseMovableOut(*handle->out_, "gather_async");
   const std::span<const uint64_t> span(handle->ids_->data(), handle->ids_->size());
   std::byte* dst = handle->out_->data();
   handle->started_ = true;
@@ -270,9 +301,14 @@ std::shared_ptr<const StepStager> PyStore::Stager(py::handle layers) {
   if (layers.is_none()) {
     for (size_t i = 0; i < s->table_count(); ++i) tables.push_back(i);
   } else {
+    // A str is iterable too, but as characters, never as table names.
+    if (py::isinstance<py::str>(layers) || PyBytes_Check(layers.ptr()) || !py::isinstance<py::iterable>(layers)) {
+      throw py::type_error("layers must be a sequence of table indexes or names (e.g. [\"layer1\"]), not " +
+                           TypeName(layers));
+    }
     for (py::handle layer : layers) tables.push_back(Table(layer));
   }
-  std::lock_guard<std::mutex> lock(stagers_mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = stagers_.find(tables);
   if (it != stagers_.end()) return it->second;
   std::shared_ptr<const StepStager> stager = ValueOrRaise(StepStager::Create(*s, tables, token_map_));
@@ -305,24 +341,29 @@ std::unique_ptr<StageHandle> PyStore::StartStage(py::handle tokens, py::handle h
                           "), got " + v.Describe());
   }
   if (!v.contiguous()) throw py::value_error("out must be C-contiguous: rows are written in place");
+  if (async) RefuseMovableOut(v, "stage_async");
   const std::vector<uint32_t> before = TokenIds(history, "history");
   std::byte* dst = v.data();
   if (handle->fp8_) {
     handle->raw_.resize(stager->OutputBytes(n));
     dst = handle->raw_.data();
   }
-  if (async && stage_thread_ == nullptr) stage_thread_ = std::make_unique<JobThread>();
-  handle->started_ = true;
-  {
+  if (async) {
+    // Under mu_ with the GIL held: Close() (on another thread) cannot take
+    // the staging thread away between the check and the Post. Post only
+    // queues the job, so holding the GIL here blocks nobody for long.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (store_ == nullptr) throw py::value_error("the store is closed");
+    if (stage_thread_ == nullptr) stage_thread_ = std::make_unique<JobThread>();
+    handle->started_ = true;
+    stage_thread_->Post([store = s, stager, before, step, dst, completion = handle->completion_] {
+      completion->Deliver(stager->Stage(before, step, dst));
+    });
+  } else {
+    // The calling thread does its own gathers' disk phase.
+    handle->started_ = true;
     py::gil_scoped_release release;
-    if (async) {
-      stage_thread_->Post([store = s, stager, before, step, dst, completion = handle->completion_] {
-        completion->Deliver(stager->Stage(before, step, dst));
-      });
-    } else {
-      // The calling thread does its own gathers' disk phase.
-      handle->completion_->Deliver(stager->Stage(before, step, dst));
-    }
+    handle->completion_->Deliver(stager->Stage(before, step, dst));
   }
   return handle;
 }

@@ -54,6 +54,7 @@ class StageHandle {
   ~StageHandle();
   StageHandle(const StageHandle&) = delete;
 
+  // Raises on a failed step.
   StageResult Wait();
   bool done() { return completion_->done(); }
   int EventFd() { return completion_->EventFd(); }
@@ -65,9 +66,15 @@ class StageHandle {
   std::vector<std::byte> raw_;  // dequantized output: the records, dequantized on Wait
   std::optional<Fp8RecordLayout> fp8_;
   bool half_ = false;
+  std::mutex finish_mu_;
   bool dequantized_ = false;
   bool started_ = false;
   std::shared_ptr<Completion<StageResult>> completion_ = std::make_shared<Completion<StageResult>>();
+
+ private:
+  // Waits for the step and dequantizes it into out (once). Call without the
+  // GIL; both Wait() and dropping the handle finish the step.
+  StageResult& Finish();
 };
 
 class PyStore {
@@ -117,7 +124,9 @@ class PyStore {
   // Runs stage_async's steps (hash, then gather on this thread, which does
   // the gathers' disk phase itself), in the order they were issued.
   std::unique_ptr<JobThread> stage_thread_;
-  std::mutex stagers_mu_;
+  // Guards stage_thread_ and stagers_, and store_ against Close() on
+  // another thread (store_ is otherwise read with the GIL held).
+  std::mutex mu_;
   std::map<std::vector<size_t>, std::shared_ptr<const StepStager>> stagers_;
 };
 

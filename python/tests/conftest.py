@@ -10,6 +10,7 @@ import json
 import os
 import struct
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -88,3 +89,11 @@ def store(tables):
 @pytest.fixture(scope="session")
 def deepspeed_tokens():
     return np.fromfile(os.path.join(FIXTURE_DIR, "traces", "deepspeed", "req1.u32"), dtype="<u4")
+
+
+def run_python(code, *args, timeout=120, env=None):
+    """Runs `code` in a fresh interpreter (this one's executable and
+    PYTHONPATH), so that a crash or a hang fails one test instead of killing
+    or blocking the whole session. args become sys.argv[1:]."""
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=env)

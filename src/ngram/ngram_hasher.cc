@@ -60,8 +60,9 @@ Status NgramHasher::Hash(std::span<const uint32_t> history, std::span<const uint
   };
   for (size_t j = 0; j < from_history; ++j) {
     const size_t back = from_history - j;  // 1 = the token just before the chunk
-    ENGRAM_RETURN_IF_ERROR(compress(history[history.size() - back], "history token",
-                                    -static_cast<int64_t>(back), &ctx[lookback - back]));
+    const size_t position = history.size() - back;
+    ENGRAM_RETURN_IF_ERROR(compress(history[position], "history token", static_cast<int64_t>(position),
+                                    &ctx[lookback - back]));
   }
   for (size_t t = 0; t < tokens.size(); ++t) {
     ENGRAM_RETURN_IF_ERROR(compress(tokens[t], "token", static_cast<int64_t>(t), &ctx[lookback + t]));
