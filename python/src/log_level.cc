@@ -17,7 +17,9 @@ constexpr const char* kLoggerName = "engram_store";
 }  // namespace
 
 void InstallLibraryLogger() {
-  if (spdlog::default_logger()->name() == kLoggerName) return;
+  // Only spdlog's own stdout logger (named "") is replaced: a host program
+  // that installed a default logger of its own keeps it, and its level.
+  if (!spdlog::default_logger()->name().empty()) return;
   auto logger = std::make_shared<spdlog::logger>(kLoggerName, std::make_shared<spdlog::sinks::stderr_sink_mt>());
   logger->set_level(spdlog::level::warn);
   spdlog::set_default_logger(std::move(logger));

@@ -16,6 +16,7 @@
 namespace engram::python {
 
 // Once, at import (before any Store exists: the default logger is swapped).
+// Leaves a default logger that the host program installed alone.
 void InstallLibraryLogger();
 
 // level: spdlog's names, "trace" ... "off" ("warn" and "warning" alike).
