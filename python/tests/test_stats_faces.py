@@ -26,7 +26,7 @@ NOT_STATISTICS = {"engram_build_info", "engram_io_read_latency_seconds", "engram
 def busy_store(tables):
     """A store whose first table saw hits, misses, evictions, refusals,
     relocations and read-ahead (two rows still pinned)."""
-    with engram_store.Store(tables=tables["layers"], cache_bytes=1 << 20, policy="legacy,sets=2,relocate=2",
+    with engram_store.Store(tables=tables["layers"], cache_bytes=4 << 20, policy="legacy,sets=2,relocate=2",
                             io_backend="pread") as s:
         rng = np.random.default_rng(9)
         ids = np.empty(2000, dtype=np.uint64)
