@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engram/cache_config.h"
+#include "src/cache/cache_config.h"
 #include "src/cache/row_cache.h"
 #include "tests/testing/http_client.h"
 #include "storage/table_writer.h"

@@ -4,7 +4,8 @@
 #include <cmath>
 #include <string>
 
-#include "engram/cache_config.h"
+#include "engram/cache_policy.h"
+#include "src/cache/cache_config.h"
 #include "src/cache/row_cache.h"
 
 namespace engram {
@@ -162,6 +163,20 @@ TEST(RowCacheSpec, OverridesAloneApplyOnTopOfDefault) {
   want.halving_period = 0;
   want.seed = 7;
   EXPECT_EQ(*c, want);
+}
+
+TEST(CachePolicy, CanonicalFormIsWhatTheSpecParsesToAndABadSpecIsAnError) {
+  for (const char* spec : {"default", "legacy", "two-choice,ways=8", "ways=8,admission=always"}) {
+    auto canonical = CanonicalCachePolicy(spec);
+    ASSERT_TRUE(canonical.ok()) << spec << ": " << canonical.status().ToString();
+    EXPECT_EQ(*canonical, RowCacheConfig::FromSpec(spec)->ToSpec()) << spec;
+    EXPECT_EQ(RowCacheConfig::FromSpec(*canonical).value(), RowCacheConfig::FromSpec(spec).value()) << spec;
+  }
+  EXPECT_EQ(CanonicalCachePolicy("legacy")->rfind("legacy,", 0), 0u);
+  auto bad = CanonicalCachePolicy("ways=99");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().ToString().find("ways=99"), std::string::npos) << bad.status().ToString();
 }
 
 TEST(RowCacheSpec, RoundTripsEveryPresetAndACustomConfig) {

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engram/cache_config.h"
+#include "src/cache/cache_config.h"
 #include "src/cache/admission.h"
 #include "src/cache/free_way.h"
 #include "src/cache/frequency_sketch.h"

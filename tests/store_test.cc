@@ -120,7 +120,7 @@ class StoreTest : public ::testing::Test {
           GatherResult r;
           if (wait_on_other_thread) {
             GatherTicket ticket = store.StartGather(0, ids, dst.data(), kRecord);
-            r = std::async(std::launch::async, [&] { return store.Wait(std::move(ticket)); }).get();
+            r = std::async(std::launch::async, [&] { return ticket.Wait(); }).get();
           } else {
             r = store.Gather(0, ids, dst.data(), kRecord);
           }
@@ -253,10 +253,10 @@ TEST_F(StoreTest, TicketsHeldAcrossLaterGathersOrWaitedOnAnotherThreadKeepTheirO
     const GatherResult next_result = (*store)->Gather(0, next_ids, next.data(), kRecord);
     GatherTicket handed_ticket = (*store)->StartGather(0, handed_ids, handed.data(), kRecord);
     GatherResult handed_result;
-    std::thread other([&] { handed_result = (*store)->Wait(std::move(handed_ticket)); });
+    std::thread other([&] { handed_result = handed_ticket.Wait(); });
     // This thread gathers again while the other thread waits.
     const GatherResult again = (*store)->Gather(0, next_ids, next.data(), kRecord);
-    const GatherResult held_result = (*store)->Wait(std::move(held_ticket));
+    const GatherResult held_result = held_ticket.Wait();
     other.join();
     for (const GatherResult* r : std::initializer_list<const GatherResult*>{&held_result, &next_result, &handed_result, &again}) {
       ASSERT_TRUE(r->status.ok()) << r->status.ToString();
@@ -761,7 +761,7 @@ class GatedStoreTest : public StoreTest {
     std::vector<std::byte> dst(rows.size() * kRecord);
     GatherTicket ticket = store_->StartGather(1, rows, dst.data(), kRecord);
     gate_->Open();
-    GatherResult r = store_->Wait(std::move(ticket));
+    GatherResult r = ticket.Wait();
     EXPECT_TRUE(r.status.ok()) << r.status.ToString();
     ExpectOtherTableRows(rows, dst);
     return r;
@@ -902,7 +902,7 @@ TEST_F(GatedStoreTest, ReadsLandingWhileTheGatherIsStillLookingUpAreFinishedExac
   // Wait form.
   const std::vector<uint64_t> waited = rows_from(0);
   std::vector<std::byte> dst(waited.size() * kRecord);
-  GatherResult r = store_->Wait(store_->StartGather(1, waited, dst.data(), kRecord));
+  GatherResult r = store_->StartGather(1, waited, dst.data(), kRecord).Wait();
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.misses, waited.size());
   ExpectOtherTableRows(waited, dst);
@@ -1000,7 +1000,7 @@ TEST_F(GatedStoreTest, ReadAheadLandingAfterItsGatherLeavesNoPinAndCountsAsWaste
   GatherTicket gather = store_->StartGather(1, rows, dst.data(), kRecord);
   ASSERT_EQ(WaitUntilHeld(2), 2u);
   gate_->Open();  // the read-ahead lands first, then the gather's own reads
-  GatherResult r = store_->Wait(std::move(gather));
+  GatherResult r = gather.Wait();
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   store_->WaitForReadAheads();
   TableStats s = store_->Stats(1);
@@ -1018,7 +1018,7 @@ TEST_F(GatedStoreTest, ReadAheadIssuedAfterAGatherStartedStillPinsForTheNextGath
   ASSERT_TRUE(store_->ReadAhead(1, rows).ok());  // meant for a later gather
   ASSERT_EQ(WaitUntilHeld(2), 2u);
   gate_->Open();
-  ASSERT_TRUE(store_->Wait(std::move(gather)).status.ok());
+  ASSERT_TRUE(gather.Wait().status.ok());
   store_->WaitForReadAheads();
   EXPECT_EQ(store_->Stats(1).cache.pinned_rows, rows.size());
   GatherResult again = store_->Gather(1, rows, dst.data(), kRecord);
@@ -1140,7 +1140,7 @@ TEST_F(StoreTest, EngineCompletionThreadOnlyHandsLandedBlocksOff) {
     EXPECT_EQ(again.hits + again.misses, again.distinct_rows);
     ExpectRowsExact(ids, dst2, kRecord);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the pool take it, mostly
-    GatherResult late = (*store)->Wait(std::move(waited_late));
+    GatherResult late = waited_late.Wait();
     ASSERT_TRUE(late.status.ok());
     ExpectRowsExact(more, dst3, kRecord);
   }

@@ -1,4 +1,5 @@
-/* The store's per-table counters, defined once.
+/* The store's per-table counters and the fields of a gather's result,
+ * defined once (the row cache's statistics are in engram/cache_stats.h).
  *
  * Each entry is X(member, metric, unit, help):
  *   member  the field name in engram::TableStats, the C engram_table_stats,
@@ -9,7 +10,11 @@
  *           counted in nanoseconds and exposed to Prometheus in seconds;
  *   help    the Prometheus HELP text.
  * Everything that lists the counters expands this table, so adding one here
- * adds it to the C++ and C stats, the exposition and the binding at once.
+ * adds it to the C++ and C stats, the exposition and the binding at once --
+ * except for one rule: the C engram_table_stats lays these out before the
+ * cache statistics added after them (engram/cache_stats.h), and a struct from
+ * an older header must stay a prefix, so a new counter goes into a new list
+ * expanded at the end of engram_table_stats (the CapiLayout tests in tests/stats_faces_test.cc pin it).
  * Plain C preprocessor: the C API (engram.h) expands it too. */
 #ifndef ENGRAM_COUNTERS_H_
 #define ENGRAM_COUNTERS_H_
@@ -42,5 +47,25 @@
   X(io_errors, "engram_io_errors_total", ENGRAM_UNIT_COUNT, "Block reads that failed.")                         \
   X(checksum_failures, "engram_checksum_failures_total", ENGRAM_UNIT_COUNT,                                     \
     "Blocks that failed checksum verification.")
+
+/* What one gather did: engram::GatherResult, the C engram_gather_result and
+ * the Python GatherResult's attributes all expand this table (in this order,
+ * which is the C struct's: a new field goes at the end). Each entry is
+ * X(member, help). The readiness wait is the wall time from the start of
+ * the gather until its rows were ready; its cache and disk parts are
+ * explained in engram::GatherResult. */
+#define ENGRAM_GATHER_RESULT(X)                                                                              \
+  X(rows, "Row IDs requested.")                                                                              \
+  X(distinct_rows, "Row IDs after deduplication.")                                                           \
+  X(hits, "Distinct rows served from the cache.")                                                            \
+  X(misses, "Distinct rows read from disk.")                                                                 \
+  X(inserts, "Misses the cache kept.")                                                                       \
+  X(refusals, "Misses the cache refused to keep.")                                                           \
+  X(read_ahead_used, "Hits on rows a read-ahead brought in.")                                                \
+  X(blocks_read, "Blocks read from disk.")                                                                   \
+  X(bytes_read, "Bytes read from disk.")                                                                     \
+  X(wait_nanoseconds, "The readiness wait: from the start of the gather until its rows were ready.")        \
+  X(cache_nanoseconds, "Part of the readiness wait spent on cache work (lookups, copies of hits).")          \
+  X(disk_nanoseconds, "Part of the readiness wait spent on disk work (reads, verification, inserts).")
 
 #endif /* ENGRAM_COUNTERS_H_ */

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engram/cache_stats.h"
 #include "engram/counters.h"
 
 #ifdef __cplusplus
@@ -57,25 +58,41 @@ typedef struct engram_store_options {
   uint32_t io_rings;
 } engram_store_options;
 
+/* The fields of ENGRAM_GATHER_RESULT (engram/counters.h), in its order. */
 typedef struct engram_gather_result {
   size_t size; /* sizeof(engram_gather_result) */
-  uint64_t rows, distinct_rows, hits, misses, inserts, refusals, read_ahead_used;
-  uint64_t blocks_read, bytes_read;
-  uint64_t wait_nanoseconds, cache_nanoseconds, disk_nanoseconds;
+#define ENGRAM_X(member, help) uint64_t member;
+  ENGRAM_GATHER_RESULT(ENGRAM_X)
+#undef ENGRAM_X
 } engram_gather_result;
 
+/* A cache statistic of kind BY_REASON (engram/cache_stats.h; only
+ * `refusals` is) is its total followed by one `refusals_<reason>` per
+ * refusal reason; every other statistic is one field. */
+#define ENGRAM_C_CACHE_STAT_COUNTER(member) uint64_t member;
+#define ENGRAM_C_CACHE_STAT_GAUGE(member) uint64_t member;
+#define ENGRAM_C_REFUSAL_REASON(enumerator, name, help) uint64_t refusals_##name;
+#define ENGRAM_C_CACHE_STAT_BY_REASON(member) uint64_t member; ENGRAM_REFUSAL_REASONS(ENGRAM_C_REFUSAL_REASON)
+#define ENGRAM_C_CACHE_STAT(member, metric, kind, help) ENGRAM_C_CACHE_STAT_##kind(member)
+#define ENGRAM_C_TABLE_COUNTER(member, metric, unit, help) uint64_t member;
+
+/* Its layout is every older header's, then what was added since (see
+ * engram/cache_stats.h): the row cache's first statistics, the table's
+ * counters (engram/counters.h), then the cache statistics added since. */
 typedef struct engram_table_stats {
   size_t size; /* sizeof(engram_table_stats) */
   uint64_t row_count;
   uint32_t record_bytes;
-  /* The row cache. */
-  uint64_t lookups, hits, misses, inserts, evictions, refusals, refusals_lost_admission, refusals_all_pinned;
-  uint64_t relocations, capacity_rows, resident_rows, pinned_rows;
-  /* The table's counters, one field each (engram/counters.h). */
-#define ENGRAM_X(member, metric, unit, help) uint64_t member;
-  ENGRAM_TABLE_COUNTERS(ENGRAM_X)
-#undef ENGRAM_X
+  ENGRAM_CACHE_STATS_FIRST(ENGRAM_C_CACHE_STAT)
+  ENGRAM_TABLE_COUNTERS(ENGRAM_C_TABLE_COUNTER)
+  ENGRAM_CACHE_STATS_ADDED(ENGRAM_C_CACHE_STAT)
 } engram_table_stats;
+#undef ENGRAM_C_CACHE_STAT_COUNTER
+#undef ENGRAM_C_CACHE_STAT_GAUGE
+#undef ENGRAM_C_REFUSAL_REASON
+#undef ENGRAM_C_CACHE_STAT_BY_REASON
+#undef ENGRAM_C_CACHE_STAT
+#undef ENGRAM_C_TABLE_COUNTER
 
 const char* engram_last_error(void);
 const char* engram_status_string(engram_status status);

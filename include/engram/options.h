@@ -42,8 +42,8 @@ struct StoreOptions {
   // it to UINT64_MAX to size by the share alone). Outside [0, 1] (or NaN),
   // or with no MemAvailable to read, Open fails.
   double cache_memory_fraction = 0.0;
-  // A RowCacheConfig spec: a preset ("default", "legacy", "two-choice", ...)
-  // optionally followed by key=value overrides (see cache_config.h).
+  // The row cache's policy: a preset ("default", "legacy", "two-choice", ...)
+  // optionally followed by key=value overrides (grammar: engram/cache_policy.h).
   std::string cache_policy = "default";
 
   // I/O backend: "auto" (io_uring, falling back to pread with one warning),

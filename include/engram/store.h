@@ -4,8 +4,15 @@
 // for V4.1) and waits until the rows are in its buffer:
 //
 //   auto store = engram::Store::Open(options).value();
-//   engram::GatherResult r = store->Gather(table, row_ids, dst, stride);
+//   engram::GatherTicket ticket = store->StartGather(table, row_ids, dst, stride);
+//   ...                                     // other work while the rows are read
+//   engram::GatherResult r = ticket.Wait();
 //   if (!r.status.ok()) ...;   // nothing unverified was returned or cached
+//
+// Waiting for a gather has one way: GatherTicket::Wait(). Store::Gather() is
+// StartGather(...).Wait() in one call. Asio applications use
+// engram::AsyncGather (engram/asio.h) instead, which completes a handler on
+// its executor.
 //
 // A gather deduplicates its row IDs (each distinct row is looked up once:
 // hit or miss), copies hits from the cache, reads every missed 4 KiB block
@@ -30,7 +37,7 @@
 
 #include <algorithm>
 
-#include "engram/cache_config.h"
+#include "engram/cache_stats.h"
 #include "engram/counters.h"
 #include "engram/options.h"
 #include "engram/status.h"
@@ -41,25 +48,19 @@ struct GatherResult {
   // OK: every row of dst is written. Otherwise why the gather failed; which
   // rows of dst are still valid is then told by RowWritten().
   Status status;
-  uint64_t rows = 0;            // row IDs requested
-  uint64_t distinct_rows = 0;   // after deduplication
-  uint64_t hits = 0;            // distinct rows served from the cache
-  uint64_t misses = 0;          // distinct rows read from disk
-  uint64_t inserts = 0;         // misses kept by the cache
-  uint64_t refusals = 0;        // misses the cache refused to keep
-  uint64_t read_ahead_used = 0; // hits on rows a ReadAhead brought in
-  uint64_t blocks_read = 0;
-  uint64_t bytes_read = 0;
-  // The readiness wait: wall time from the start of the gather until its rows
-  // were ready, and the parts of it spent on cache work (dedup, lookups,
-  // copies of hits, and handing the first reads to the I/O engine, which a
-  // large gather does between its lookups) and on disk work (from the last
+  // The fields of include/engram/counters.h's ENGRAM_GATHER_RESULT: rows,
+  // distinct_rows, hits, misses, inserts, refusals, read_ahead_used,
+  // blocks_read, bytes_read, and the readiness wait in wait_nanoseconds: wall
+  // time from the start of the gather until its rows were ready. Its parts:
+  // cache_nanoseconds for cache work (dedup, lookups, copies of hits, and
+  // handing the first reads to the I/O engine, which a large gather does
+  // between its lookups), disk_nanoseconds for disk work (from the last
   // lookup until every missed row was verified, offered to the cache and
   // copied; reads submitted earlier were already under way).
   // cache_nanoseconds + disk_nanoseconds <= wait_nanoseconds.
-  uint64_t wait_nanoseconds = 0;
-  uint64_t cache_nanoseconds = 0;
-  uint64_t disk_nanoseconds = 0;
+#define ENGRAM_X(member, help) uint64_t member = 0;
+  ENGRAM_GATHER_RESULT(ENGRAM_X)
+#undef ENGRAM_X
   // After a gather that failed on a read or a corrupt block: the positions
   // (indexes into row_ids, ascending) whose rows dst does not hold (their
   // bytes there are unspecified). Every other row is written, verified, and
@@ -107,12 +108,26 @@ inline constexpr TableCounterInfo kTableCounters[] = {
 #undef ENGRAM_X
 };
 
-// A started gather: what Store::StartGather returns and Store::Wait takes.
-// Opaque and move-only. Hand it to Wait() exactly once; Wait() returns when
-// every row of the gather is in dst (or the gather failed) and may itself do
-// the gather's disk phase (verify, copy, cache fill) on the calling thread.
-// A ticket may also just be destroyed: the store then finishes the gather on
-// its completion pool, and row_ids and dst must stay valid until it has.
+// The fields of GatherResult as data, for code that lists them (language
+// bindings) without naming each one.
+struct GatherResultFieldInfo {
+  const char* name;  // the GatherResult member's name
+  const char* help;
+  uint64_t GatherResult::*member;
+};
+inline constexpr GatherResultFieldInfo kGatherResultFields[] = {
+#define ENGRAM_X(member, help) {#member, help, &GatherResult::member},
+    ENGRAM_GATHER_RESULT(ENGRAM_X)
+#undef ENGRAM_X
+};
+
+// A started gather: what Store::StartGather returns. Opaque and move-only.
+// Wait() on it exactly once: that is how a gather is waited for. Wait()
+// returns when every row of the gather is in dst (or the gather failed) and
+// may itself do the gather's disk phase (verify, copy, cache fill) on the
+// calling thread. A ticket may also just be destroyed: the store then
+// finishes the gather on its completion pool, and row_ids and dst must stay
+// valid until it has.
 class GatherTicket {
  public:
   GatherTicket() = default;
@@ -125,10 +140,10 @@ class GatherTicket {
   // False for a default-constructed or moved-from ticket.
   bool valid() const { return state_ != nullptr; }
 
-  // Waits for the gather and returns its result, consuming the ticket (the
-  // same as Store::Wait). Needs no Store: a store finishes every gather it
-  // started before it is destroyed, so a ticket may be waited on after its
-  // store is gone. An invalid ticket gives InvalidArgument.
+  // Waits for the gather and returns its result, consuming the ticket. Needs
+  // no Store: a store finishes every gather it started before it is
+  // destroyed, so a ticket may be waited on after its store is gone. An
+  // invalid ticket gives InvalidArgument.
   GatherResult Wait();
 
  private:
@@ -153,26 +168,18 @@ class Store {
   // "io_uring(...)" / "pread(...)": the backend actually in use.
   virtual std::string io_description() const = 0;
 
-  // Starts a gather: row i goes to dst + i * stride (stride >= record_bytes).
-  // Bad arguments fail immediately in the returned result; otherwise the
-  // ticket is waited on with Wait(). row_ids and dst must stay valid until the
-  // gather completes. A thread in Wait() does its own gather's disk phase
+  // Starts a gather: row i goes to dst + i * stride (stride >= record_bytes),
+  // and returns its ticket; ticket.Wait() returns its result. Bad arguments
+  // fail immediately in that result. row_ids and dst must stay valid until
+  // the gather completes. A thread in Wait() does its own gather's disk phase
   // (verify the blocks, copy rows out, fill the cache) once the reads land;
   // a gather nobody waits on yet is finished by the completion pool.
   virtual GatherTicket StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
                                    size_t stride) = 0;
-  virtual GatherResult Wait(GatherTicket ticket) = 0;
+  // StartGather(...).Wait() in one call.
   GatherResult Gather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride) {
-    return Wait(StartGather(table, row_ids, dst, stride));
+    return StartGather(table, row_ids, dst, stride).Wait();
   }
-
-  // Callback form. `done` runs on a thread of the store's completion pool
-  // (StoreOptions::completion_threads), or on the calling thread if the gather
-  // completes at once; it must only hand the result off, and must not drop
-  // the last reference to the Store (its teardown waits for that pool).
-  // engram::AsyncGather (engram/asio.h) is what Asio applications use.
-  virtual void StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
-                           std::function<void(GatherResult)> done) = 0;
 
   // Read-ahead: reads the rows (cached ones too, which are then pinned in
   // place) and inserts them pinned. Returns once the reads are issued; the
@@ -202,6 +209,17 @@ class Store {
   virtual std::string MetricsText() const = 0;
   // Port of the metrics endpoint, 0 if none is running.
   virtual uint16_t metrics_port() const = 0;
+
+  // For adapters, not a way to wait: the completion hook engram::AsyncGather
+  // (engram/asio.h) and the Python binding's gather_async are built on.
+  // Applications use GatherTicket::Wait() or AsyncGather. Starts a gather as
+  // StartGather does and calls `done` with its result on a thread of the
+  // store's completion pool (StoreOptions::completion_threads), or on the
+  // calling thread if the gather completes at once; `done` must only hand the
+  // result off, and must not drop the last reference to the Store (its
+  // teardown waits for that pool).
+  virtual void StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
+                           std::function<void(GatherResult)> done) = 0;
 };
 
 }  // namespace engram

@@ -78,7 +78,10 @@ API
         ``token_map`` (a token-map.u32 path or an integer array; None = raw token
         IDs) is used by ``stage``.
     ``record_bytes(table)``, ``row_count(table)``, ``stats()`` (a dict per table
-    name), ``metrics_text()`` (Prometheus text), ``metadata_json(table)``.
+    name: every counter of engram/counters.h, and ``cache_<name>`` for every
+    statistic of engram/cache_stats.h, refusals also per reason as
+    ``cache_refusals_<reason>``), ``metrics_text()`` (Prometheus text),
+    ``metadata_json(table)``.
     ``gather(table, row_ids, out) -> GatherResult`` with ``out`` uint8
     ``[len(row_ids), record_bytes]``.
     ``gather_async(table, row_ids, out) -> GatherHandle``: ``wait()`` (GIL

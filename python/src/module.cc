@@ -40,6 +40,29 @@ std::string Repr(const StageResult& r) {
   return buf;
 }
 
+// The tables every face of the statistics expands, as data: what
+// GatherResult's attributes, stats()'s keys and metrics_text()'s families
+// are made of, so a test can hold each face against them.
+void ExportStatsTables(py::module_& m) {
+  py::list gather_fields;
+  for (const GatherResultFieldInfo& field : kGatherResultFields) gather_fields.append(field.name);
+  m.attr("GATHER_RESULT_FIELDS") = py::tuple(gather_fields);
+  py::list cache_stats;
+  for (const CacheStatInfo& stat : kCacheStats) {
+    const char* kind = stat.kind == CacheStatKind::kCounter ? "counter"
+                       : stat.kind == CacheStatKind::kGauge ? "gauge"
+                                                            : "by_reason";
+    cache_stats.append(py::make_tuple(stat.name, stat.metric, kind));
+  }
+  m.attr("CACHE_STATS") = py::tuple(cache_stats);
+  py::list reasons;
+  for (const RefusalReasonInfo& reason : kRefusalReasons) reasons.append(reason.name);
+  m.attr("REFUSAL_REASONS") = py::tuple(reasons);
+  py::list counters;
+  for (const TableCounterInfo& counter : kTableCounters) counters.append(py::make_tuple(counter.name, counter.metric));
+  m.attr("TABLE_COUNTERS") = py::tuple(counters);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_engram_store, m) {
@@ -47,20 +70,12 @@ PYBIND11_MODULE(_engram_store, m) {
   RegisterErrors(m);
   InstallLibraryLogger();
 
-  py::class_<GatherResult>(m, "GatherResult", "What a gather did and how long the caller waited.")
-      .def_readonly("rows", &GatherResult::rows)
-      .def_readonly("distinct_rows", &GatherResult::distinct_rows)
-      .def_readonly("hits", &GatherResult::hits)
-      .def_readonly("misses", &GatherResult::misses)
-      .def_readonly("inserts", &GatherResult::inserts)
-      .def_readonly("refusals", &GatherResult::refusals)
-      .def_readonly("read_ahead_used", &GatherResult::read_ahead_used)
-      .def_readonly("blocks_read", &GatherResult::blocks_read)
-      .def_readonly("bytes_read", &GatherResult::bytes_read)
-      .def_readonly("wait_nanoseconds", &GatherResult::wait_nanoseconds)
-      .def_readonly("cache_nanoseconds", &GatherResult::cache_nanoseconds)
-      .def_readonly("disk_nanoseconds", &GatherResult::disk_nanoseconds)
-      .def("__repr__", [](const GatherResult& r) { return Repr(r); });
+  py::class_<GatherResult> gather_result(m, "GatherResult", "What a gather did and how long the caller waited.");
+  for (const GatherResultFieldInfo& field : kGatherResultFields) {
+    gather_result.def_readonly(field.name, field.member, field.help);
+  }
+  gather_result.def("__repr__", [](const GatherResult& r) { return Repr(r); });
+  ExportStatsTables(m);
 
   py::class_<StageResult>(m, "StageResult", "What a step's staging did, summed over its layers.")
       .def_readonly("tokens", &StageResult::tokens)

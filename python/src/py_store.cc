@@ -217,15 +217,14 @@ py::dict PyStore::Stats() const {
 #define ENGRAM_X(member, metric, unit, help) d[#member] = t.member;
     ENGRAM_TABLE_COUNTERS(ENGRAM_X)
 #undef ENGRAM_X
-    d["cache_lookups"] = t.cache.lookups;
-    d["cache_hits"] = t.cache.hits;
-    d["cache_misses"] = t.cache.misses;
-    d["cache_inserts"] = t.cache.inserts;
-    d["cache_evictions"] = t.cache.evictions;
-    d["cache_refusals"] = t.cache.total_refusals();
-    d["cache_resident_rows"] = t.cache.resident_rows;
-    d["cache_capacity_rows"] = t.cache.capacity_rows;
-    d["cache_memory_bytes"] = t.cache.memory_bytes;
+    for (const CacheStatInfo& stat : kCacheStats) {
+      const std::string key = std::string("cache_") + stat.name;
+      d[py::str(key)] = stat.Total(t.cache);
+      if (stat.kind != CacheStatKind::kByReason) continue;
+      for (const RefusalReasonInfo& reason : kRefusalReasons) {
+        d[py::str(key + "_" + reason.name)] = (t.cache.*stat.by_reason)[static_cast<int>(reason.reason)];
+      }
+    }
     d["cache_hit_rate"] = t.cache.hit_rate();
     all[py::str(t.name)] = d;
   }

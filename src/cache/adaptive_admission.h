@@ -33,7 +33,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "engram/cache_config.h"
+#include "src/cache/cache_config.h"
 #include "src/cache/frequency_sketch.h"
 #include "src/cache/ghost_history.h"
 #include "src/cache/set_hasher.h"

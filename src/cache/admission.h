@@ -22,8 +22,8 @@
 #include <cstdint>
 #include <variant>
 
-#include "engram/cache_config.h"
 #include "src/cache/adaptive_admission.h"
+#include "src/cache/cache_config.h"
 #include "src/cache/frequency_sketch.h"
 #include "src/cache/ghost_history.h"
 #include "src/cache/set_hasher.h"

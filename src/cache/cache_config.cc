@@ -6,7 +6,8 @@
 #include <system_error>
 #include <vector>
 
-#include "engram/cache_config.h"
+#include "engram/cache_policy.h"
+#include "src/cache/cache_config.h"
 
 namespace engram {
 namespace {
@@ -266,15 +267,6 @@ Status ApplyOverride(std::string_view spec, std::string_view key, std::string_vi
 
 }  // namespace
 
-const char* RefusalReasonName(RefusalReason r) {
-  switch (r) {
-    case RefusalReason::kLostAdmission: return "lost_admission";
-    case RefusalReason::kAllPinned: return "all_pinned";
-    case RefusalReason::kCount: break;
-  }
-  return "unknown";
-}
-
 Status RowCacheConfig::Validate() const {
   auto bad = [this](const std::string& what) {
     return Status::InvalidArgument("row cache config '" + name + "': " + what);
@@ -407,6 +399,11 @@ std::string RowCacheConfig::ToSpec() const {
     s += k.format(*this);
   }
   return s;
+}
+
+Result<std::string> CanonicalCachePolicy(std::string_view spec) {
+  ENGRAM_ASSIGN_OR_RETURN(RowCacheConfig config, RowCacheConfig::FromSpec(spec));
+  return config.ToSpec();
 }
 
 }  // namespace engram

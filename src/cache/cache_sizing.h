@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "engram/cache_config.h"
+#include "src/cache/cache_config.h"
 
 namespace engram::cache {
 

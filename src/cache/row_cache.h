@@ -30,8 +30,8 @@
 #include <memory>
 #include <span>
 
-#include "engram/cache_config.h"
 #include "engram/status.h"
+#include "src/cache/cache_config.h"
 
 namespace engram {
 

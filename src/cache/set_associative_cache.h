@@ -41,9 +41,9 @@
 #include <span>
 #include <vector>
 
-#include "engram/cache_config.h"
 #include "src/cache/admission.h"
 #include "src/cache/anonymous_memory.h"
+#include "src/cache/cache_config.h"
 #include "src/cache/cache_sizing.h"
 #include "src/cache/cuckoo_relocation.h"
 #include "src/cache/frequency_sketch.h"

@@ -7,7 +7,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "engram/cache_config.h"
+#include "engram/cache_stats.h"
 
 namespace engram::cache {
 

@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "engram/cache_config.h"
+#include "src/cache/cache_config.h"
 #include "src/cache/frequency_sketch.h"
 #include "src/cache/set_hasher.h"
 #include "src/cache/set_storage.h"

@@ -83,18 +83,9 @@ void WriteSized(const T& full, T* out) {
 void Fill(const engram::GatherResult& r, engram_gather_result* out) {
   if (!out) return;
   engram_gather_result full{};
-  full.rows = r.rows;
-  full.distinct_rows = r.distinct_rows;
-  full.hits = r.hits;
-  full.misses = r.misses;
-  full.inserts = r.inserts;
-  full.refusals = r.refusals;
-  full.read_ahead_used = r.read_ahead_used;
-  full.blocks_read = r.blocks_read;
-  full.bytes_read = r.bytes_read;
-  full.wait_nanoseconds = r.wait_nanoseconds;
-  full.cache_nanoseconds = r.cache_nanoseconds;
-  full.disk_nanoseconds = r.disk_nanoseconds;
+#define ENGRAM_X(member, help) full.member = r.member;
+  ENGRAM_GATHER_RESULT(ENGRAM_X)
+#undef ENGRAM_X
   WriteSized(full, out);
 }
 
@@ -243,18 +234,21 @@ engram_status engram_table_stats_get(const engram_store* store, size_t table, en
   engram_table_stats full{};
   full.row_count = s.row_count;
   full.record_bytes = s.record_bytes;
-  full.lookups = s.cache.lookups;
-  full.hits = s.cache.hits;
-  full.misses = s.cache.misses;
-  full.inserts = s.cache.inserts;
-  full.evictions = s.cache.evictions;
-  full.refusals = s.cache.total_refusals();
-  full.refusals_lost_admission = s.cache.refusals[int(engram::RefusalReason::kLostAdmission)];
-  full.refusals_all_pinned = s.cache.refusals[int(engram::RefusalReason::kAllPinned)];
-  full.relocations = s.cache.relocations;
-  full.capacity_rows = s.cache.capacity_rows;
-  full.resident_rows = s.cache.resident_rows;
-  full.pinned_rows = s.cache.pinned_rows;
+#define FILL_COUNTER(member) full.member = s.cache.member;
+#define FILL_GAUGE(member) full.member = s.cache.member;
+#define FILL_REASON(enumerator, name, help) \
+  full.refusals_##name = s.cache.refusals[static_cast<int>(engram::RefusalReason::enumerator)];
+#define FILL_BY_REASON(member)                      \
+  full.member = 0;                                  \
+  for (uint64_t n : s.cache.member) full.member += n; \
+  ENGRAM_REFUSAL_REASONS(FILL_REASON)
+#define ENGRAM_X(member, metric, kind, help) FILL_##kind(member)
+  ENGRAM_CACHE_STATS(ENGRAM_X)
+#undef ENGRAM_X
+#undef FILL_BY_REASON
+#undef FILL_REASON
+#undef FILL_GAUGE
+#undef FILL_COUNTER
 #define ENGRAM_X(member, metric, unit, help) full.member = s.member;
   ENGRAM_TABLE_COUNTERS(ENGRAM_X)
 #undef ENGRAM_X

@@ -5,7 +5,7 @@
 #include <memory>
 #include <thread>
 
-#include "engram/cache_config.h"
+#include "src/cache/cache_config.h"
 #include "src/cache/row_cache.h"
 #include "src/replay/reference_policies.h"
 #include "src/replay/side_area.h"

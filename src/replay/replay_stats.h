@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "engram/cache_config.h"
+#include "engram/cache_stats.h"
 
 namespace engram::replay {
 

@@ -134,7 +134,7 @@ StageResult StepStager::Stage(std::span<const uint32_t> history, std::span<const
   std::vector<GatherTicket> tickets;
   tickets.reserve(p.runs.size());
   for (const Plan::Run& run : p.runs) tickets.push_back(store_.StartGather(run.table, run.row_ids, run.dst, run.stride));
-  for (GatherTicket& ticket : tickets) Accumulate(p.result, store_.Wait(std::move(ticket)));
+  for (GatherTicket& ticket : tickets) Accumulate(p.result, ticket.Wait());
   p.result.wait_nanoseconds = NowNanoseconds() - p.start_nanoseconds;
   return std::move(p.result);
 }

@@ -217,8 +217,6 @@ void StoreImpl::StartGather(size_t table, std::span<const uint64_t> row_ids, std
   Begin(table, row_ids, dst, stride, std::move(done));
 }
 
-GatherResult StoreImpl::Wait(GatherTicket ticket) { return WaitForGather(std::move(ticket)); }
-
 Status StoreImpl::ReadAhead(size_t table, std::span<const uint64_t> row_ids) {
   if (table >= tables_.size()) return Status::InvalidArgument("read-ahead: no table " + std::to_string(table));
   const TableGeometry& g = tables_[table]->file->geometry();

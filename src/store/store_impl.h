@@ -42,7 +42,6 @@ class StoreImpl final : public Store {
 
   GatherTicket StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
                            size_t stride) override;
-  GatherResult Wait(GatherTicket ticket) override;
   void StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
                    std::function<void(GatherResult)> done) override;
 

@@ -19,28 +19,24 @@ MetricsSnapshot BuildStoreMetrics(const std::vector<TableStats>& tables, const i
              {{"version", ENGRAM_VERSION}, {"io_backend", backend}}, 1);
   for (const TableStats& t : tables) {
     const MetricLabels l{{"table", t.name}};
-    const RowCacheStats& c = t.cache;
-    m.AddCounter("engram_row_cache_lookups_total", "Row-cache lookups (each distinct row once per gather).", l,
-                 double(c.lookups));
-    m.AddCounter("engram_row_cache_hits_total", "Row-cache lookups that found the row.", l, double(c.hits));
-    m.AddCounter("engram_row_cache_misses_total", "Row-cache lookups that did not find the row.", l,
-                 double(c.misses));
-    m.AddCounter("engram_row_cache_inserts_total", "Missed rows the cache kept.", l, double(c.inserts));
-    m.AddCounter("engram_row_cache_evictions_total", "Resident rows removed to make room.", l, double(c.evictions));
-    for (int r = 0; r < int(RefusalReason::kCount); ++r) {
-      MetricLabels lr = l;
-      lr.push_back({"reason", RefusalReasonName(RefusalReason(r))});
-      m.AddCounter("engram_row_cache_refusals_total", "Missed rows the cache refused to keep, by reason.", lr,
-                   double(c.refusals[r]));
+    for (const CacheStatInfo& stat : kCacheStats) {
+      switch (stat.kind) {
+        case CacheStatKind::kCounter:
+          m.AddCounter(stat.metric, stat.help, l, double(t.cache.*stat.value));
+          break;
+        case CacheStatKind::kGauge:
+          m.AddGauge(stat.metric, stat.help, l, double(t.cache.*stat.value));
+          break;
+        case CacheStatKind::kByReason:
+          for (const RefusalReasonInfo& reason : kRefusalReasons) {
+            MetricLabels by_reason = l;
+            by_reason.push_back({"reason", reason.name});
+            m.AddCounter(stat.metric, stat.help, by_reason,
+                         double((t.cache.*stat.by_reason)[static_cast<int>(reason.reason)]));
+          }
+          break;
+      }
     }
-    m.AddCounter("engram_row_cache_relocations_total", "Residents moved to their other candidate set.", l,
-                 double(c.relocations));
-    m.AddGauge("engram_row_cache_capacity_rows", "Rows the table's cache can hold.", l, double(c.capacity_rows));
-    m.AddGauge("engram_row_cache_resident_rows", "Rows in the table's cache.", l, double(c.resident_rows));
-    m.AddGauge("engram_row_cache_pinned_rows", "Read-ahead rows pinned in the table's cache.", l,
-               double(c.pinned_rows));
-    m.AddGauge("engram_row_cache_memory_bytes", "Memory charged to the table's cache budget.", l,
-               double(c.memory_bytes));
     m.AddGauge("engram_row_cache_budget_bytes", "The table's share of the store's cache budget.", l,
                double(t.cache_budget_bytes));
 

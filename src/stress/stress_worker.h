@@ -209,8 +209,8 @@ class StressWorker {
     std::vector<std::byte> da(a.size() * sa, kCanary), db(b.size() * sb, kCanary);
     engram::GatherTicket ta = store_.StartGather(0, a, da.data(), sa);
     engram::GatherTicket tb = store_.StartGather(0, b, db.data(), sb);
-    GatherResult rb = store_.Wait(std::move(tb));
-    GatherResult ra = store_.Wait(std::move(ta));
+    GatherResult rb = tb.Wait();
+    GatherResult ra = ta.Wait();
     Inc(obs_.overlapped_gathers, 2);
     Check(a, sa, da, ra, true);
     Check(b, sb, db, rb, true);

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engram/cache_config.h"
+#include "src/cache/cache_config.h"
 #include "src/cache/row_cache.h"
 #include "src/ngram/scaled_layout.h"
 #include "storage/file_util.h"

@@ -40,7 +40,7 @@ Result<std::vector<RequestRunStats>> RunTracesThroughStore(
       }
       Status failed;
       for (size_t t = 0; t < traces.size(); ++t) {
-        GatherResult res = store.Wait(std::move(tickets[t]));
+        GatherResult res = tickets[t].Wait();
         if (!res.status.ok() && failed.ok()) failed = res.status;
         rs.rows += res.rows;
         rs.lookups += res.distinct_rows;

@@ -1,14 +1,18 @@
-// Row-cache configuration and statistics: the public face of src/cache/.
+// RowCacheConfig: every knob of the row cache's placement and admission.
 //
 // The cache is set-associative: a row may live only in the ways of its
 // candidate set(s), chosen by a hash of its row ID. Everything the report in
-// docs/ calls out is a knob here, and every row that is not kept is counted.
+// docs/ calls out is a knob here. The public face is the spec string that
+// parses into this struct (StoreOptions::cache_policy; the grammar is in
+// include/engram/cache_policy.h); the statistics are public in
+// include/engram/cache_stats.h.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "engram/cache_stats.h"
 #include "engram/status.h"
 
 namespace engram {
@@ -121,47 +125,6 @@ struct RowCacheConfig {
   static Result<RowCacheConfig> FromSpec(std::string_view spec);
   // The canonical key=value form (round-trips through FromSpec).
   std::string ToSpec() const;
-};
-
-// Why a missed row was not kept. Every miss is followed by exactly one insert
-// attempt, so misses == inserts + sum(refusals) at every quiescent point --
-// for a caller that offers every miss. The store offers every miss whose read
-// succeeded, so for a store's table misses == inserts + sum(refusals) +
-// StoreStats::failed_rows (rows whose read or checksum failed).
-// (An Insert that finds the row already present -- another thread inserted it
-// first, or a concurrent relocation hid it from the Lookup -- counts as an
-// insert, which is what keeps the identity exact under races.)
-enum class RefusalReason : uint8_t {
-  kLostAdmission = 0,   // the admission rule preferred the resident victim
-  kAllPinned,           // every candidate slot holds a pinned read-ahead row
-  kCount,
-};
-const char* RefusalReasonName(RefusalReason r);  // "lost_admission", "all_pinned"
-
-struct RowCacheStats {
-  uint64_t lookups = 0;
-  uint64_t hits = 0;
-  uint64_t misses = 0;
-  uint64_t inserts = 0;      // Insert() calls that kept the row (or found it present)
-  uint64_t evictions = 0;    // residents removed to make room (by Insert or InsertPinned)
-  uint64_t refusals[static_cast<int>(RefusalReason::kCount)] = {};  // Insert() refusals
-  uint64_t relocations = 0;  // residents moved to their other candidate set
-  // Read-ahead (InsertPinned) is counted apart from inserts/refusals so that
-  // misses == inserts + total_refusals() holds with or without read-ahead.
-  uint64_t pinned_inserts = 0;   // InsertPinned() calls that placed or pinned the row
-  uint64_t pinned_refusals = 0;  // InsertPinned() calls refused: every candidate slot pinned
-  uint64_t pinned_rows = 0;
-  uint64_t resident_rows = 0;
-  uint64_t capacity_rows = 0;
-  uint64_t memory_bytes = 0;     // everything charged to the budget
-  uint64_t overhead_bytes = 0;   // memory_bytes minus capacity_rows * row_bytes
-
-  uint64_t total_refusals() const {
-    uint64_t t = 0;
-    for (uint64_t r : refusals) t += r;
-    return t;
-  }
-  double hit_rate() const { return lookups ? double(hits) / double(lookups) : 0.0; }
 };
 
 }  // namespace engram
