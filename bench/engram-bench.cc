@@ -2,7 +2,7 @@
 //
 // Subcommands, one section each below (add a new one as a Register*Command
 // function plus one line in main; put its driver in the library, like
-// storage/io/read_benchmark.h, so this file stays a thin CLI):
+// src/iobench/read_benchmark.h, so this file stays a thin CLI):
 //   read    random 4 KiB block reads through the I/O backends
 //   gather  the row-cache report's five-request workload through a real store
 //           on generated tables: per request hit rate, evictions, refusals,
@@ -33,8 +33,8 @@
 #include "src/common/cli_checks.h"
 #include "src/common/logging.h"
 #include "src/common/stdout_written.h"
+#include "src/iobench/read_benchmark.h"
 #include "src/workload/report_workload.h"
-#include "storage/io/read_benchmark.h"
 #include "storage/table_file.h"
 
 namespace {

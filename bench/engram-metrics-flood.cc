@@ -20,8 +20,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "src/common/http_flood.h"
 #include "src/common/stdout_written.h"
-#include "tests/testing/http_flood.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"engram-metrics-flood: scrape success and latency while a client floods a metrics endpoint "

@@ -26,9 +26,9 @@
 #include <nlohmann/json.hpp>
 
 #include "engram/store.h"
+#include "src/iobench/read_benchmark.h"
 #include "storage/io/aligned_buffer.h"
 #include "storage/io/io_engine.h"
-#include "storage/io/read_benchmark.h"
 #include "storage/table_file.h"
 
 extern char** environ;

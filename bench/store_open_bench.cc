@@ -20,9 +20,9 @@
 #include <string>
 
 #include "engram/store.h"
-#include "storage/table_generator.h"
+#include "src/common/resident_memory.h"
+#include "src/tablegen/table_generator.h"
 #include "storage/table_writer.h"
-#include "tests/testing/resident_memory.h"
 
 using engram::testing::ResidentBytes;
 

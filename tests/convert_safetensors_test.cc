@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "src/common/resident_memory.h"
 #include "storage/safetensors_header.h"
 #include "storage/table_converter.h"
 #include "storage/table_file.h"
-#include "tests/testing/resident_memory.h"
 #include "tests/testing/safetensors_file.h"
 #include "tests/testing/temp_table.h"
 

@@ -1,4 +1,4 @@
-#include "src/common/log_rate_limiter.h"
+#include "src/store/log_rate_limiter.h"
 
 #include <gtest/gtest.h>
 

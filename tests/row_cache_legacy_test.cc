@@ -10,7 +10,7 @@
 
 #include "src/cache/row_cache.h"
 #include "src/cache/set_associative_cache.h"
-#include "tests/testing/resident_memory.h"
+#include "src/common/resident_memory.h"
 
 namespace engram {
 namespace {

@@ -29,12 +29,12 @@
 #include <chrono>
 #include <thread>
 
+#include "src/common/resident_memory.h"
 #include "src/store/budget_split.h"
 #include "src/store/store_impl.h"
 #include "storage/file_util.h"
 #include "storage/io/io_engine.h"
 #include "storage/table_file.h"
-#include "tests/testing/resident_memory.h"
 #include "tests/io_test_util.h"
 #include "tests/testing/temp_table.h"
 

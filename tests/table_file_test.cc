@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "engram/store.h"
+#include "src/common/resident_memory.h"
+#include "src/tablegen/row_generator.h"
 #include "storage/byte_order.h"
-#include "storage/row_generator.h"
 #include "storage/table_writer.h"
-#include "tests/testing/resident_memory.h"
 #include "tests/testing/temp_table.h"
 
 namespace engram {

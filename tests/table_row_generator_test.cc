@@ -1,7 +1,7 @@
 // The deterministic row generator: same (seed, row) -> same bytes, and the
-// bytes follow the definition documented in storage/row_generator.h (which
+// bytes follow the definition documented in src/tablegen/row_generator.h (which
 // other tools and languages may reimplement).
-#include "storage/row_generator.h"
+#include "src/tablegen/row_generator.h"
 
 #include <gtest/gtest.h>
 #include <xxhash.h>

@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "storage/row_generator.h"
+#include "src/tablegen/row_generator.h"
 #include "storage/table_file.h"
 #include "tests/testing/temp_table.h"
 

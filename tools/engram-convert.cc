@@ -8,8 +8,8 @@
 #include <spdlog/spdlog.h>
 
 #include "src/common/logging.h"
+#include "src/common/progress_meter.h"
 #include "storage/embedded_hash_layout.h"
-#include "storage/progress_meter.h"
 #include "storage/reference_writer.h"
 #include "storage/table_converter.h"
 #include "storage/temp_file_cleanup.h"

@@ -1,5 +1,5 @@
 // engram-gen: writes a synthetic Engram table whose row r holds
-// GenerateRow(seed, r) (storage/row_generator.h), so any reader can check
+// GenerateRow(seed, r) (src/tablegen/row_generator.h), so any reader can check
 // any row byte for byte. --emit-rows prints generator bytes without writing a
 // table (for scripts that check what a table returns).
 #include <unistd.h>
@@ -13,11 +13,11 @@
 #include <spdlog/spdlog.h>
 
 #include "src/common/logging.h"
+#include "src/common/progress_meter.h"
 #include "src/common/stdout_written.h"
+#include "src/tablegen/row_generator.h"
+#include "src/tablegen/table_generator.h"
 #include "storage/embedded_hash_layout.h"
-#include "storage/progress_meter.h"
-#include "storage/row_generator.h"
-#include "storage/table_generator.h"
 #include "storage/temp_file_cleanup.h"
 
 namespace {

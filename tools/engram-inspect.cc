@@ -16,8 +16,8 @@
 
 #include "storage/bounded_json.h"
 #include "src/common/logging.h"
+#include "src/common/progress_meter.h"
 #include "src/common/stdout_written.h"
-#include "storage/progress_meter.h"
 #include "storage/table_file.h"
 
 namespace {

@@ -17,7 +17,7 @@
 #include "engram/counters.h"
 #include "engram/store.h"
 #include "src/cache/row_cache.h"
-#include "src/common/log_rate_limiter.h"
+#include "src/store/log_rate_limiter.h"
 #include "storage/io/io_engine.h"
 #include "storage/table_file.h"
 

@@ -17,10 +17,10 @@
 #include "src/stress/observations.h"
 #include "src/stress/stress_worker.h"
 #include "src/stress/truncation_run.h"
+#include "src/tablegen/row_generator.h"
+#include "src/tablegen/table_generator.h"
 #include "storage/io/fault_injection_engine.h"
-#include "storage/row_generator.h"
 #include "storage/table_file.h"
-#include "storage/table_generator.h"
 
 namespace engram::stress {
 

@@ -4,7 +4,7 @@
 // never poison the cache; the store keeps serving other rows.
 //
 // It generates a small synthetic table (row r = GenerateRow(seed, r), see
-// storage/row_generator.h) in a temporary directory (or uses the config's
+// src/tablegen/row_generator.h) in a temporary directory (or uses the config's
 // table), opens a Store with a small cache (so evictions and relocations
 // never stop) over an I/O engine wrapped in io::FaultInjectionEngine, and runs
 // StressWorker threads. At the end a sweep gathers sample rows until they

@@ -16,7 +16,7 @@
 #include "engram/store.h"
 #include "src/stress/observations.h"
 #include "src/stress/stress_config.h"
-#include "storage/row_generator.h"
+#include "src/tablegen/row_generator.h"
 
 namespace engram::stress {
 

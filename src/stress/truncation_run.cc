@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "engram/store.h"
-#include "storage/row_generator.h"
+#include "src/tablegen/row_generator.h"
 
 namespace engram::stress {
 namespace {

@@ -10,9 +10,9 @@
 #include "src/cache/cache_config.h"
 #include "src/cache/row_cache.h"
 #include "src/ngram/scaled_layout.h"
+#include "src/tablegen/table_generator.h"
 #include "storage/file_util.h"
 #include "storage/table_file.h"
-#include "storage/table_generator.h"
 
 namespace engram {
 namespace {

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "engram/status.h"
-#include "storage/row_generator.h"
-#include "storage/table_generator.h"
+#include "src/tablegen/row_generator.h"
+#include "src/tablegen/table_generator.h"
 
 namespace engram::testing {
 

@@ -25,6 +25,22 @@
 
 namespace engram::testing {
 
+// A non-blocking socket connecting to 127.0.0.1:port (it may still be
+// connecting on return), or -1.
+inline int StartLoopbackConnect(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 && errno != EINPROGRESS) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 enum class FloodMode {
   kIdle,       // connect, then send nothing
   kSlowloris,  // connect, then one byte of a never-ending request header per second
@@ -56,16 +72,8 @@ class ConnectionFlood {
  private:
   // Non-blocking connect; the socket may still be connecting on return.
   int Open() {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    const int fd = StartLoopbackConnect(port_);
     if (fd < 0) return -1;
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(port_);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 && errno != EINPROGRESS) {
-      close(fd);
-      return -1;
-    }
     connects_.fetch_add(1);
     return fd;
   }
@@ -137,19 +145,13 @@ inline double TimedScrape(uint16_t port, const std::string& path, std::chrono::m
     return int(std::max<int64_t>(
         0, std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now()).count()));
   };
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int fd = StartLoopbackConnect(port);
   if (fd < 0) return -1;
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 || errno == EINPROGRESS;
-  if (ok) {
-    pollfd p{fd, POLLOUT, 0};
-    int error = 0;
-    socklen_t len = sizeof error;
-    ok = poll(&p, 1, remaining_ms()) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 && error == 0;
-  }
+  pollfd connecting{fd, POLLOUT, 0};
+  int error = 0;
+  socklen_t len = sizeof error;
+  bool ok = poll(&connecting, 1, remaining_ms()) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 &&
+            error == 0;
   const std::string request = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
   ok = ok && send(fd, request.data(), request.size(), MSG_NOSIGNAL) == ssize_t(request.size());
   std::string answer;

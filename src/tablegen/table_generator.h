@@ -1,5 +1,5 @@
 // GenerateTable: writes a synthetic table whose row r is GenerateRow(seed, r)
-// (storage/row_generator.h), in large sequential batches with bounded memory.
+// (src/tablegen/row_generator.h), in large sequential batches with bounded memory.
 // Used by engram-gen, the demo, benchmarks and tests.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "storage/io/read_benchmark.h"
+#include "src/iobench/read_benchmark.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,10 +1,10 @@
-#include "storage/table_generator.h"
+#include "src/tablegen/table_generator.h"
 
 #include <sys/statvfs.h>
 
 #include <filesystem>
 
-#include "storage/row_generator.h"
+#include "src/tablegen/row_generator.h"
 #include "storage/table_format.h"
 #include "storage/table_writer.h"
 

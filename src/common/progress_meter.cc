@@ -1,4 +1,4 @@
-#include "storage/progress_meter.h"
+#include "src/common/progress_meter.h"
 
 #include <unistd.h>
 

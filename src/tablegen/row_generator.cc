@@ -1,4 +1,4 @@
-#include "storage/row_generator.h"
+#include "src/tablegen/row_generator.h"
 
 #include <xxhash.h>
 

@@ -1,5 +1,6 @@
-// Test helpers: how much memory this process really holds (RSS), so a test
-// can pin that an operation commits at most a small multiple of its input.
+// How much memory this process really holds (RSS): tests pin with it that an
+// operation commits at most a small multiple of its input, and benchmarks
+// (bench/store_open_bench.cc) report it.
 #pragma once
 
 #include <sys/wait.h>
