@@ -24,7 +24,7 @@ make_tree() {
   printf '#include <liburing.h>\n#include "engram/status.h"\n#include "engram/hasher.h"\n#include "storage/io/io_engine.h"\n' \
     > storage/table_file.cc
   printf '#include "storage/table_file.h"\n' > storage/io/io_engine.cc
-  printf '#include <sys/mman.h>\n#include "engram/cache_config.h"\n#include "src/cache/row_cache.h"\n' > src/cache/row_cache.cc
+  printf '#include <sys/mman.h>\n#include "engram/cache_stats.h"\n#include "src/cache/row_cache.h"\n' > src/cache/row_cache.cc
   printf '#include "engram/store.h"\n#include "src/cache/row_cache.h"\n#include "src/metrics/http_endpoint.h"\n' > src/store/store_impl.cc
   printf '#include "src/ngram/scaled_layout.h"\n#include "storage/table_file.h"\n#include "src/store/log_rate_limiter.h"\n' \
     >> src/store/store_impl.cc
