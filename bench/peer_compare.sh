@@ -2,17 +2,14 @@
 # Compares the row-cache presets with published online cache algorithms on
 # the same lookups, text by text, at the matched capacity (distinct rows /
 # 0.78, the report's fill), half and a quarter of it.
-#   LIBCACHESIM_SRC=/path/to/libCacheSim bench/peer_compare.sh [BUILD_DIR] [OUT_DIR]
 #   CACHESIM=/path/to/cachesim bench/peer_compare.sh [BUILD_DIR] [OUT_DIR]
 #
 # The peers are libCacheSim's (github.com/1a1a11a/libCacheSim, the simulator
 # of the S3-FIFO and SIEVE authors), all fully associative: 23 online
-# configurations (peers=(...) below) run by its `cachesim` tool. With
-# LIBCACHESIM_SRC naming a local libCacheSim checkout, the script builds
-# cachesim from it (Release, tests off) into ENGRAM_PEER_WORK/libcachesim-build,
-# installing what that needs (scripts/install-deps.sh --libcachesim: glib and
-# zstd besides cmake); CACHESIM names a cachesim already built instead. The script
-# does not fetch libCacheSim (the figures in bench/RESULTS.md use aa0fc40).
+# configurations (peers=(...) below) run by its `cachesim` tool. CACHESIM
+# names a cachesim binary you built yourself from libCacheSim: this project
+# neither fetches nor builds third-party code (the figures in bench/RESULTS.md
+# used a cachesim built from libCacheSim aa0fc40).
 #
 # Texts: the shared deepspeed requests (tests/fixtures/traces/deepspeed) and
 # the unseen slices bench/unseen_text.sh cuts from three other documentation
@@ -36,32 +33,27 @@
 # text: lookups, cachesim's trace and results) go to ENGRAM_PEER_WORK/TEXT
 # (default ~/.cache/engram-store/peer_compare). Runs under nice.
 set -euo pipefail
+usage='usage: CACHESIM=/path/to/cachesim bench/peer_compare.sh [BUILD_DIR] [OUT_DIR]
+CACHESIM is a libCacheSim cachesim binary you built yourself
+(github.com/1a1a11a/libCacheSim); this script does not fetch or build it.
+See the comment at the top of bench/peer_compare.sh for the texts, peers and
+ENGRAM_PEER_* settings.'
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  echo "$usage"
+  exit 0
+fi
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
 out=${2:-$here/bench/plots}
 cachesim=${CACHESIM:-}
+[[ -n "$cachesim" && -x "$cachesim" ]] || {
+  echo "set CACHESIM to a cachesim binary built from libCacheSim (github.com/1a1a11a/libCacheSim);" \
+    "this script does not fetch or build it${cachesim:+ (CACHESIM=$cachesim is not an executable)}" >&2
+  exit 2
+}
 [[ -x "$build/engram-replay" ]] || { echo "no $build/engram-replay: build first (scripts/build.sh)" >&2; exit 2; }
 work=${ENGRAM_PEER_WORK:-${XDG_CACHE_HOME:-$HOME/.cache}/engram-store/peer_compare}
 mkdir -p "$out" "$work"
-if [[ -z "$cachesim" && -n "${LIBCACHESIM_SRC:-}" ]]; then
-  [[ -f "$LIBCACHESIM_SRC/CMakeLists.txt" && -d "$LIBCACHESIM_SRC/libCacheSim/bin/cachesim" ]] || {
-    echo "LIBCACHESIM_SRC=$LIBCACHESIM_SRC is not a libCacheSim checkout (no CMakeLists.txt, libCacheSim/bin/cachesim)" >&2
-    exit 2
-  }
-  "$here/scripts/install-deps.sh" --libcachesim
-  lcs_build=$work/libcachesim-build
-  echo "== building cachesim from $LIBCACHESIM_SRC into $lcs_build" >&2
-  cmake -S "$LIBCACHESIM_SRC" -B "$lcs_build" -DCMAKE_BUILD_TYPE=Release -DENABLE_TESTS=OFF >"$work/libcachesim-build.log" 2>&1 &&
-    cmake --build "$lcs_build" -j "$(nproc)" --target cachesim >>"$work/libcachesim-build.log" 2>&1 || {
-    echo "building cachesim failed; see $work/libcachesim-build.log" >&2
-    exit 2
-  }
-  cachesim=$lcs_build/bin/cachesim
-fi
-[[ -n "$cachesim" && -x "$cachesim" ]] || {
-  echo "set LIBCACHESIM_SRC to a libCacheSim checkout (the script builds cachesim), or CACHESIM to a cachesim binary" >&2
-  exit 2
-}
 cachesim=$(realpath "$cachesim")
 
 # Online peers: label, cachesim algorithm, eviction parameters ("" = its defaults).

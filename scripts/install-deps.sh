@@ -16,7 +16,6 @@ for extra in "$@"; do
   case "$extra" in
     --fuzz) PACKAGES+=(clang libclang-rt-14-dev) ;;
     --prometheus) PACKAGES+=(prometheus) ;;
-    --libcachesim) PACKAGES+=(libglib2.0-dev libzstd-dev) ;;  # bench/peer_compare.sh builds its cachesim
     *) echo "install-deps: unknown option $extra" >&2; exit 2 ;;
   esac
 done
