@@ -9,7 +9,7 @@
 # configurations (peers=(...) below) run by its `cachesim` tool. CACHESIM
 # names a cachesim binary you built yourself from libCacheSim: this project
 # neither fetches nor builds third-party code (the figures in bench/RESULTS.md
-# used a cachesim built from libCacheSim aa0fc40).
+# and docs/lab-notes/ used a cachesim built from libCacheSim aa0fc40).
 #
 # Texts: the shared deepspeed requests (tests/fixtures/traces/deepspeed) and
 # the unseen slices bench/unseen_text.sh cuts from three other documentation

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates the "Hasher and replay" tables of bench/RESULTS.md: the five
+# Regenerates the replay tables of bench/RESULTS.md and
+# docs/lab-notes/2026-11-30-engram-replay-on-the-deepspeed-trace.md: the five
 # deepspeed requests of tests/fixtures/traces/README (identity token map, V4.1
 # layout layer 0) replayed at the matched capacity (1,398,612 rows), half and
 # quarter capacity, plus a miss-ratio curve (CSV + PNG in bench/plots/).
@@ -23,7 +24,7 @@ replay=("$build/engram-replay" --layout "$here/tests/fixtures/engram-hash/layout
   --csv "$out/replay_miss_ratio.csv" --plot "$out/replay_miss_ratio.png" | tee "$out/replay_report.txt"
 echo "wrote $out/replay_report.txt, $out/replay_miss_ratio.csv, $out/replay_miss_ratio.png" >&2
 
-# ---- Default policy: the tables of bench/RESULTS.md "Default policy".
+# ---- Default policy: the tables of the lab notes' "Default policy" rounds (docs/lab-notes/).
 # Identity map, all policies at matched / half / quarter capacity; then legacy, default and
 # belady on the compressed token map and on an unseen slice of the same corpus
 # (tokens.u32: A = tokens 125,000..144,999, B = 150,000..209,999, A'/B'/A'' with their first

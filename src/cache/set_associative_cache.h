@@ -131,8 +131,9 @@ class SetAssociativeRowCache final : public RowCache {
   // any shape (kWays = 0, the layout read at run time). With the shape fixed
   // at compile time the offsets, the stride and the key compare are
   // constants, and the set's header needs no branch on its width: a hit runs
-  // about a tenth fewer instructions (bench/RESULTS.md). LookupBatch picks
-  // the instantiation once per batch.
+  // about a tenth fewer instructions
+  // (docs/lab-notes/2026-12-02-fast-device-the-batch-lookup-per-set-shape.md).
+  // LookupBatch picks the instantiation once per batch.
   template <uint32_t kWays>
   const SetLayout& LayoutFor() const {
     if constexpr (kWays == 0) {
