@@ -1,5 +1,5 @@
 // hit_ceiling: how close can ANY cache of the row cache's shape come to a flat
-// memcpy gather? An experiment, not part of the build.
+// memcpy gather? An experiment, built with -DENGRAM_BUILD_EXPERIMENTS=ON.
 //
 // It rebuilds, in ~200 lines and without statistics, pins, clock upkeep or a
 // store around it, only what a hit of the `default` preset must touch:
@@ -14,9 +14,11 @@
 // (huge pages) as the memcpy baseline. Lookups are software-pipelined as
 // LookupBatch is (index 8 rows ahead, payload 4 ahead).
 //
-// Build and run (the figures are in bench/RESULTS.md):
+// Build and run (the figures are in
+// docs/lab-notes/2026-12-02-fast-device-the-hit-path-s-ceiling-measured.md):
+//   cmake --build build --target hit_ceiling && build/hit_ceiling
+// or on its own, without the library:
 //   g++ -O2 -std=c++20 -DXXH_INLINE_ALL bench/experiments/hit_ceiling.cc -o /tmp/hit_ceiling
-//   /tmp/hit_ceiling
 // -DEXTRA_HASHES=K adds K XXH3s of 8 bytes per row (no memory touched), to
 // see what extra instructions per row cost when the lines are in flight.
 // SECONDS_EACH=S runs one round of S seconds per variant (for callgrind;

@@ -2,11 +2,10 @@
 // public Store API, with a fixed number of gathers, so that callgrind's count
 // does not depend on how fast the machine is (bench/gather_instructions.sh
 // times two runs and subtracts them, which goes wrong while other work loads
-// the machine). An experiment, not part of the build; bench/RESULTS.md has
-// its figures.
-//   g++ -O2 -g -std=c++20 -I. -Iinclude bench/experiments/hit_instructions.cc \
-//       build/libengram.a -lxxhash -luring -lspdlog -lfmt -lpthread -o /tmp/hit_instructions
-//   valgrind --tool=callgrind --toggle-collect='TimedHits*' /tmp/hit_instructions TABLE 24 20000
+// the machine). An experiment, built with -DENGRAM_BUILD_EXPERIMENTS=ON; its
+// figures are in docs/lab-notes/2026-12-03-row-cache-peer-comparison-on-eight-texts-and-a-default-with-one.md.
+//   cmake --build build --target hit_instructions
+//   valgrind --tool=callgrind --toggle-collect='TimedHits*' build/hit_instructions TABLE 24 20000
 // then instructions per row = callgrind's "refs" / (24 * 20000). TABLE is a
 // block table (engram-gen); up to 65,536 of its rows are made resident first
 // (the pread backend: valgrind does not emulate io_uring).
@@ -28,6 +27,10 @@ __attribute__((noinline)) uint64_t TimedHits(Store& s, const std::vector<uint64_
   return hits;
 }
 int main(int argc, char** argv) {
+  if (argc != 4 || atoi(argv[2]) <= 0 || atoi(argv[3]) <= 0) {
+    std::fprintf(stderr, "usage: %s TABLE ROWS_PER_GATHER GATHERS\n", argv[0]);
+    return 2;
+  }
   const size_t n = atoi(argv[2]); const int gathers = atoi(argv[3]);
   StoreOptions o; TableOptions t; t.path = argv[1]; o.tables = {t}; o.cache_bytes = 70ull << 20;
   o.cache_policy = "default";

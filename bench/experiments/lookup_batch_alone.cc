@@ -2,11 +2,9 @@
 // gather plan, ticket or counters) against a flat memcpy gather, in
 // engram-bench hit's default geometry (a 66 MiB `default` cache holding
 // 65,536 rows of a 2 M-row table; the flat array is the whole table). An
-// experiment, not part of the build; bench/RESULTS.md ("the hit path's
-// ceiling") has its figures. After building the library (scripts/build.sh):
-//   g++ -O2 -std=c++20 -I. -Iinclude bench/experiments/lookup_batch_alone.cc
-//       build/libengram.a -lxxhash -lpthread -o /tmp/lookup_batch_alone
-//   /tmp/lookup_batch_alone
+// experiment, built with -DENGRAM_BUILD_EXPERIMENTS=ON; its figures are in
+// docs/lab-notes/2026-12-02-fast-device-the-hit-path-s-ceiling-measured.md.
+//   cmake --build build --target lookup_batch_alone && build/lookup_batch_alone
 #include <sys/mman.h>
 #include <algorithm>
 #include <chrono>

@@ -4,12 +4,10 @@
 // drifts by tens of percent from minute to minute (this VM's virtio disk)
 // moves both alike. engram-bench miss measures the two one after the other.
 // Also prints the store's readiness split (cache and disk parts of the wait).
-// An experiment, not part of the build; bench/RESULTS.md has its figures.
-//
-// After building the library (scripts/build.sh):
-//   g++ -O2 -std=c++20 -I. -Iinclude bench/experiments/small_gather_latency.cc \
-//       build/libengram.a -lxxhash -luring -lspdlog -lfmt -lpthread -o /tmp/small_gather_latency
-//   /tmp/small_gather_latency TABLE [ROWS] [PASSES]
+// An experiment, built with -DENGRAM_BUILD_EXPERIMENTS=ON; its figures are in
+// docs/lab-notes/2026-12-03-fast-device-where-the-rest-goes-on-the-amd-host-measured.md.
+//   cmake --build build --target small_gather_latency
+//   build/small_gather_latency TABLE [ROWS] [PASSES]
 // TABLE is a block table (engram-gen); each pass opens a fresh store (an
 // empty cache) and reads blocks no pass has read before.
 #include <algorithm>
