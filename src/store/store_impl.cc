@@ -116,7 +116,15 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
                  t.file->record_bytes(), t.cache_budget_bytes, t.cache->capacity_rows(), cache_config.ToSpec());
   }
   if (!options.trace_path.empty()) {
-    ENGRAM_ASSIGN_OR_RETURN(store->trace_, TraceWriter::Open(options.trace_path));
+    // The trace must not be any file the store reads.
+    std::vector<std::string> inputs;
+    for (const auto& t : store->tables_) {
+      inputs.push_back(t->file->path());
+      if (t->file->is_reference()) {
+        for (const ReferenceShard& shard : t->file->reference()->shards()) inputs.push_back(shard.path);
+      }
+    }
+    ENGRAM_ASSIGN_OR_RETURN(store->trace_, TraceWriter::Open(options.trace_path, inputs));
   }
   if (!options.metrics_listen.empty()) {
     ENGRAM_ASSIGN_OR_RETURN(HttpEndpointOptions http, ParseListenAddress(options.metrics_listen));
@@ -131,7 +139,11 @@ StoreImpl::~StoreImpl() {
   if (engine_) engine_->Shutdown();  // every pending callback has run after this
   // ... and posted its disk phase here: drain it while the tables still exist.
   if (completion_pool_) completion_pool_->join();
-  if (trace_) (void)trace_->Flush();
+  if (trace_) {
+    // The store has no other way to report it: the log says the trace is
+    // missing or incomplete, and why.
+    if (Status s = trace_->Close(); !s.ok()) spdlog::error("store: the gather trace was not saved: {}", s.ToString());
+  }
 }
 
 Result<size_t> StoreImpl::FindTable(const std::string& name) const {
@@ -275,7 +287,15 @@ TableStats StoreImpl::Stats(size_t table) const {
 std::string StoreImpl::MetricsText() const {
   std::vector<TableStats> stats;
   for (size_t i = 0; i < tables_.size(); ++i) stats.push_back(Stats(i));
-  return BuildStoreMetrics(stats, engine_->Stats(), io::IoBackendName(engine_->backend())).ToPrometheusText();
+  MetricsSnapshot m = BuildStoreMetrics(stats, engine_->Stats(), io::IoBackendName(engine_->backend()));
+  if (trace_) {
+    m.AddCounter("engram_store_trace_gathers_total",
+                 "Gathers of the trace capture (StoreOptions::trace_path) written to the file, and lost to a "
+                 "write error (logged).",
+                 {{"outcome", "written"}}, double(trace_->written_gathers()));
+    m.AddCounter("engram_store_trace_gathers_total", "", {{"outcome", "lost"}}, double(trace_->lost_gathers()));
+  }
+  return m.ToPrometheusText();
 }
 
 }  // namespace engram
