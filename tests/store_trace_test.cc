@@ -2,8 +2,6 @@
 // file the store reads, never truncates an existing file while the store
 // runs, and a trace that cannot be written is reported (log and metrics),
 // never silently lost.
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,8 +15,10 @@
 #include <gtest/gtest.h>
 
 #include "engram/store.h"
+#include "src/metrics/http_endpoint.h"
 #include "storage/reference_writer.h"
 #include "storage/table_converter.h"
+#include "tests/testing/captured_log.h"
 #include "tests/testing/safetensors_file.h"
 #include "tests/testing/temp_table.h"
 
@@ -36,25 +36,6 @@ std::string FileBytes(const std::string& path) {
   return ss.str();
 }
 
-// Routes spdlog's default logger into a string for the object's lifetime.
-class CapturedLog {
- public:
-  CapturedLog()
-      : previous_(spdlog::default_logger()),
-        logger_(std::make_shared<spdlog::logger>("captured", std::make_shared<spdlog::sinks::ostream_sink_mt>(out_))) {
-    spdlog::set_default_logger(logger_);
-  }
-  ~CapturedLog() { spdlog::set_default_logger(previous_); }
-  std::string text() {
-    logger_->flush();
-    return out_.str();
-  }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::logger> previous_;
-  std::shared_ptr<spdlog::logger> logger_;
-};
 
 // The value of a sample line "NAME VALUE" in a metrics text, or -1.
 double Sample(const std::string& text, const std::string& name) {
@@ -159,10 +140,26 @@ TEST_F(StoreTraceTest, ExistingFileIsReplacedOnlyByTheCompleteTraceAtClose) {
   }
 }
 
+TEST_F(StoreTraceTest, StoreThatFailsToOpenLeavesAnExistingTraceAsItWas) {
+  const std::string trace = dir_.File("trace.txt");
+  testing::WriteFile(trace, "an earlier trace\n");
+  // The metrics port is taken: Open fails after the trace was opened.
+  auto taken = MetricsHttpEndpoint::Start(HttpEndpointOptions{.port = 0}, [] { return std::string(); });
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  StoreOptions o = Options(trace);
+  o.metrics_listen = "127.0.0.1:" + std::to_string((*taken)->port());
+  auto store = Store::Open(o);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(FileBytes(trace), "an earlier trace\n");
+  for (const auto& e : std::filesystem::directory_iterator(dir_.path())) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+  }
+}
+
 TEST_F(StoreTraceTest, TraceWriteErrorsOnDevFullAreLoggedAndCounted) {
   struct stat st {};
   if (::stat("/dev/full", &st) != 0 || !S_ISCHR(st.st_mode)) GTEST_SKIP() << "no /dev/full";
-  CapturedLog log;
+  testing::CapturedLog log;
   {
     auto store = Store::Open(Options("/dev/full"));
     ASSERT_TRUE(store.ok()) << store.status().ToString();
@@ -187,7 +184,7 @@ TEST_F(StoreTraceTest, TraceWriteErrorsOnDevFullAreLoggedAndCounted) {
 }
 
 TEST_F(StoreTraceTest, TraceToDevNullIsWrittenWithoutErrors) {
-  CapturedLog log;
+  testing::CapturedLog log;
   {
     auto store = Store::Open(Options("/dev/null"));
     ASSERT_TRUE(store.ok()) << store.status().ToString();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "src/store/budget_split.h"
 #include "src/store/gather_operation.h"
@@ -115,6 +116,13 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
     spdlog::info("store: table {} ({} rows of {} B) cache {} B = {} rows, policy {}", t.name, t.file->row_count(),
                  t.file->record_bytes(), t.cache_budget_bytes, t.cache->capacity_rows(), cache_config.ToSpec());
   }
+  // Every check that can fail comes before the trace is opened: a store that
+  // does not open leaves no trace file.
+  std::optional<HttpEndpointOptions> http;
+  if (!options.metrics_listen.empty()) {
+    ENGRAM_ASSIGN_OR_RETURN(HttpEndpointOptions parsed, ParseListenAddress(options.metrics_listen));
+    http = parsed;
+  }
   if (!options.trace_path.empty()) {
     // The trace must not be any file the store reads.
     std::vector<std::string> inputs;
@@ -126,10 +134,14 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
     }
     ENGRAM_ASSIGN_OR_RETURN(store->trace_, TraceWriter::Open(options.trace_path, inputs));
   }
-  if (!options.metrics_listen.empty()) {
-    ENGRAM_ASSIGN_OR_RETURN(HttpEndpointOptions http, ParseListenAddress(options.metrics_listen));
+  if (http) {
     StoreImpl* raw = store.get();
-    ENGRAM_ASSIGN_OR_RETURN(store->endpoint_, MetricsHttpEndpoint::Start(http, [raw] { return raw->MetricsText(); }));
+    auto endpoint = MetricsHttpEndpoint::Start(*http, [raw] { return raw->MetricsText(); });
+    if (!endpoint.ok()) {
+      if (store->trace_) store->trace_->Discard();
+      return endpoint.status();
+    }
+    store->endpoint_ = std::move(endpoint).value();
   }
   return store;
 }

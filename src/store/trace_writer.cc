@@ -70,6 +70,12 @@ Result<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string& path,
 }
 
 TraceWriter::~TraceWriter() {
+  bool closed;
+  {
+    std::lock_guard lock(mu_);
+    closed = closed_;
+  }
+  if (closed) return;  // whoever closed it was told how it went
   if (Status s = Close(); !s.ok()) spdlog::error("store: the gather trace was not saved: {}", s.ToString());
 }
 
@@ -144,6 +150,15 @@ Status TraceWriter::Close() {
     UnregisterTempFile(temp_token_);
   }
   return error_;
+}
+
+void TraceWriter::Discard() {
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return;
+    if (error_.ok()) error_ = Status::Cancelled("trace file " + path_ + ": discarded");
+  }
+  (void)Close();  // with error_ set: writes nothing, removes the temporary
 }
 
 uint64_t TraceWriter::written_gathers() const {

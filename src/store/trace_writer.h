@@ -54,6 +54,9 @@ class TraceWriter {
   // error the temporary is removed. Idempotent: a second call returns the
   // same status.
   Status Close();
+  // Closes without keeping anything: the temporary is removed, an existing
+  // file at the path is left as it was. For a store whose Open failed.
+  void Discard();
 
   const std::string& path() const { return path_; }
   // Gathers whose lines reached the file (the kernel took them), and those
