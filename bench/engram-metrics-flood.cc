@@ -1,11 +1,12 @@
 // engram-metrics-flood: how well a metrics endpoint on this machine keeps
 // serving scrapes while one client holds many connections to it open.
 //
-//   engram-metrics-flood --port P [--connections 1000] [--mode idle|slowloris] [--json]
+//   engram-metrics-flood --port P [--connections 1000] [--mode idle|slowloris|pipeline] [--json]
 //
 // Holds --connections sockets to 127.0.0.1:P open (reopening each as the
 // server closes it; "slowloris" sends one byte of an endless request header
-// per second on each), waits --warmup-ms, then scrapes /metrics on fresh
+// per second on each, "pipeline" sends GET requests back to back and never
+// reads an answer), waits --warmup-ms, then scrapes /metrics on fresh
 // connections from --threads threads and reports the share that got a
 // complete 200 within --deadline-ms, with p50/p99 latency. Loopback only,
 // and bounded: at most --max-seconds of scraping, then the flood stops.
@@ -39,8 +40,10 @@ int main(int argc, char** argv) {
   app.add_option("--port", port, "The endpoint's port on 127.0.0.1")->required()->check(CLI::Range(1, 65535));
   app.add_option("--connections", connections, "Connections the flood holds open")
       ->capture_default_str()->check(CLI::Range(size_t(0), size_t(100000)));
-  app.add_option("--mode", mode, "idle: send nothing; slowloris: one header byte per second")
-      ->capture_default_str()->check(CLI::IsMember({"idle", "slowloris"}));
+  app.add_option("--mode", mode,
+                 "idle: send nothing; slowloris: one header byte per second; pipeline: requests back to back, "
+                 "answers never read")
+      ->capture_default_str()->check(CLI::IsMember({"idle", "slowloris", "pipeline"}));
   app.add_option("--threads", threads, "Concurrent scrapers")->capture_default_str()->check(CLI::Range(1, 64));
   app.add_option("--scrapes-per-thread", scrapes_per_thread, "Scrapes by each scraper")
       ->capture_default_str()->check(CLI::Range(1, 100000));
@@ -67,7 +70,8 @@ int main(int argc, char** argv) {
   }
 
   const auto flood_mode = mode == "slowloris" ? engram::testing::FloodMode::kSlowloris
-                                              : engram::testing::FloodMode::kIdle;
+                          : mode == "pipeline" ? engram::testing::FloodMode::kPipelineNeverRead
+                                               : engram::testing::FloodMode::kIdle;
   engram::testing::ConnectionFlood flood(uint16_t(port), connections, flood_mode);
   std::this_thread::sleep_for(std::chrono::milliseconds(warmup_ms));
   engram::testing::ScrapePlan plan;

@@ -1,9 +1,7 @@
 #include "storage/embedded_hash_layout.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "storage/bounded_json.h"
+#include "storage/file_util.h"
 #include "storage/layout_json.h"
 
 namespace engram {
@@ -40,11 +38,8 @@ Result<json> SelectLayerHashLayout(const json& doc, int64_t layer_id) {
 }
 
 Result<json> LoadLayerHashLayout(const std::string& path, int64_t layer_id) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("cannot open hash layout file " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto doc = ParseBoundedJson(ss.str());
+  ENGRAM_ASSIGN_OR_RETURN(std::string text, fileutil::ReadRegularFile(path, kMaxLayoutFileBytes, "hash layout file"));
+  auto doc = ParseBoundedJson(text);
   if (!doc.ok()) return doc.status().WithContext(path);
   auto r = SelectLayerHashLayout(*doc, layer_id);
   if (!r.ok()) return r.status().WithContext(path);

@@ -16,7 +16,11 @@
 
 namespace engram {
 
-// Reads `path` and returns the object for the layer whose layer_id is
+// A layout file is a few KiB (one layer is a few hundred primes); a larger
+// file than this is not one.
+inline constexpr uint64_t kMaxLayoutFileBytes = 64ull << 20;
+
+// Reads `path` (a regular file of at most kMaxLayoutFileBytes) and returns the object for the layer whose layer_id is
 // `layer_id`, merged with the file's global fields (everything but "layers"),
 // plus "layout_file_format". InvalidArgument names the available layer IDs if
 // there is no such layer.

@@ -3,13 +3,13 @@
 // storage/layout_json.cc). The layout is part of the table format -- a table
 // embeds its layer's layout (storage/embedded_hash_layout.h) -- so its rules
 // live in the storage layer, where the hasher (src/ngram) can use them too.
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <string>
 
 #include "engram/hasher.h"
 #include "storage/bounded_json.h"
+#include "storage/embedded_hash_layout.h"
+#include "storage/file_util.h"
 #include "storage/layout_json.h"
 #include "storage/prime.h"
 
@@ -74,12 +74,8 @@ Result<EngramHashLayout> EngramHashLayout::FromJson(std::string_view json_text, 
 }
 
 Result<EngramHashLayout> EngramHashLayout::FromFile(const std::string& path, uint32_t layer_index) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("layout file " + path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Status::IOError("layout file " + path + ": read failed");
-  auto r = FromJson(ss.str(), layer_index);
+  ENGRAM_ASSIGN_OR_RETURN(std::string text, fileutil::ReadRegularFile(path, kMaxLayoutFileBytes, "layout file"));
+  auto r = FromJson(text, layer_index);
   if (!r.ok()) return r.status().WithContext(path);
   return r;
 }

@@ -88,23 +88,77 @@ Status SyncParentDir(const std::string& path) {
   return Status::OK();
 }
 
+namespace {
+
+// "not a regular file (a directory)": what the path is instead.
+Status NotRegular(const std::string& path, mode_t mode) {
+  const char* kind = S_ISDIR(mode)    ? "a directory"
+                     : S_ISFIFO(mode) ? "a FIFO"
+                     : S_ISCHR(mode)  ? "a character device"
+                     : S_ISBLK(mode)  ? "a block device"
+                     : S_ISSOCK(mode) ? "a socket"
+                                      : "not a file";
+  return Status::InvalidArgument("open " + path + ": not a regular file (" + kind + ")");
+}
+
+}  // namespace
+
 Result<uint64_t> RequireRegularFile(int fd, const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) return Status::FromErrno("stat " + path, errno);
-  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument("open " + path + ": not a regular file");
+  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) return Status::FromErrno("fcntl " + path, errno);
   return static_cast<uint64_t>(st.st_size);
 }
 
 Result<int> OpenReadOnly(const std::string& path) {
-  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
-  // forever; RequireRegularFile refuses it and clears the flag.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  // stat first: opening a device can have effects of its own (a tape
+  // rewinds, a terminal becomes the controlling one).
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return Status::FromErrno("open " + path, errno);
+  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+  // O_NONBLOCK: should the path be swapped for a FIFO after the stat, the
+  // open must not wait for a writer forever; RequireRegularFile refuses it
+  // and clears the flag.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return Status::FromErrno("open " + path, errno);
   ScopedFd guard(fd);
   ENGRAM_RETURN_IF_ERROR(RequireRegularFile(fd, path).status());
   return guard.release();
+}
+
+Result<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes, std::string_view what) {
+  const std::string name = std::string(what) + " " + path;
+  auto raw = OpenReadOnly(path);
+  if (!raw.ok()) return raw.status().WithContext(what);
+  ScopedFd fd(*raw);
+  ENGRAM_ASSIGN_OR_RETURN(uint64_t size, FileSize(fd.get(), path));
+  auto too_large = [&](uint64_t bytes) {
+    return Status::InvalidArgument(name + ": " + std::to_string(bytes) + " bytes" +
+                                   " is more than the limit of " + std::to_string(max_bytes) + " bytes");
+  };
+  if (size > max_bytes) return too_large(size);
+  // Read to the end rather than `size` bytes: a file still growing is read
+  // as far as it goes, and the limit holds for it too.
+  std::string bytes(static_cast<size_t>(size), '\0');
+  size_t done = 0;
+  for (;;) {
+    if (done == bytes.size()) {
+      if (bytes.size() > max_bytes) return too_large(bytes.size());
+      bytes.resize(bytes.size() + 4096);
+    }
+    ssize_t n = ::read(fd.get(), bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("read " + name, errno);
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  if (done > max_bytes) return too_large(done);
+  bytes.resize(done);
+  return bytes;
 }
 
 ScopedFd& ScopedFd::operator=(ScopedFd&& o) noexcept {

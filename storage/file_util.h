@@ -35,14 +35,24 @@ Result<uint64_t> FileSize(int fd, std::string_view path);
 Status SyncParentDir(const std::string& path);
 
 // Opens `path` read-only (O_CLOEXEC); InvalidArgument if it is not a regular
-// file (a FIFO is refused at once, not waited on).
+// file. The path is stat()ed first, so a device is never opened, and the
+// open is non-blocking, so a FIFO is refused at once, not waited on.
 Result<int> OpenReadOnly(const std::string& path);
 
 // For an fd opened with O_NONBLOCK (so that opening a FIFO cannot block):
-// InvalidArgument unless it is a regular file, then clears O_NONBLOCK, which
-// io_uring would otherwise honour on regular files too (-EAGAIN on a
-// page-cache miss instead of waiting). Returns the file's size.
+// InvalidArgument unless it is a regular file ("PATH: not a regular file
+// (a directory)"), then clears O_NONBLOCK, which io_uring would otherwise
+// honour on regular files too (-EAGAIN on a page-cache miss instead of
+// waiting). Returns the file's size.
 Result<uint64_t> RequireRegularFile(int fd, const std::string& path);
+
+// The whole of the regular file `path`, which must hold at most max_bytes.
+// Every small file the tools and the library read whole (layouts, token
+// maps, traces) is read through this, so none can be a FIFO that blocks the
+// reader, a device that never ends (/dev/zero), a directory, or a file so
+// large that reading it exhausts memory: each is InvalidArgument naming
+// `what` and the path, before anything is read.
+Result<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes, std::string_view what);
 
 // Best effort: writes the file's dirty pages back (a page still dirty cannot
 // be dropped) and asks the kernel to drop its cached pages, so the next reads

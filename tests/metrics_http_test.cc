@@ -8,7 +8,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <array>
@@ -25,6 +24,7 @@
 #include "src/common/logging.h"
 #include "src/metrics/http_endpoint.h"
 #include "src/metrics/metrics_snapshot.h"
+#include "tests/testing/captured_log.h"
 #include "tests/testing/http_client.h"
 
 namespace engram {
@@ -127,27 +127,6 @@ TEST(HttpEndpoint, LocalhostListenAddressServesOnLoopback) {
   EXPECT_EQ(testing::Get((*e)->port(), "/metrics").rfind("HTTP/1.1 200", 0), 0u);
 }
 
-// Routes spdlog's default logger into a string for the test's lifetime.
-class CapturedLog {
- public:
-  CapturedLog()
-      : previous_(spdlog::default_logger()),
-        logger_(std::make_shared<spdlog::logger>("captured", std::make_shared<spdlog::sinks::ostream_sink_mt>(out_))) {
-    logger_->set_level(spdlog::level::info);
-    spdlog::set_default_logger(logger_);
-  }
-  ~CapturedLog() { spdlog::set_default_logger(previous_); }
-  std::string text() {
-    logger_->flush();
-    return out_.str();
-  }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::logger> previous_;
-  std::shared_ptr<spdlog::logger> logger_;
-};
-
 std::unique_ptr<MetricsHttpEndpoint> StartOn(const std::string& listen) {
   auto o = ParseListenAddress(listen);
   if (!o.ok()) return nullptr;
@@ -156,7 +135,7 @@ std::unique_ptr<MetricsHttpEndpoint> StartOn(const std::string& listen) {
 }
 
 TEST(HttpEndpoint, ListeningOnEveryInterfaceIsAWarningInTheLog) {
-  CapturedLog log;
+  testing::CapturedLog log;
   auto any = StartOn("0.0.0.0:0");
   ASSERT_NE(any, nullptr);
   const std::string text = log.text();
@@ -165,7 +144,7 @@ TEST(HttpEndpoint, ListeningOnEveryInterfaceIsAWarningInTheLog) {
 }
 
 TEST(HttpEndpoint, ListeningOnEveryIpv6InterfaceIsAWarningInTheLog) {
-  CapturedLog log;
+  testing::CapturedLog log;
   auto any = StartOn("[::]:0");
   if (any == nullptr) GTEST_SKIP() << "no IPv6 on this machine";
   EXPECT_NE(log.text().find("[warning] metrics endpoint: :: is not a loopback address"), std::string::npos)
@@ -173,7 +152,7 @@ TEST(HttpEndpoint, ListeningOnEveryIpv6InterfaceIsAWarningInTheLog) {
 }
 
 TEST(HttpEndpoint, LoopbackListenAddressesAreNotWarnedAbout) {
-  CapturedLog log;
+  testing::CapturedLog log;
   auto v4 = StartOn("127.0.0.1:0");
   ASSERT_NE(v4, nullptr);
   auto name = StartOn("localhost:0");

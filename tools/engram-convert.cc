@@ -16,13 +16,27 @@
 
 namespace {
 
-// Bad input (a missing shard or tensor, a wrong dtype or shape, ...) exits
-// 2 for an in-place table, as for a usage error; conversion errors keep 1.
-int exit_code_on_error = 1;
+// Exit status of a failure, as the other tools have it: 2 for bad input (a
+// usage error, a missing shard or tensor, a wrong dtype or shape, a bad
+// layout file: what the Status codes for the caller's mistakes say), 1 for
+// a failure of the conversion itself (an I/O error, no memory). The same
+// for a rewritten and an in-place table.
+int ExitCode(const engram::Status& s) {
+  switch (s.code()) {
+    case engram::StatusCode::kInvalidArgument:
+    case engram::StatusCode::kNotFound:
+    case engram::StatusCode::kCorruption:
+    case engram::StatusCode::kOutOfRange:
+    case engram::StatusCode::kUnsupported:
+      return 2;
+    default:
+      return 1;
+  }
+}
 
 int Fail(const engram::Status& s) {
   std::fprintf(stderr, "engram-convert: %s\n", s.ToString().c_str());
-  return exit_code_on_error;
+  return ExitCode(s);
 }
 
 }  // namespace
@@ -63,7 +77,6 @@ int main(int argc, char** argv) {
   std::string log_level;
   engram::AddLogLevelOption(app, log_level);
   CLI11_PARSE(app, argc, argv);
-  if (in_place) exit_code_on_error = 2;
   // A table being written sits under a temporary name until it is complete;
   // Ctrl-C and SIGTERM must not leave it behind.
   engram::RemoveTempFilesOnTerminationSignals();
@@ -77,10 +90,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> inputs = st_files;
     inputs.insert(inputs.end(), npy_files.begin(), npy_files.end());
     inputs.insert(inputs.end(), npy_scale_files.begin(), npy_scale_files.end());
-    if (engram::Status s = engram::CheckConvertOutput(out, inputs); !s.ok()) {
-      std::fprintf(stderr, "engram-convert: %s\n", s.ToString().c_str());
-      return 2;
-    }
+    if (engram::Status s = engram::CheckConvertOutput(out, inputs); !s.ok()) return Fail(s);
   }
 
   engram::Result<engram::ConvertSpec> spec = engram::Status::InvalidArgument("give --safetensors or --npy");

@@ -48,6 +48,8 @@ struct EngramHashLayout {
   // then be 0). Multipliers may be decimal strings or JSON integers. The
   // result is validated.
   static Result<EngramHashLayout> FromJson(std::string_view json_text, uint32_t layer_index = 0);
+  // The same from a file: a regular file of at most 64 MiB (a FIFO, a
+  // device or a directory is InvalidArgument, never waited on or read).
   static Result<EngramHashLayout> FromFile(const std::string& path, uint32_t layer_index = 0);
   // A single layer object that FromJson accepts (multipliers as strings).
   std::string ToJson() const;
@@ -60,7 +62,9 @@ class TokenMap {
  public:
   TokenMap() = default;
   explicit TokenMap(std::vector<uint32_t> ids) : ids_(std::move(ids)) {}
-  // Reads a little-endian uint32 file; its size must be a non-zero multiple of 4.
+  // Reads a little-endian uint32 file; its size must be a non-zero multiple of
+  // 4, at most 1 GiB. It must be a regular file: a FIFO, a device or a
+  // directory is InvalidArgument (never waited on or read).
   static Result<TokenMap> FromFile(const std::string& path);
 
   size_t size() const { return ids_.size(); }

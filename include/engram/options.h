@@ -83,8 +83,17 @@ struct StoreOptions {
   // read per shard); its size and modification time are always checked.
   bool verify_shard_fingerprints = false;
 
-  // If set, every gather (table index and row IDs) is appended to this file
+  // If set, every gather (table index and row IDs) is recorded in this file
   // for engram-replay --store-trace (format in src/store/trace_writer.h).
+  // The trace is written to a temporary file beside it and renamed over the
+  // path when the store is destroyed, so an existing file is never truncated
+  // and is replaced only by a complete trace; a character device (/dev/null)
+  // is written directly. Open refuses a path that is (also through a symlink
+  // or hard link) a table or shard the store reads, and anything but a
+  // regular file, a missing one or a character device. A write error never
+  // fails a gather: it is logged, the gathers it drops are counted
+  // (engram_store_trace_gathers_total{outcome="lost"}), and the failed
+  // trace's temporary file is removed at shutdown, with an error in the log.
   std::string trace_path;
 
   // If set ("127.0.0.1:9464"), the store serves GET /metrics and /healthz.

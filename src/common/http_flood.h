@@ -44,6 +44,9 @@ inline int StartLoopbackConnect(uint16_t port) {
 enum class FloodMode {
   kIdle,       // connect, then send nothing
   kSlowloris,  // connect, then one byte of a never-ending request header per second
+  // connect, then send complete GET /metrics requests back to back for as
+  // long as the socket takes them, and never read an answer
+  kPipelineNeverRead,
 };
 
 // Holds `connections` sockets to 127.0.0.1:port open, reopening each one as
@@ -80,6 +83,12 @@ class ConnectionFlood {
 
   void Run() {
     static const std::string kPreamble = "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    static const std::string kRequests = [] {
+      std::string r;
+      for (int i = 0; i < 16; ++i) r += "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+      return r;
+    }();
+    const bool pipelining = mode_ == FloodMode::kPipelineNeverRead;
     const auto end = std::chrono::steady_clock::now() + kMaxFloodTime;
     auto next_trickle = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     std::vector<pollfd> polled;
@@ -99,17 +108,38 @@ class ConnectionFlood {
           if (send(fds_[i], &c, 1, MSG_NOSIGNAL) == 1) ++sent_[i];
         }
       }
+      if (pipelining) {
+        // Up to 64 requests a round, as many as the socket takes now; a
+        // partly sent batch goes on where it stopped (sent_).
+        for (size_t i = 0; i < fds_.size(); ++i) {
+          if (fds_[i] < 0) continue;
+          for (int batch = 0; batch < 4; ++batch) {
+            const size_t offset = sent_[i] % kRequests.size();
+            const ssize_t n = send(fds_[i], kRequests.data() + offset, kRequests.size() - offset,
+                                   MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (n <= 0) break;
+            sent_[i] += size_t(n);
+          }
+        }
+      }
       polled.clear();
       index.clear();
       for (size_t i = 0; i < fds_.size(); ++i) {
         if (fds_[i] < 0) continue;
-        polled.push_back(pollfd{fds_[i], POLLIN, 0});
+        // A pipelining client never reads: it notices only the server's
+        // close (POLLRDHUP for a FIN, POLLHUP/POLLERR for a reset).
+        polled.push_back(pollfd{fds_[i], short(pipelining ? POLLRDHUP : POLLIN), 0});
         index.push_back(i);
       }
       open_.store(polled.size());
-      if (poll(polled.data(), polled.size(), 20) <= 0) continue;
+      if (poll(polled.data(), polled.size(), pipelining ? 10 : 20) <= 0) continue;
       for (size_t k = 0; k < polled.size(); ++k) {
         if (polled[k].revents == 0) continue;
+        if (pipelining) {
+          close(polled[k].fd);
+          fds_[index[k]] = -1;
+          continue;
+        }
         char buf[512];
         const ssize_t n = recv(polled[k].fd, buf, sizeof buf, MSG_DONTWAIT);
         if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) continue;
@@ -127,7 +157,7 @@ class ConnectionFlood {
   const uint16_t port_;
   const FloodMode mode_;
   std::vector<int> fds_;
-  std::vector<size_t> sent_;  // bytes of the slow request sent on each socket
+  std::vector<size_t> sent_;  // bytes of the slow request (or of the pipelined ones) sent on each socket
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> connects_{0};
   std::atomic<size_t> open_{0};

@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "storage/file_util.h"
+
 namespace engram::io {
 namespace {
 
@@ -23,8 +25,9 @@ uint64_t NextRandom(uint64_t& state) {  // xorshift64*
 
 // Drops the file from the page cache (cold) or reads it all once (warm).
 Status PrepareCache(const std::string& path, bool cold) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno("open '" + path + "'", errno);
+  // A regular file only: warming /dev/zero would never end, a FIFO would
+  // block the open.
+  ENGRAM_ASSIGN_OR_RETURN(int fd, fileutil::OpenReadOnly(path));
   if (cold) {
     (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
   } else {

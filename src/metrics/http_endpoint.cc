@@ -102,6 +102,8 @@ class MetricsHttpEndpoint::Impl {
     if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec) acceptor_.bind(ep, ec);
     if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    // Accept() drains the queue with synchronous accepts that must not block.
+    if (!ec) acceptor_.non_blocking(true, ec);
     if (ec) {
       return Status::IOError("metrics endpoint: cannot listen on " + options_.address + ":" +
                              std::to_string(options_.port) + ": " + ec.message());
@@ -134,10 +136,12 @@ class MetricsHttpEndpoint::Impl {
   std::atomic<uint64_t> evicted_{0};
   std::atomic<uint64_t> accept_errors_{0};
   // Touched only on the endpoint's thread (the one that runs io_): open
-  // sessions, and those waiting for a complete request, longest-waiting
-  // first (the eviction candidates at the cap).
+  // sessions; those waiting for a complete request, and those waiting for
+  // the client to take an answer, each longest-waiting first (the eviction
+  // candidates at the cap).
   size_t open_connections_ = 0;
   std::list<Session*> waiting_;
+  std::list<Session*> writing_;
   uint16_t port_ = 0;
   asio::io_context io_;
   tcp::acceptor acceptor_;
@@ -155,7 +159,9 @@ class MetricsHttpEndpoint::Impl {
                    {{"outcome", "served"}}, double(served_.load()));
     own.AddCounter("engram_metrics_http_requests_total", "", {{"outcome", "rejected"}}, double(rejected_.load()));
     own.AddCounter("engram_metrics_http_connections_evicted_total",
-                   "Connections closed before a complete request to admit a new one at the connection cap.", {},
+                   "Connections closed while waiting for a complete request or for the client to read an answer, "
+                   "to admit a new one at the connection cap.",
+                   {},
                    double(evicted_.load()));
     own.AddCounter("engram_metrics_http_accept_errors_total",
                    "Failed accepts (descriptor or buffer exhaustion); retried every 100 ms.", {},
@@ -165,6 +171,8 @@ class MetricsHttpEndpoint::Impl {
 
  private:
   void Accept();
+  // Opens a session for a new connection, making room at the cap.
+  void Admit(tcp::socket socket);
 };
 
 namespace {
@@ -183,9 +191,13 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void Start() { Read(); }
 
-  // Closes the connection now, before its request was complete, to make
-  // room for a new one. The pending read completes with an error and drops
-  // the last reference.
+  // Since when the connection has been waiting on its client (for a request,
+  // or to take an answer); meaningful while it is in waiting_ or writing_.
+  std::chrono::steady_clock::time_point waiting_since() const { return waiting_since_; }
+
+  // Closes the connection now, while it waits for a request or for its
+  // client to read an answer, to make room for a new one. The pending read
+  // or write completes with an error and drops the last reference.
   void Evict() {
     owner_->evicted_.fetch_add(1);
     owner_->rejected_.fetch_add(1);
@@ -198,15 +210,23 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->header_limit(static_cast<uint32_t>(owner_->options_.max_header_bytes));
     parser_->body_limit(4096);
     stream_.expires_after(owner_->options_.header_timeout);
-    waiting_position_ = owner_->waiting_.insert(owner_->waiting_.end(), this);
+    WaitOn(owner_->waiting_);
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
+  // Enters `list` (the owner's waiting_ or writing_) at its end.
+  void WaitOn(std::list<Session*>& list) {
+    StopWaiting();
+    waiting_in_ = &list;
+    waiting_position_ = list.insert(list.end(), this);
+    waiting_since_ = std::chrono::steady_clock::now();
+  }
+
   void StopWaiting() {
-    if (waiting_position_) {
-      owner_->waiting_.erase(*waiting_position_);
-      waiting_position_.reset();
+    if (waiting_in_ != nullptr) {
+      waiting_in_->erase(waiting_position_);
+      waiting_in_ = nullptr;
     }
   }
 
@@ -232,6 +252,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const auto& req = parser_->get();
     bool keep = req.keep_alive();
     unsigned version = req.version();
+
     const RoutedRequest routed =
         RouteHttpRequest(std::string_view(req.method_string().data(), req.method_string().size()),
                          std::string_view(req.target().data(), req.target().size()));
@@ -264,6 +285,9 @@ class Session : public std::enable_shared_from_this<Session> {
     res->prepare_payload();
     if (head_only) res->body().clear();
     stream_.expires_after(owner_->options_.io_timeout);
+    // Until the write completes the connection waits for its client to take
+    // the answer: one that never reads is evictable like an idle one.
+    WaitOn(owner_->writing_);
     if (head_only) {
       auto sr = std::make_shared<http::response_serializer<http::string_body>>(*res);
       http::async_write_header(stream_, *sr, [self = shared_from_this(), res, sr, keep_alive](beast::error_code ec, size_t) {
@@ -277,14 +301,38 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void OnWrite(beast::error_code ec, bool keep_alive) {
+    StopWaiting();
+    if (closed_) return;  // evicted while the write's completion was queued
     if (ec || !keep_alive) return Close();
+    // Bytes past the answered request: the client sent its next request
+    // before it had this answer. A run of those is bounded, so a client that
+    // queues requests without reading the answers gets that many renders,
+    // not one per request it can send.
+    if (buffer_.size() > 0) {
+      if (++pipelined_answers_ >= owner_->options_.max_pipelined_answers) return Park();
+    } else {
+      pipelined_answers_ = 0;
+    }
     Read();
+  }
+
+  // Reads nothing more: the connection waits, evictable, until io_timeout
+  // closes it.
+  void Park() {
+    WaitOn(owner_->waiting_);
+    park_timer_.expires_after(owner_->options_.io_timeout);
+    park_timer_.async_wait([self = shared_from_this()](boost::system::error_code) {
+      if (self->closed_) return;
+      self->owner_->rejected_.fetch_add(1);
+      self->Close();
+    });
   }
 
   void Close() {
     StopWaiting();
     if (closed_) return;
     closed_ = true;
+    park_timer_.cancel();
     --owner_->open_connections_;
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
@@ -292,8 +340,13 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   beast::tcp_stream stream_;
+  asio::steady_timer park_timer_{stream_.get_executor()};
+  size_t pipelined_answers_ = 0;  // answers in a row to requests sent before the previous answer
   bool closed_ = false;
-  std::optional<std::list<Session*>::iterator> waiting_position_;  // set while in owner_->waiting_
+  // The owner's list this session is in (waiting_ or writing_), or null.
+  std::list<Session*>* waiting_in_ = nullptr;
+  std::list<Session*>::iterator waiting_position_;
+  std::chrono::steady_clock::time_point waiting_since_;
   beast::flat_buffer buffer_{16384};
   std::optional<http::request_parser<http::string_body>> parser_;
   MetricsHttpEndpoint::Impl* owner_;
@@ -301,24 +354,48 @@ class Session : public std::enable_shared_from_this<Session> {
 
 }  // namespace
 
+void MetricsHttpEndpoint::Impl::Admit(tcp::socket socket) {
+  // At the cap, the connection that has waited longest on its client (for a
+  // request, or to take an answer) makes room: refusing the newcomer instead
+  // would let a client that holds max_connections idle or never-reading
+  // sockets lock every scraper out.
+  if (open_connections_ >= options_.max_connections) {
+    Session* oldest = nullptr;
+    for (const std::list<Session*>* list : {&waiting_, &writing_}) {
+      if (!list->empty() && (oldest == nullptr || list->front()->waiting_since() < oldest->waiting_since())) {
+        oldest = list->front();
+      }
+    }
+    if (oldest != nullptr) oldest->Evict();
+  }
+  if (open_connections_ >= options_.max_connections) {
+    // Every connection is between a request and its answer: refuse by
+    // closing; the client may retry.
+    rejected_.fetch_add(1);
+    boost::system::error_code ignored;
+    socket.close(ignored);
+    return;
+  }
+  std::make_shared<Session>(std::move(socket), this)->Start();
+}
+
 void MetricsHttpEndpoint::Impl::Accept() {
   acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
     if (!ec) {
-      // At the cap, the connection that has waited longest for its request
-      // makes room: refusing the newcomer instead would let a client that
-      // holds max_connections idle sockets lock every scraper out.
-      if (open_connections_ >= options_.max_connections && !waiting_.empty()) {
-        waiting_.front()->Evict();
-      }
-      if (open_connections_ >= options_.max_connections) {
-        // Every connection is being answered (each write has io_timeout):
-        // refuse by closing; the client may retry.
-        rejected_.fetch_add(1);
-        boost::system::error_code ignored;
-        socket.close(ignored);
-      } else {
-        std::make_shared<Session>(std::move(socket), this)->Start();
+      Admit(std::move(socket));
+      // Then more of the connections waiting in the kernel's queue: one
+      // accept per turn of the event loop would let a client that reconnects
+      // as fast as it is closed keep a scraper's connection queued behind
+      // its own while every open session takes its turn. At most a quarter
+      // of the cap a turn: the newcomers of one turn must not evict each
+      // other before their requests are read in the next.
+      for (size_t i = 0; i < options_.max_connections / 4; ++i) {
+        tcp::socket next(io_);
+        boost::system::error_code accept_ec;
+        acceptor_.accept(next, accept_ec);
+        if (accept_ec) break;  // would_block: the queue is empty (others: the next async_accept says)
+        Admit(std::move(next));
       }
       Accept();
       return;

@@ -8,14 +8,23 @@
 // bounded; whatever goes wrong is answered with 4xx or a closed socket.
 //
 // The connection cap must not become a way to lock scrapers out: a client
-// holding idle (or one-byte-per-second) connections would otherwise fill it
-// for good. So a connection has header_timeout to deliver a complete request,
-// and a new connection that arrives at the cap evicts the connection that has
-// waited longest for its request (one being answered is never evicted). A
-// scraper sends its request as soon as it connects, so it is served; the
-// connections it pushes out were idle. Memory stays bounded: at most
-// max_connections sessions, each with at most max_header_bytes of header and
-// a 4 KiB body.
+// holding idle (or one-byte-per-second) connections, or connections whose
+// answers it never reads, would otherwise fill it for good. So a connection
+// has header_timeout to deliver a complete request and io_timeout to take
+// each answer, and a new connection that arrives at the cap evicts the
+// connection that has waited longest on its client: for a request, or for an
+// answer the client does not read. A scraper sends its request as soon as it
+// connects and reads the answer, so it is served; the connections it pushes
+// out were idle or stalled. A connection reads its next request only once
+// its previous answer is written, and answers at most max_pipelined_answers
+// requests in a row that the client sent before reading the previous answer;
+// so a client that pipelines requests and never reads the answers costs a
+// bounded number of renders, then waits (evictable) until io_timeout closes
+// it. Every turn of the event loop accepts up to a quarter of
+// max_connections queued connections, so a scraper's connection does not
+// queue behind a flood of reconnects for long. Memory stays bounded: at most
+// max_connections sessions, each with at most max_header_bytes of header, a
+// 4 KiB body and one answer being written.
 //
 // A listen address that is not loopback is served, with a warning in the log
 // (spdlog): the library never writes to stderr itself; the tools' logging
@@ -43,9 +52,15 @@ struct HttpEndpointOptions {
   std::chrono::milliseconds io_timeout{5000};  // per write of one answer
   // Open connections at most (each holds a descriptor of the embedding
   // process, so this stays far below the usual 1024). At the cap a new
-  // connection evicts the one that has waited longest for its request.
+  // connection evicts the one that has waited longest for its request or
+  // for its client to read an answer.
   size_t max_connections = 256;
   size_t max_header_bytes = 8192;
+  // Answers in a row on one connection to requests that arrived before the
+  // previous answer was written (HTTP pipelining). After that many the
+  // connection reads no more requests: it waits, evictable, until io_timeout
+  // closes it.
+  size_t max_pipelined_answers = 16;
 };
 
 // Parses "HOST:PORT", "[V6]:PORT", "localhost:PORT" (127.0.0.1, without
@@ -88,8 +103,9 @@ class MetricsHttpEndpoint {
   // as engram_metrics_http_requests_total and _accept_errors_total).
   uint64_t requests_served() const;
   uint64_t requests_rejected() const;  // 4xx answers and connections closed for timeout/limits
-  // Connections closed before their request was complete to make room for a
-  // new one at max_connections (also counted in requests_rejected).
+  // Connections closed while they waited for a complete request or for
+  // their client to read an answer, to make room for a new one at
+  // max_connections (also counted in requests_rejected).
   uint64_t connections_evicted() const;
   // Failed accepts (EMFILE, ENFILE, ENOBUFS...). The endpoint retries every
   // 100 ms while they last, so this grows by ~10 per second, not by a spin.

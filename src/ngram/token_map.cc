@@ -1,26 +1,27 @@
-#include <cerrno>
 #include <bit>
-#include <cstdio>
-#include <memory>
+#include <cstring>
 
 #include "engram/hasher.h"
+#include "storage/file_util.h"
 
 namespace engram {
 
+namespace {
+
+// 2^28 entries: more than any tokenizer's vocabulary, and a bound on what a
+// wrong path (a table file, say) can make the reader allocate.
+constexpr uint64_t kMaxTokenMapBytes = 1ull << 30;
+
+}  // namespace
+
 Result<TokenMap> TokenMap::FromFile(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) return Status::FromErrno("token map " + path, errno);
-  if (std::fseek(f.get(), 0, SEEK_END) != 0) return Status::FromErrno("token map " + path, errno);
-  const long size = std::ftell(f.get());
-  if (size < 0) return Status::FromErrno("token map " + path, errno);
-  if (size == 0 || size % 4 != 0)
-    return Status::Corruption("token map " + path + ": size " + std::to_string(size) +
+  ENGRAM_ASSIGN_OR_RETURN(std::string bytes, fileutil::ReadRegularFile(path, kMaxTokenMapBytes, "token map"));
+  if (bytes.empty() || bytes.size() % 4 != 0)
+    return Status::Corruption("token map " + path + ": size " + std::to_string(bytes.size()) +
                               " bytes is not a non-zero multiple of 4 (little-endian uint32 entries)");
-  std::rewind(f.get());
-  std::vector<uint32_t> ids(static_cast<size_t>(size) / 4);
-  if (std::fread(ids.data(), 4, ids.size(), f.get()) != ids.size())
-    return Status::IOError("token map " + path + ": short read");
   static_assert(std::endian::native == std::endian::little, "token maps are little-endian");
+  std::vector<uint32_t> ids(bytes.size() / 4);
+  std::memcpy(ids.data(), bytes.data(), bytes.size());
   return TokenMap(std::move(ids));
 }
 

@@ -7,20 +7,19 @@
 #include <cstring>
 #include <memory>
 
+#include "storage/file_util.h"
+
 namespace engram::replay {
 namespace {
 
 using File = std::unique_ptr<FILE, int (*)(FILE*)>;
 
-Result<std::vector<char>> ReadAll(const std::string& path, const char* what) {
-  File f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) return Status::FromErrno(std::string(what) + " " + path, errno);
-  std::vector<char> bytes;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f.get())) > 0) bytes.insert(bytes.end(), buf, buf + n);
-  if (std::ferror(f.get())) return Status::IOError(std::string(what) + " " + path + ": read failed");
-  return bytes;
+// Traces are read whole; beyond this a file is not a trace of a test or a
+// benchmark (or belongs to a streaming reader this is not).
+constexpr uint64_t kMaxTraceFileBytes = 4ull << 30;
+
+Result<std::string> ReadAll(const std::string& path, const char* what) {
+  return fileutil::ReadRegularFile(path, kMaxTraceFileBytes, what);
 }
 
 }  // namespace
@@ -28,7 +27,7 @@ Result<std::vector<char>> ReadAll(const std::string& path, const char* what) {
 static_assert(std::endian::native == std::endian::little, "trace files are little-endian");
 
 Result<std::vector<uint32_t>> ReadTokenFile(const std::string& path) {
-  ENGRAM_ASSIGN_OR_RETURN(std::vector<char> bytes, ReadAll(path, "token file"));
+  ENGRAM_ASSIGN_OR_RETURN(std::string bytes, ReadAll(path, "token file"));
   if (bytes.size() % 4 != 0)
     return Status::Corruption("token file " + path + ": size " + std::to_string(bytes.size()) +
                               " bytes is not a multiple of 4 (little-endian uint32 token IDs)");
@@ -49,7 +48,7 @@ Status WriteU64File(const std::string& path, std::span<const uint64_t> values) {
 }
 
 Result<std::vector<uint64_t>> ReadRowTrace(const std::string& path) {
-  ENGRAM_ASSIGN_OR_RETURN(std::vector<char> bytes, ReadAll(path, "row trace"));
+  ENGRAM_ASSIGN_OR_RETURN(std::string bytes, ReadAll(path, "row trace"));
   std::vector<uint64_t> rows;
   const char* p = bytes.data();
   const char* end = p + bytes.size();

@@ -1,7 +1,9 @@
 // Reading and writing the emulator's trace files.
 //
 // Token files are little-endian uint32 token IDs (as in tests/fixtures/traces);
-// row traces are text, one decimal row ID per line.
+// row traces are text, one decimal row ID per line. Both are read whole, from
+// a regular file of at most 4 GiB (a FIFO, a device or a directory is
+// InvalidArgument, never waited on or read).
 #pragma once
 
 #include <cstdint>

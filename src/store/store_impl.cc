@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "src/store/budget_split.h"
 #include "src/store/gather_operation.h"
@@ -115,13 +116,32 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
     spdlog::info("store: table {} ({} rows of {} B) cache {} B = {} rows, policy {}", t.name, t.file->row_count(),
                  t.file->record_bytes(), t.cache_budget_bytes, t.cache->capacity_rows(), cache_config.ToSpec());
   }
-  if (!options.trace_path.empty()) {
-    ENGRAM_ASSIGN_OR_RETURN(store->trace_, TraceWriter::Open(options.trace_path));
-  }
+  // Every check that can fail comes before the trace is opened: a store that
+  // does not open leaves no trace file.
+  std::optional<HttpEndpointOptions> http;
   if (!options.metrics_listen.empty()) {
-    ENGRAM_ASSIGN_OR_RETURN(HttpEndpointOptions http, ParseListenAddress(options.metrics_listen));
+    ENGRAM_ASSIGN_OR_RETURN(HttpEndpointOptions parsed, ParseListenAddress(options.metrics_listen));
+    http = parsed;
+  }
+  if (!options.trace_path.empty()) {
+    // The trace must not be any file the store reads.
+    std::vector<std::string> inputs;
+    for (const auto& t : store->tables_) {
+      inputs.push_back(t->file->path());
+      if (t->file->is_reference()) {
+        for (const ReferenceShard& shard : t->file->reference()->shards()) inputs.push_back(shard.path);
+      }
+    }
+    ENGRAM_ASSIGN_OR_RETURN(store->trace_, TraceWriter::Open(options.trace_path, inputs));
+  }
+  if (http) {
     StoreImpl* raw = store.get();
-    ENGRAM_ASSIGN_OR_RETURN(store->endpoint_, MetricsHttpEndpoint::Start(http, [raw] { return raw->MetricsText(); }));
+    auto endpoint = MetricsHttpEndpoint::Start(*http, [raw] { return raw->MetricsText(); });
+    if (!endpoint.ok()) {
+      if (store->trace_) store->trace_->Discard();
+      return endpoint.status();
+    }
+    store->endpoint_ = std::move(endpoint).value();
   }
   return store;
 }
@@ -131,7 +151,11 @@ StoreImpl::~StoreImpl() {
   if (engine_) engine_->Shutdown();  // every pending callback has run after this
   // ... and posted its disk phase here: drain it while the tables still exist.
   if (completion_pool_) completion_pool_->join();
-  if (trace_) (void)trace_->Flush();
+  if (trace_) {
+    // The store has no other way to report it: the log says the trace is
+    // missing or incomplete, and why.
+    if (Status s = trace_->Close(); !s.ok()) spdlog::error("store: the gather trace was not saved: {}", s.ToString());
+  }
 }
 
 Result<size_t> StoreImpl::FindTable(const std::string& name) const {
@@ -273,7 +297,15 @@ TableStats StoreImpl::Stats(size_t table) const {
 std::string StoreImpl::MetricsText() const {
   std::vector<TableStats> stats;
   for (size_t i = 0; i < tables_.size(); ++i) stats.push_back(Stats(i));
-  return BuildStoreMetrics(stats, engine_->Stats(), io::IoBackendName(engine_->backend())).ToPrometheusText();
+  MetricsSnapshot m = BuildStoreMetrics(stats, engine_->Stats(), io::IoBackendName(engine_->backend()));
+  if (trace_) {
+    m.AddCounter("engram_store_trace_gathers_total",
+                 "Gathers of the trace capture (StoreOptions::trace_path) written to the file, and lost to a "
+                 "write error (logged).",
+                 {{"outcome", "written"}}, double(trace_->written_gathers()));
+    m.AddCounter("engram_store_trace_gathers_total", "", {{"outcome", "lost"}}, double(trace_->lost_gathers()));
+  }
+  return m.ToPrometheusText();
 }
 
 }  // namespace engram

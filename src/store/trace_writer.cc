@@ -1,41 +1,174 @@
 #include "src/store/trace_writer.h"
 
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <charconv>
 
-namespace engram {
+#include "storage/file_util.h"
+#include "storage/temp_file_cleanup.h"
 
-Result<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) return Status::FromErrno("open trace file " + path, errno);
-  return std::unique_ptr<TraceWriter>(new TraceWriter(f));
+namespace engram {
+namespace {
+
+// Lines are written out in pieces of about this size: few system calls, and
+// little lost if the process dies.
+constexpr size_t kWriteBytes = 64 << 10;
+
+// InvalidArgument if `path` (stat()ed as `st`) is the same file as one of
+// `inputs`.
+Status CheckNotAnInput(const std::string& path, const struct stat& st, const std::vector<std::string>& inputs) {
+  for (const std::string& input : inputs) {
+    struct stat in {};
+    if (::stat(input.c_str(), &in) != 0) continue;  // gone: nothing of it to overwrite
+    if (in.st_dev == st.st_dev && in.st_ino == st.st_ino) {
+      return Status::InvalidArgument("trace_path " + path + " is the same file as " + input +
+                                     ", which the store reads: the trace would overwrite it");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string& path,
+                                                       const std::vector<std::string>& inputs) {
+  if (path.empty()) return Status::InvalidArgument("trace_path is empty");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    ENGRAM_RETURN_IF_ERROR(CheckNotAnInput(path, st, inputs));
+    if (S_ISCHR(st.st_mode)) {
+      // A device (/dev/null, /dev/full, a terminal): written as it is.
+      int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+      if (fd < 0) return Status::FromErrno("open trace file " + path, errno);
+      return std::unique_ptr<TraceWriter>(new TraceWriter(path, "", fd));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      // A FIFO or socket would kill the process with SIGPIPE once its reader
+      // went away; a directory cannot be replaced by a file.
+      return Status::InvalidArgument("trace_path " + path +
+                                     " is neither a regular file nor a character device");
+    }
+  } else if (errno != ENOENT) {
+    return Status::FromErrno("trace file " + path, errno);
+  }
+  std::string temp = fileutil::TempPathFor(path);
+  int fd = ::mkostemp(temp.data(), O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno("create a temporary trace file beside " + path, errno);
+  if (::fchmod(fd, 0644) != 0) {
+    Status s = Status::FromErrno("chmod " + temp, errno);
+    ::close(fd);
+    ::unlink(temp.c_str());
+    return s;
+  }
+  std::unique_ptr<TraceWriter> w(new TraceWriter(path, temp, fd));
+  w->temp_token_ = RegisterTempFile(temp);
+  return w;
 }
 
 TraceWriter::~TraceWriter() {
-  if (file_) std::fclose(file_);
+  bool closed;
+  {
+    std::lock_guard lock(mu_);
+    closed = closed_;
+  }
+  if (closed) return;  // whoever closed it was told how it went
+  if (Status s = Close(); !s.ok()) spdlog::error("store: the gather trace was not saved: {}", s.ToString());
 }
 
 void TraceWriter::Record(size_t table, std::span<const uint64_t> row_ids) {
   std::lock_guard lock(mu_);
-  line_.clear();
+  if (closed_ || !error_.ok()) {
+    ++lost_gathers_;
+    return;
+  }
   char buf[24];
   auto append = [&](uint64_t v) {
     auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-    line_.append(buf, end);
+    buffer_.append(buf, end);
   };
   append(table);
   for (uint64_t id : row_ids) {
-    line_ += ' ';
+    buffer_ += ' ';
     append(id);
   }
-  line_ += '\n';
-  std::fwrite(line_.data(), 1, line_.size(), file_);
+  buffer_ += '\n';
+  ++buffered_gathers_;
+  if (buffer_.size() >= kWriteBytes) (void)WriteBufferLocked();
+}
+
+Status TraceWriter::WriteBufferLocked() {
+  if (!error_.ok()) return error_;
+  if (buffer_.empty()) return Status::OK();
+  Status s = fileutil::WriteAll(fd_, std::as_bytes(std::span(buffer_)), "trace file " + path_);
+  if (!s.ok()) {
+    FailLocked(s);
+    return error_;
+  }
+  written_gathers_ += buffered_gathers_;
+  buffered_gathers_ = 0;
+  buffer_.clear();
+  return Status::OK();
+}
+
+void TraceWriter::FailLocked(Status s) {
+  if (error_.ok()) {
+    error_ = std::move(s);
+    spdlog::error("store: gather trace failed, no more gathers are recorded: {}", error_.ToString());
+  }
+  lost_gathers_ += buffered_gathers_;
+  buffered_gathers_ = 0;
+  buffer_.clear();
 }
 
 Status TraceWriter::Flush() {
   std::lock_guard lock(mu_);
-  if (std::fflush(file_) != 0) return Status::FromErrno("flush trace file", errno);
-  return Status::OK();
+  if (closed_) return error_;
+  return WriteBufferLocked();
+}
+
+Status TraceWriter::Close() {
+  std::lock_guard lock(mu_);
+  if (closed_) return error_;
+  closed_ = true;
+  (void)WriteBufferLocked();
+  // A rename without it could, after a crash, replace the old file by an
+  // empty one.
+  if (error_.ok() && !temp_path_.empty() && ::fsync(fd_) != 0) {
+    FailLocked(Status::FromErrno("fsync trace file " + path_, errno));
+  }
+  if (::close(fd_) != 0 && error_.ok()) FailLocked(Status::FromErrno("close trace file " + path_, errno));
+  fd_ = -1;
+  if (!temp_path_.empty()) {
+    if (error_.ok() && ::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+      FailLocked(Status::FromErrno("rename " + temp_path_ + " to trace file " + path_, errno));
+    }
+    if (!error_.ok()) ::unlink(temp_path_.c_str());
+    UnregisterTempFile(temp_token_);
+  }
+  return error_;
+}
+
+void TraceWriter::Discard() {
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return;
+    if (error_.ok()) error_ = Status::Cancelled("trace file " + path_ + ": discarded");
+  }
+  (void)Close();  // with error_ set: writes nothing, removes the temporary
+}
+
+uint64_t TraceWriter::written_gathers() const {
+  std::lock_guard lock(mu_);
+  return written_gathers_;
+}
+
+uint64_t TraceWriter::lost_gathers() const {
+  std::lock_guard lock(mu_);
+  return lost_gathers_;
 }
 
 }  // namespace engram

@@ -83,7 +83,8 @@ if "$replay" --layout "$layout" --request "$tmp/a.u32@x0" --capacity-rows 10 2> 
 fi
 if "$replay" --rows "$tmp/rows.txt" --capacity-rows 10 --policy bogus 2> "$tmp/err"; then fail "bogus policy accepted"; fi
 grep -q "bogus" "$tmp/err" || fail "error does not name the policy"
-if "$hash" --layout "$layout" --token-map "$src/tests/fixtures/engram-hash/token-map.u32" <(printf '\xff\xff\xff\x00') "$tmp/x" 2> "$tmp/err"; then
+printf '\xff\xff\xff\x00' > "$tmp/outside.u32"
+if "$hash" --layout "$layout" --token-map "$src/tests/fixtures/engram-hash/token-map.u32" "$tmp/outside.u32" "$tmp/x" 2> "$tmp/err"; then
   fail "token outside the map accepted"
 fi
 grep -q "outside the token map" "$tmp/err" || fail "token-map error message"
