@@ -15,7 +15,7 @@
 #include "src/metrics/http_endpoint.h"
 #include "src/metrics/metrics_snapshot.h"
 #include "tests/testing/http_client.h"
-#include "tests/testing/http_flood.h"
+#include "src/common/http_flood.h"
 
 namespace engram {
 namespace {
