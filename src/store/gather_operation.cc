@@ -1,120 +1,21 @@
 #include "src/store/gather_operation.h"
 
-#include <spdlog/spdlog.h>
-
 #include <boost/asio/post.hpp>
 
 #include <algorithm>
 #include <cstring>
 #include <utility>
 
-#include "src/store/first_appearance_index.h"
+#include "src/store/read_ahead.h"
 #include "src/store/reference_reads.h"
 #include "src/store/store_impl.h"
-#include "storage/io/io_stats.h"
-
-namespace engram {
-
-void BlockBatch::Reset(size_t max_rows) {
-  Clear();
-  reads.reserve(max_rows);
-  block_keys_.resize(max_rows);
-  index_.Reset(max_rows);
-}
-
-void BlockBatch::Clear() {
-  blocks.clear();
-  rows.clear();
-  row_ref.clear();
-  row_block.clear();
-  reads.clear();
-  block_first_.clear();
-  block_last_.clear();
-  next_in_block_.clear();
-}
-
-void BlockBatch::Add(uint64_t row, uint32_t ref, const TableGeometry& g) {
-  const auto k = static_cast<uint32_t>(rows.size());
-  uint32_t count = static_cast<uint32_t>(blocks.size());
-  const FirstAppearanceIndex::Found b = index_.Find(g.BlockOfRow(row), block_keys_.data(), count);
-  if (b.added) {
-    blocks.push_back(block_keys_[b.index]);
-    block_first_.push_back(k);
-    block_last_.push_back(k);
-  } else {
-    next_in_block_[block_last_[b.index]] = k;
-    block_last_[b.index] = k;
-  }
-  rows.push_back(row);
-  row_ref.push_back(ref);
-  row_block.push_back(b.index);
-  next_in_block_.push_back(kEnd);
-}
-
-Status BlockBatch::PrepareReads(io::FileId file, const TableGeometry& g, ReadBufferPool& pool, size_t end,
-                                size_t ring_blocks) {
-  if (!reads.empty() && end > reads.capacity()) {
-    // Growing would move the reads the engine already holds.
-    return Status::Internal("block batch: more reads than Reset made room for");
-  }
-  if (ring_blocks < end) {
-    // Replaces the lease: only before any read into it is prepared.
-    if (!reads.empty()) return Status::Internal("block batch: a ring lease after reads were prepared");
-    ENGRAM_ASSIGN_OR_RETURN(buffers, pool.Acquire(ring_blocks));
-  } else {
-    ENGRAM_RETURN_IF_ERROR(pool.Extend(buffers, end));
-  }
-  for (size_t b = reads.size(); b < end; ++b) {
-    reads.push_back(io::BlockRead{file, g.BlockOffset(blocks[b]), static_cast<uint32_t>(io::kBlockSize),
-                                  buffers.Block(b), Status()});
-  }
-  return Status::OK();
-}
-
-Status BlockBatch::Build(const TableState& table, io::FileId file, ReadBufferPool& pool,
-                         std::span<const std::pair<uint64_t, uint32_t>> rows_and_refs, size_t max_blocks) {
-  const TableGeometry& g = table.file->geometry();
-  Reset(rows_and_refs.size());
-  for (const auto& [row, ref] : rows_and_refs) Add(row, ref, g);
-  if (blocks.empty()) return Status::OK();
-  return PrepareReads(file, g, pool, blocks.size(), max_blocks);
-}
-
-Status BlockBatch::Check(size_t b, TableState& table) const {
-  TableCounters& c = table.counters;
-  c.Add(c.io_reads, 1);
-  Status s;
-  if (!reads[b].status.ok()) {
-    c.Add(c.io_errors, 1);
-    s = reads[b].status.WithContext("table " + table.name + " block " + std::to_string(blocks[b]));
-  } else {
-    c.Add(c.io_bytes, io::kBlockSize);
-    s = table.file->VerifyBlock(blocks[b], Block(b));
-    if (!s.ok()) c.Add(c.checksum_failures, 1);
-  }
-  if (!s.ok()) {
-    LogRateLimiter::Decision d = table.block_error_log.Admit();
-    if (d.log && d.suppressed > 0) {
-      spdlog::error("table {}: {} ({} more block failures not logged since the last line; see the counters)",
-                    table.name, s.ToString(), d.suppressed);
-    } else if (d.log) {
-      spdlog::error("table {}: {}", table.name, s.ToString());
-    }
-  }
-  return s;
-}
-
-}  // namespace engram
+#include "src/store/table_state.h"
 
 using engram::GatherTicket;
 
 std::shared_ptr<GatherTicket::State> GatherTicket::State::Acquire() {
   thread_local std::shared_ptr<State> spare;
-  if (spare && spare.use_count() == 1 && spare->plan.next_pos.capacity() <= kRecycledRows) {
-    // Every other holder has let go, and each one's last use of the state
-    // was under mu (a waiter's, a callback's Finish, an engine's OnLanded):
-    // taking mu orders those uses before the reuse.
-    { std::lock_guard lock(spare->mu); }
+  if (spare && spare.use_count() == 1 && spare->plan_.next_pos.capacity() <= kRecycledRows) {
     spare->Reset();
     return spare;
   }
@@ -123,204 +24,269 @@ std::shared_ptr<GatherTicket::State> GatherTicket::State::Acquire() {
 }
 
 void GatherTicket::State::Reset() {
-  store = nullptr;
-  table = 0;
-  row_ids = {};
-  dst = nullptr;
-  stride = 0;
+  {
+    // Every other holder has let go, and each one's last use of the state
+    // was under mu_ (a waiter's, a callback's Finish, an engine's OnLanded):
+    // taking mu_ orders those uses before the reuse.
+    MutexLock lock(&mu_);
+    complete_ = waiting_ = landed_ = claimed_ = draining_ = false;
+    chunks_landed_ = 0;
+    chunks_to_check_.clear();
+    landings_ = kLandingsUnknown;
+  }
+  store_ = nullptr;
+  table_ = 0;
+  row_ids_ = {};
+  dst_ = nullptr;
+  stride_ = 0;
+  done_ = nullptr;
   // The plan is left as it is: Build overwrites all of it, and a plan of the
   // same size as the last is then built without zeroing anything.
-  batch.buffers.Release();
-  batch.Clear();
-  if (batch.reads.capacity() > kKeptReads) std::vector<io::BlockRead>().swap(batch.reads);
-  reference.reset();
-  result = GatherResult();
-  t0 = t1 = 0;
-  offered = 0;
-  block_ok.clear();
-  verified.clear();
-  done = nullptr;
-  complete = waiting = landed = claimed = false;
-  chunks_landed = 0;
-  chunks_submitted = 0;
-  landings = kLandingsUnknown;
-  chunks_to_check.clear();
-  checked.clear();
-  stream_chunks = 0;
-  draining = false;
-  chunks_checked = 0;
-  staged.clear();
-  if (staged.capacity() > kKeptStagedBytes) std::vector<std::byte>().swap(staged);
+  batch_.buffers.Release();
+  batch_.Clear();
+  if (batch_.reads.capacity() > kKeptReads) std::vector<io::BlockRead>().swap(batch_.reads);
+  reference_.reset();
+  result_ = GatherResult();
+  t0_ = t1_ = 0;
+  offered_ = 0;
+  block_ok_.clear();
+  verified_.clear();
+  chunks_submitted_ = 0;
+  checked_.clear();
+  stream_chunks_ = 0;
+  chunks_checked_ = 0;
+  staged_.clear();
+  if (staged_.capacity() > kKeptStagedBytes) std::vector<std::byte>().swap(staged_);
 }
 
+void GatherTicket::State::Init(StoreImpl* store, size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
+                               size_t stride, std::function<void(GatherResult)> done) {
+  t0_ = io::MonotonicNanos();
+  store_ = store;
+  table_ = table;
+  row_ids_ = row_ids;
+  dst_ = dst;
+  stride_ = stride;
+  done_ = std::move(done);
+}
+
+void GatherTicket::State::Reject(Status why) {
+  result_.status = std::move(why);
+  result_.rows = row_ids_.size();
+  if (table_ < store_->table_count()) return Finish();
+  // No table to account the failure to.
+  result_.wait_nanoseconds = io::MonotonicNanos() - t0_;
+  if (done_) {
+    auto cb = std::move(done_);
+    cb(result_);
+    return;
+  }
+  MutexLock lock(&mu_);
+  complete_ = true;
+}
+
+// The cache phase, then the reads of the misses.
 void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   State& st = *self;
-  TableState& table = st.store->table_state(st.table);
-  const uint32_t record = table.file->record_bytes();
-  st.plan.Build(st.row_ids);
-  st.result.rows = st.row_ids.size();
-  const size_t distinct = st.plan.distinct.size();
-  st.result.distinct_rows = distinct;
+  st.PlanDistinctRows();
+  CachePhase phase = st.BeginCachePhase();
+  // Pipelined batch lookups (RowCache::LookupBatch overlaps the memory
+  // accesses of consecutive rows), one per segment, each followed by the
+  // submission of the chunks its misses completed. Looking up in segments
+  // decides the same as one batch would: LookupBatch equals one lookup per
+  // row, in order.
+  const size_t distinct = st.plan_.distinct.size();
+  for (size_t begin = 0, segment = kFirstSegmentRows; begin < distinct; begin += segment, segment *= 2) {
+    st.LookUpSegment(begin, std::min(segment, distinct - begin), phase);
+    if (phase.submit_early && phase.no_buffer.ok()) phase.no_buffer = SubmitReadyChunks(self, /*all=*/false);
+  }
+  st.EndCachePhase(phase);
+  if (st.result_.misses == 0) return st.Finish(st.t1_);
+  if (phase.reference) return StartReferenceReads(self, std::move(phase.reference_misses));
+  SubmitBlockReads(self, phase);
+}
 
-  // Per-thread scratch, used only until the reads are submitted or the gather
-  // finishes (a callback that starts another gather on this thread comes later).
+void GatherTicket::State::PlanDistinctRows() {
+  plan_.Build(row_ids_);
+  result_.rows = row_ids_.size();
+  result_.distinct_rows = plan_.distinct.size();
+}
+
+GatherTicket::State::CachePhase GatherTicket::State::BeginCachePhase() {
+  const size_t distinct = plan_.distinct.size();
   thread_local std::vector<std::byte*> outs;
-  // hit[d]: bit 0 set by the lookup (a hit), bit 1 by ConsumeReadAhead (a
-  // read-ahead pin of the row was released), so the hit path allocates nothing more.
   thread_local std::vector<uint8_t> hit;
   outs.resize(distinct);
   hit.resize(distinct);  // every hit[d] is set by LookupBatch
-  for (size_t d = 0; d < distinct; ++d) outs[d] = st.dst + size_t(st.plan.first_pos[d]) * st.stride;
-
-  // A reference table's misses are read in one batch after the lookups
-  // (reference_reads.h); a block table's go into st.batch as they are found.
-  const bool reference = table.file->is_reference();
-  std::vector<std::pair<uint64_t, uint32_t>> reference_misses;
-  ReadBufferPool& pool = st.store->read_buffers();
-  const size_t stream_chunks = pool.stream_chunks();
-  // Chunks go to the engine during the lookups unless the gather might miss
-  // more blocks than its buffers hold: whether it streams is known only after
-  // its last lookup.
+  for (size_t d = 0; d < distinct; ++d) outs[d] = dst_ + size_t(plan_.first_pos[d]) * stride_;
+  const bool reference = store_->table_state(table_).file->is_reference();
+  const size_t stream_chunks = store_->read_buffers().stream_chunks();
   const bool submit_early = !reference && (stream_chunks == 0 || distinct <= stream_chunks * kChunkBlocks);
-  bool batch_ready = false;  // st.batch is sized for this gather's misses (at the first one)
-  const TableGeometry& g = table.file->geometry();
-  Status no_buffer;  // why the chunks from chunks_submitted on have no read buffer
+  return CachePhase{outs, hit, reference, /*reference_misses=*/{}, stream_chunks, submit_early,
+                    /*batch_ready=*/false, /*no_buffer=*/Status()};
+}
 
-  // Pipelined batch lookups (RowCache::LookupBatch overlaps the memory
-  // accesses of consecutive rows), one per segment, then the bookkeeping.
-  // Looking up in segments decides the same as one batch would: LookupBatch
-  // equals one lookup per row, in order.
-  for (size_t begin = 0, segment = kFirstSegmentRows; begin < distinct; begin += segment, segment *= 2) {
-    const size_t n = std::min(segment, distinct - begin);
-    const std::span<const uint64_t> ids = std::span<const uint64_t>(st.plan.distinct).subspan(begin, n);
-    const std::span<uint8_t> flags = std::span<uint8_t>(hit).subspan(begin, n);
-    // kKeep: the pin of a read-ahead row is dropped by ConsumeReadAhead below,
-    // under the lock that pairs it with the store's list (see TableState).
-    const size_t hits = table.cache->LookupBatch(ids, std::span<std::byte* const>(outs).subspan(begin, n),
-                                                 PinAction::kKeep, flags);
-    // Every row asked for is served by this gather, hit or miss: a read-ahead
-    // of it still in flight must not pin it when it lands.
-    const size_t consumed = table.ConsumeReadAhead(ids, flags);
-    if (hits == n && consumed == 0) {
-      // Every row a hit, none of them a read-ahead's: all that is left is to
-      // copy the rows asked for more than once.
-      st.result.hits += hits;
-      if (st.plan.has_duplicates()) {
-        for (size_t d = begin; d < begin + n; ++d) st.CopyToDuplicates(d, outs[d], record);
+void GatherTicket::State::LookUpSegment(size_t begin, size_t n, CachePhase& phase) {
+  TableState& table = store_->table_state(table_);
+  const uint32_t record = table.file->record_bytes();
+  const std::span<const uint64_t> ids = std::span<const uint64_t>(plan_.distinct).subspan(begin, n);
+  const std::span<uint8_t> flags = std::span<uint8_t>(phase.hit).subspan(begin, n);
+  // kKeep: the pin of a read-ahead row is dropped by the tracker's Consume
+  // below, under the lock that pairs it with the tracker's list.
+  const size_t hits =
+      table.cache->LookupBatch(ids, std::span<std::byte* const>(phase.outs).subspan(begin, n), PinAction::kKeep, flags);
+  // Every row asked for is served by this gather, hit or miss: a read-ahead
+  // of it still in flight must not pin it when it lands.
+  const size_t consumed = table.read_ahead.Consume(ids, flags);
+  if (hits == n && consumed == 0) {
+    // Every row a hit, none of them a read-ahead's: all that is left is to
+    // copy the rows asked for more than once.
+    result_.hits += hits;
+    if (plan_.has_duplicates()) {
+      for (size_t d = begin; d < begin + n; ++d) CopyToDuplicates(d, phase.outs[d], record);
+    }
+    return;
+  }
+  const TableGeometry& g = table.file->geometry();
+  for (size_t d = begin; d < begin + n; ++d) {
+    const bool consumed = (phase.hit[d] & ReadAheadTracker::kConsumedPin) != 0;
+    if (phase.hit[d] & 1) {
+      ++result_.hits;
+      if (consumed) {
+        ++result_.read_ahead_used;
+        table.counters.Add(table.counters.read_ahead_used_rows, 1);
       }
+      CopyToDuplicates(d, phase.outs[d], record);
       continue;
     }
-    for (size_t d = begin; d < begin + n; ++d) {
-      const bool consumed = (hit[d] & TableState::kConsumedPin) != 0;
-      if (hit[d] & 1) {
-        ++st.result.hits;
-        if (consumed) {
-          ++st.result.read_ahead_used;
-          table.counters.Add(table.counters.read_ahead_used_rows, 1);
-        }
-        st.CopyToDuplicates(d, outs[d], record);
-        continue;
+    // Pinned by a read-ahead that landed between the lookup and the
+    // consume: unpinned above, and of no use to this gather.
+    if (consumed) table.counters.Add(table.counters.read_ahead_wasted_rows, 1);
+    if (phase.reference) {
+      phase.reference_misses.emplace_back(plan_.distinct[d], static_cast<uint32_t>(d));
+    } else {
+      if (!phase.batch_ready) {
+        batch_.Reset(plan_.distinct.size() - d);  // the misses still to come, at most
+        phase.batch_ready = true;
       }
-      // Pinned by a read-ahead that landed between the lookup and the
-      // consume: unpinned above, and of no use to this gather.
-      if (consumed) table.counters.Add(table.counters.read_ahead_wasted_rows, 1);
-      if (reference) {
-        reference_misses.emplace_back(st.plan.distinct[d], static_cast<uint32_t>(d));
-      } else {
-        if (!batch_ready) {
-          st.batch.Reset(distinct - d);  // the misses still to come, at most
-          batch_ready = true;
-        }
-        st.batch.Add(st.plan.distinct[d], static_cast<uint32_t>(d), g);
-      }
+      batch_.Add(plan_.distinct[d], static_cast<uint32_t>(d), g);
     }
-    if (submit_early && no_buffer.ok()) no_buffer = SubmitReadyChunks(self, /*all=*/false);
   }
-  st.result.misses = reference ? reference_misses.size() : st.batch.rows.size();
-  st.t1 = io::MonotonicNanos();
-  st.result.cache_nanoseconds = st.t1 - st.t0;
-  if (st.result.misses == 0) return st.Finish(st.t1);
-  if (reference) return StartReferenceReads(self, std::move(reference_misses));
+}
 
-  st.block_ok.assign(st.batch.blocks.size(), 0);
-  st.checked.assign(st.chunks(), 0);
-  if (!submit_early && stream_chunks != 0 && st.chunks() > stream_chunks) {
+void GatherTicket::State::EndCachePhase(const CachePhase& phase) {
+  result_.misses = phase.reference ? phase.reference_misses.size() : batch_.rows.size();
+  t1_ = io::MonotonicNanos();
+  result_.cache_nanoseconds = t1_ - t0_;
+}
+
+void GatherTicket::State::SubmitBlockReads(const std::shared_ptr<State>& self, CachePhase& phase) {
+  State& st = *self;
+  st.block_ok_.assign(st.batch_.blocks.size(), 0);
+  st.checked_.assign(st.chunks(), 0);
+  if (!phase.submit_early && phase.stream_chunks != 0 && st.chunks() > phase.stream_chunks) {
     // More blocks than the buffers hold: read them through a ring of
     // stream_chunks chunks. Nothing is submitted yet.
-    no_buffer = st.batch.PrepareReads(table.file_id, g, pool, st.batch.blocks.size(), stream_chunks * kChunkBlocks);
-    if (no_buffer.ok()) {
-      st.stream_chunks = stream_chunks;
-      st.staged.resize(st.batch.rows.size() * size_t(record));
-      st.result.blocks_read = st.batch.blocks.size();
-      SetLandings(self, st.chunks());  // before the first read: nothing can have landed
-      for (size_t c = 0; c < st.stream_chunks; ++c) SubmitChunk(self, c);
-      return;
-    }
-  } else if (no_buffer.ok()) {
-    no_buffer = SubmitReadyChunks(self, /*all=*/true);
+    phase.no_buffer = StartStreaming(self, phase.stream_chunks);
+    if (phase.no_buffer.ok()) return;
+  } else if (phase.no_buffer.ok()) {
+    phase.no_buffer = SubmitReadyChunks(self, /*all=*/true);
   }
-  const size_t submitted_blocks = std::min(st.batch.blocks.size(), st.chunks_submitted * kChunkBlocks);
-  st.result.blocks_read = submitted_blocks;
-  if (!no_buffer.ok()) {
-    // No read buffer for these blocks: none of their rows is read, returned
-    // or cached. The chunks already submitted go on.
-    st.result.status = no_buffer;
-    for (size_t b = submitted_blocks; b < st.batch.blocks.size(); ++b) st.FailBlockRows(b);
-    for (size_t c = st.chunks_submitted; c < st.chunks(); ++c) st.checked[c] = 1;
-    if (st.chunks_submitted == 0) {
-      std::sort(st.result.failed_positions.begin(), st.result.failed_positions.end());
-      return st.Finish();
-    }
+  st.result_.blocks_read = std::min(st.batch_.blocks.size(), st.chunks_submitted_ * kChunkBlocks);
+  if (!phase.no_buffer.ok()) {
+    // The chunks already submitted go on.
+    st.FailUnsubmittedBlocks(phase.no_buffer);
+    if (st.chunks_submitted_ == 0) return st.FinishWithoutReads();
   }
-  SetLandings(self, st.chunks_submitted);
+  SetLandings(self, st.chunks_submitted_);
+}
+
+void GatherTicket::State::StartReferenceReads(const std::shared_ptr<State>& self,
+                                              std::vector<std::pair<uint64_t, uint32_t>> missed) {
+  State& st = *self;
+  TableState& table = st.store_->table_state(st.table_);
+  const size_t missed_rows = missed.size();
+  st.reference_ = std::make_shared<ReferenceBatch>();
+  Status s = st.reference_->Build(table, st.store_->read_buffers(), std::move(missed));
+  if (!s.ok()) {
+    // No read buffer: none of the misses is read, returned or cached.
+    table.counters.Add(table.counters.failed_rows, missed_rows);
+    st.result_.status = s;
+    for (uint32_t ref : st.reference_->row_ref) st.AddFailedRow(ref);
+    return st.FinishWithoutReads();
+  }
+  st.result_.blocks_read = st.reference_->blocks.blocks.size();
+  SetLandings(self, 1);  // before the read: nothing can have landed
+  st.store_->engine().SubmitBatch(st.reference_->blocks.reads, [self] { OnLanded(self); });
+}
+
+engram::Status GatherTicket::State::SubmitReadyChunks(const std::shared_ptr<State>& self, bool all) {
+  State& st = *self;
+  const TableState& table = st.store_->table_state(st.table_);
+  const size_t blocks = st.batch_.blocks.size();
+  for (;;) {
+    const size_t first = st.chunks_submitted_ * kChunkBlocks;
+    const size_t end = std::min(first + kChunkBlocks, blocks);
+    if (first >= blocks || (end - first < kChunkBlocks && !all)) return Status::OK();
+    ENGRAM_RETURN_IF_ERROR(
+        st.batch_.PrepareReads(table.file_id, table.file->geometry(), st.store_->read_buffers(), end));
+    SubmitChunk(self, st.chunks_submitted_++);
+  }
+}
+
+engram::Status GatherTicket::State::StartStreaming(const std::shared_ptr<State>& self, size_t ring_chunks) {
+  State& st = *self;
+  const TableState& table = st.store_->table_state(st.table_);
+  ENGRAM_RETURN_IF_ERROR(st.batch_.PrepareReads(table.file_id, table.file->geometry(), st.store_->read_buffers(),
+                                                st.batch_.blocks.size(), ring_chunks * kChunkBlocks));
+  st.stream_chunks_ = ring_chunks;
+  st.staged_.resize(st.batch_.rows.size() * size_t(table.file->record_bytes()));
+  st.result_.blocks_read = st.batch_.blocks.size();
+  SetLandings(self, st.chunks());  // before the first read: nothing can have landed
+  for (size_t c = 0; c < st.stream_chunks_; ++c) SubmitChunk(self, c);
+  return Status::OK();
+}
+
+void GatherTicket::State::SubmitChunk(const std::shared_ptr<State>& self, size_t c) {
+  // The engine holds `batch_.reads` and the buffer until the callback runs,
+  // and the callback holds the state.
+  State& st = *self;
+  const size_t first = c * kChunkBlocks;
+  st.store_->engine().SubmitBatch(
+      std::span<io::BlockRead>(st.batch_.reads).subspan(first, std::min(kChunkBlocks, st.batch_.reads.size() - first)),
+      [self, c = static_cast<uint32_t>(c)] { OnLanded(self, c); });
+}
+
+void GatherTicket::State::FailUnsubmittedBlocks(const Status& why) {
+  result_.status = why;
+  const size_t submitted_blocks = std::min(batch_.blocks.size(), chunks_submitted_ * kChunkBlocks);
+  for (size_t b = submitted_blocks; b < batch_.blocks.size(); ++b) FailBlockRows(b);
+  for (size_t c = chunks_submitted_; c < chunks(); ++c) checked_[c] = 1;
 }
 
 void GatherTicket::State::SetLandings(const std::shared_ptr<State>& self, size_t n) {
   State& st = *self;
   bool post;
   {
-    std::lock_guard lock(st.mu);
-    st.landings = n;
-    st.landed = st.chunks_landed == n;
+    MutexLock lock(&st.mu_);
+    st.landings_ = n;
+    st.landed_ = st.chunks_landed_ == n;
     // A streaming gather's Drain runs the disk phase after its last check.
-    post = st.landed && !st.waiting && !st.streaming();
+    post = st.landed_ && !st.waiting_ && !st.streaming();
   }
   if (post) PostDiskPhase(self);
 }
 
-engram::Status GatherTicket::State::SubmitReadyChunks(const std::shared_ptr<State>& self, bool all) {
-  State& st = *self;
-  const TableState& table = st.store->table_state(st.table);
-  const size_t blocks = st.batch.blocks.size();
-  for (;;) {
-    const size_t first = st.chunks_submitted * kChunkBlocks;
-    const size_t end = std::min(first + kChunkBlocks, blocks);
-    if (first >= blocks || (end - first < kChunkBlocks && !all)) return Status::OK();
-    ENGRAM_RETURN_IF_ERROR(
-        st.batch.PrepareReads(table.file_id, table.file->geometry(), st.store->read_buffers(), end));
-    SubmitChunk(self, st.chunks_submitted++);
-  }
-}
-
-void GatherTicket::State::SubmitChunk(const std::shared_ptr<State>& self, size_t c) {
-  // The engine holds `batch.reads` and the buffer until the callback runs,
-  // and the callback holds the state.
-  State& st = *self;
-  const size_t first = c * kChunkBlocks;
-  st.store->engine().SubmitBatch(
-      std::span<io::BlockRead>(st.batch.reads).subspan(first, std::min(kChunkBlocks, st.batch.reads.size() - first)),
-      [self, c = static_cast<uint32_t>(c)] { OnLanded(self, c); });
-}
-
 void GatherTicket::State::PostDiskPhase(const std::shared_ptr<State>& self) {
-  boost::asio::post(self->store->completion_pool(), [self] {
+  boost::asio::post(self->store_->completion_pool(), [self] {
+    State& st = *self;
     {
-      std::lock_guard lock(self->mu);
+      MutexLock lock(&st.mu_);
       // A waiter arrived (it runs the disk phase), or one already took it.
-      if (self->claimed || self->waiting) return;
-      self->claimed = true;
+      if (st.claimed_ || st.waiting_) return;
+      st.claimed_ = true;
     }
-    self->OnBlocksRead();
+    st.OnBlocksRead();
   });
 }
 
@@ -329,24 +295,24 @@ void GatherTicket::State::Drain(const std::shared_ptr<State>& self) {
   for (;;) {
     std::vector<uint32_t> landed;
     {
-      std::lock_guard lock(st.mu);
-      if (st.chunks_to_check.empty()) {
-        st.draining = false;
+      MutexLock lock(&st.mu_);
+      if (st.chunks_to_check_.empty()) {
+        st.draining_ = false;
         return;
       }
-      landed.swap(st.chunks_to_check);
+      landed.swap(st.chunks_to_check_);
     }
     for (uint32_t c : landed) {
       st.CheckChunk(c);
-      ++st.chunks_checked;
+      ++st.chunks_checked_;
       // Its buffer is free: the chunk that reads into it next.
-      if (c + st.stream_chunks < st.chunks()) SubmitChunk(self, c + st.stream_chunks);
+      if (c + st.stream_chunks_ < st.chunks()) SubmitChunk(self, c + st.stream_chunks_);
     }
     st.OfferCheckedPrefix();
-    if (st.chunks_checked == st.chunks()) {
+    if (st.chunks_checked_ == st.chunks()) {
       {
-        std::lock_guard lock(st.mu);
-        st.claimed = true;  // draining stays set: nothing lands any more
+        MutexLock lock(&st.mu_);
+        st.claimed_ = true;  // draining_ stays set: nothing lands any more
       }
       return st.OnBlocksRead();
     }
@@ -356,73 +322,73 @@ void GatherTicket::State::Drain(const std::shared_ptr<State>& self) {
 void GatherTicket::State::OnLanded(const std::shared_ptr<State>& self, uint32_t c) {
   State& st = *self;
   {
-    std::unique_lock lock(st.mu);
-    ++st.chunks_landed;
-    st.landed = st.chunks_landed == st.landings;
+    MutexLock lock(&st.mu_);
+    ++st.chunks_landed_;
+    st.landed_ = st.chunks_landed_ == st.landings_;
     if (st.streaming()) {
-      st.chunks_to_check.push_back(c);
-      if (st.draining) return;  // the running Drain takes it
-      st.draining = true;
-      lock.unlock();
-      boost::asio::post(st.store->completion_pool(), [self] { Drain(self); });
+      st.chunks_to_check_.push_back(c);
+      if (st.draining_) return;  // the running Drain takes it
+      st.draining_ = true;
+      lock.Unlock();
+      boost::asio::post(st.store_->completion_pool(), [self] { Drain(self); });
       return;
     }
     // Queued for a waiter, present or yet to come, to check early.
-    if (c != kWholeGather) st.chunks_to_check.push_back(c);
-    if (st.waiting) {
+    if (c != kWholeGather) st.chunks_to_check_.push_back(c);
+    if (st.waiting_) {
       // The waiter checks the chunk now, and runs the disk phase at the end.
-      st.cv.notify_all();
+      st.cv_.SignalAll();
       return;
     }
     // Whoever takes the gather checks every chunk; while Start is still
     // submitting (landings unknown), Start hands it off at its end.
-    if (!st.landed) return;
+    if (!st.landed_) return;
   }
   PostDiskPhase(self);
 }
 
 void GatherTicket::State::CheckChunk(uint32_t c) {
-  TableState& table = store->table_state(this->table);
+  TableState& table = store_->table_state(table_);
   const uint32_t record = table.file->record_bytes();
   const TableGeometry& g = table.file->geometry();
-  const size_t end_block = std::min(batch.blocks.size(), (size_t(c) + 1) * kChunkBlocks);
+  const size_t end_block = std::min(batch_.blocks.size(), (size_t(c) + 1) * kChunkBlocks);
   for (size_t b = size_t(c) * kChunkBlocks; b < end_block; ++b) {
-    Status s = batch.Check(b, table);
+    Status s = batch_.Check(b, table);
     if (!s.ok()) {
       // Nothing from this block is returned or cached.
       FailBlockRows(b);
-      if (result.status.ok()) result.status = s;
+      if (result_.status.ok()) result_.status = s;
       continue;
     }
-    result.bytes_read += io::kBlockSize;
-    block_ok[b] = 1;
-    const std::byte* block = batch.Block(b).data();
-    batch.ForEachRowOf(b, [&](uint32_t k) {
-      const std::byte* row = block + g.RowOffsetInBlock(batch.rows[k]);
-      CopyOut(batch.row_ref[k], row, record);
-      if (streaming()) std::memcpy(staged.data() + size_t(k) * record, row, record);
+    result_.bytes_read += io::kBlockSize;
+    block_ok_[b] = 1;
+    const std::byte* block = batch_.Block(b).data();
+    batch_.ForEachRowOf(b, [&](uint32_t k) {
+      const std::byte* row = block + g.RowOffsetInBlock(batch_.rows[k]);
+      CopyOut(batch_.row_ref[k], row, record);
+      if (streaming()) std::memcpy(staged_.data() + size_t(k) * record, row, record);
     });
   }
-  checked[c] = 1;
+  checked_[c] = 1;
 }
 
 void GatherTicket::State::OfferCheckedPrefix() {
-  const TableGeometry& g = store->table_state(table).file->geometry();
-  const uint32_t record = store->table_state(table).file->record_bytes();
+  const TableGeometry& g = store_->table_state(table_).file->geometry();
+  const uint32_t record = store_->table_state(table_).file->record_bytes();
   // Per-thread scratch, as in Start.
   thread_local std::vector<uint64_t> ids;
   thread_local std::vector<const std::byte*> rows;
   ids.clear();
   rows.clear();
-  const size_t n = batch.rows.size();
-  for (; offered < n; ++offered) {
-    const uint32_t b = batch.row_block[offered];
-    if (!checked[b / kChunkBlocks]) break;
-    if (!block_ok[b]) continue;  // nothing from a failed block is cached
-    const uint64_t row = batch.rows[offered];
+  const size_t n = batch_.rows.size();
+  for (; offered_ < n; ++offered_) {
+    const uint32_t b = batch_.row_block[offered_];
+    if (!checked_[b / kChunkBlocks]) break;
+    if (!block_ok_[b]) continue;  // nothing from a failed block is cached
+    const uint64_t row = batch_.rows[offered_];
     ids.push_back(row);
     // A streaming gather's block buffer may hold a later block by now.
-    rows.push_back(streaming() ? staged.data() + offered * record : batch.Block(b).data() + g.RowOffsetInBlock(row));
+    rows.push_back(streaming() ? staged_.data() + offered_ * record : batch_.Block(b).data() + g.RowOffsetInBlock(row));
   }
   Offer(ids, rows);
 }
@@ -431,135 +397,138 @@ void GatherTicket::State::Offer(std::span<const uint64_t> ids, std::span<const s
   if (ids.empty()) return;
   thread_local std::vector<InsertOutcome> outcomes;
   outcomes.resize(ids.size());
-  store->table_state(table).cache->InsertBatch(ids, bytes, outcomes);
+  store_->table_state(table_).cache->InsertBatch(ids, bytes, outcomes);
   for (InsertOutcome o : outcomes) {
     if (o == InsertOutcome::kRefusedLostAdmission || o == InsertOutcome::kRefusedAllPinned) {
-      ++result.refusals;
+      ++result_.refusals;
     } else {
-      ++result.inserts;
+      ++result_.inserts;
     }
   }
 }
 
 void GatherTicket::State::CopyOut(uint32_t d, const std::byte* bytes, uint32_t record) {
-  std::memcpy(dst + size_t(plan.first_pos[d]) * stride, bytes, record);
+  std::memcpy(dst_ + size_t(plan_.first_pos[d]) * stride_, bytes, record);
   CopyToDuplicates(d, bytes, record);
 }
 
 void GatherTicket::State::CopyToDuplicates(uint32_t d, const std::byte* bytes, uint32_t record) {
-  plan.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(dst + size_t(p) * stride, bytes, record); });
+  plan_.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(dst_ + size_t(p) * stride_, bytes, record); });
 }
 
 void GatherTicket::State::OnBlocksRead() {
-  TableState& table = store->table_state(this->table);
+  TableState& table = store_->table_state(table_);
   const uint32_t record = table.file->record_bytes();
-  if (reference) {
-    result.bytes_read += reference->ForEachRow(table, [&](uint64_t, uint32_t d, const Status& s, const std::byte* rec) {
+  if (reference_) {
+    result_.bytes_read += reference_->ForEachRow(table, [&](uint64_t, uint32_t d, const Status& s, const std::byte* rec) {
       if (s.ok()) {
         CopyOut(d, rec, record);
-        verified.emplace_back(d, rec);
+        verified_.emplace_back(d, rec);
         return;
       }
       table.counters.Add(table.counters.failed_rows, 1);
-      if (result.status.ok()) result.status = s;
+      if (result_.status.ok()) result_.status = s;
       AddFailedRow(d);
     });
   }
   for (uint32_t c = 0; c < chunks(); ++c) {
-    if (!checked[c]) CheckChunk(c);
+    if (!checked_[c]) CheckChunk(c);
   }
   // Verified rows offered to the cache by distinct index, in first-occurrence
   // order, the same order engram-replay offers them, so emulated and served
   // counts agree exactly. A waiter may have offered a prefix already.
   OfferCheckedPrefix();
-  if (!verified.empty()) {
-    std::sort(verified.begin(), verified.end());
+  if (!verified_.empty()) {
+    std::sort(verified_.begin(), verified_.end());
     thread_local std::vector<uint64_t> ids;
     thread_local std::vector<const std::byte*> rows;
     ids.clear();
     rows.clear();
-    for (const auto& [d, bytes] : verified) {
-      ids.push_back(plan.distinct[d]);
+    for (const auto& [d, bytes] : verified_) {
+      ids.push_back(plan_.distinct[d]);
       rows.push_back(bytes);
     }
     Offer(ids, rows);
   }
-  std::sort(result.failed_positions.begin(), result.failed_positions.end());
-  result.disk_nanoseconds = io::MonotonicNanos() - t1;
-  batch.buffers.Release();  // back to the pool now, not when the ticket dies
-  if (reference) reference->blocks.buffers.Release();
+  std::sort(result_.failed_positions.begin(), result_.failed_positions.end());
+  result_.disk_nanoseconds = io::MonotonicNanos() - t1_;
+  batch_.buffers.Release();  // back to the pool now, not when the ticket dies
+  if (reference_) reference_->blocks.buffers.Release();
   Finish();
 }
 
 void GatherTicket::State::FailBlockRows(size_t b) {
-  TableCounters& c = store->table_state(table).counters;
-  batch.ForEachRowOf(b, [&](uint32_t k) {
+  TableCounters& c = store_->table_state(table_).counters;
+  batch_.ForEachRowOf(b, [&](uint32_t k) {
     c.Add(c.failed_rows, 1);
-    AddFailedRow(batch.row_ref[k]);
+    AddFailedRow(batch_.row_ref[k]);
   });
 }
 
 void GatherTicket::State::AddFailedRow(uint32_t d) {
-  result.failed_positions.push_back(plan.first_pos[d]);
-  plan.ForEachDuplicate(d, [&](uint32_t p) { result.failed_positions.push_back(p); });
+  result_.failed_positions.push_back(plan_.first_pos[d]);
+  plan_.ForEachDuplicate(d, [&](uint32_t p) { result_.failed_positions.push_back(p); });
+}
+
+void GatherTicket::State::FinishWithoutReads() {
+  std::sort(result_.failed_positions.begin(), result_.failed_positions.end());
+  Finish();
 }
 
 void GatherTicket::State::Finish(uint64_t now) {
-  TableState& table = store->table_state(this->table);
-  result.wait_nanoseconds = now - t0;
+  TableState& table = store_->table_state(table_);
+  result_.wait_nanoseconds = now - t0_;
   TableCounters& c = table.counters;
   c.Add(c.gathers, 1);
-  c.Add(c.rows_requested, result.rows);
-  if (!result.status.ok()) c.Add(c.failed_gathers, 1);
-  c.Add(c.readiness_wait_nanoseconds, result.wait_nanoseconds);
-  c.Add(c.readiness_wait_cache_nanoseconds, result.cache_nanoseconds);
-  c.Add(c.readiness_wait_disk_nanoseconds, result.disk_nanoseconds);
-  if (done) {
+  c.Add(c.rows_requested, result_.rows);
+  if (!result_.status.ok()) c.Add(c.failed_gathers, 1);
+  c.Add(c.readiness_wait_nanoseconds, result_.wait_nanoseconds);
+  c.Add(c.readiness_wait_cache_nanoseconds, result_.cache_nanoseconds);
+  c.Add(c.readiness_wait_disk_nanoseconds, result_.disk_nanoseconds);
+  if (done_) {
     // The callback form hands the result off; it must not block. Marking the
-    // gather complete under mu afterwards orders this thread's use of the
+    // gather complete under mu_ afterwards orders this thread's use of the
     // state before its reuse (Acquire).
-    auto cb = std::move(done);
-    cb(std::move(result));
-    std::lock_guard lock(mu);
-    complete = true;
+    auto cb = std::move(done_);
+    cb(std::move(result_));
+    MutexLock lock(&mu_);
+    complete_ = true;
     return;
   }
-  std::lock_guard lock(mu);
-  complete = true;
-  cv.notify_all();
+  MutexLock lock(&mu_);
+  complete_ = true;
+  cv_.SignalAll();
 }
 
-namespace engram {
 
-namespace {
-
-struct ReadAheadOperation {
-  StoreImpl* store;
-  size_t table;
-  TableState::ReadAheadTicket ticket;
-  BlockBatch batch;
-};
-
-// On the completion pool: verify the landed blocks and pin their rows.
-void FinishReadAhead(const ReadAheadOperation& op) {
-  TableState& t = op.store->table_state(op.table);
-  const uint32_t record = t.file->record_bytes();
-  const TableGeometry& g = t.file->geometry();
-  for (size_t b = 0; b < op.batch.blocks.size(); ++b) {
-    const bool ok = op.batch.Check(b, t).ok();  // a failure is counted; a later gather reads it again
-    std::span<const std::byte> block = op.batch.Block(b);
-    op.batch.ForEachRowOf(b, [&](uint32_t k) {
-      const uint64_t row = op.batch.rows[k];
-      t.LandReadAheadRow(op.ticket.seq, row, ok, ok ? block.subspan(g.RowOffsetInBlock(row), record)
-                                                    : std::span<const std::byte>());
-    });
+engram::GatherResult GatherTicket::State::Wait() {
+  MutexLock lock(&mu_);
+  waiting_ = true;
+  // Unless a pool thread has already taken the gather, this thread runs its
+  // disk phase: it checks each chunk as it lands (chunks that landed before
+  // it arrived are checked by OnBlocksRead), then, once all have landed,
+  // fills the cache. The caller's thread does its own gather's
+  // verify/copy/insert work, in parallel with others.
+  for (;;) {
+    // A streaming gather's chunks are checked by Drain: its waiter only waits.
+    while (!(complete_ || (!streaming() && !claimed_ && (landed_ || !chunks_to_check_.empty())))) cv_.Wait(&mu_);
+    if (complete_) break;
+    if (landed_) {
+      claimed_ = true;
+      lock.Unlock();
+      OnBlocksRead();  // ends in Finish(), which sets complete_
+      lock.Lock();
+      break;
+    }
+    std::vector<uint32_t> landed;
+    landed.swap(chunks_to_check_);
+    lock.Unlock();
+    for (uint32_t c : landed) CheckChunk(c);
+    OfferCheckedPrefix();
+    lock.Lock();
   }
-  t.ReadAheadDone(op.ticket.generation);
+  return std::move(result_);
 }
-
-}  // namespace
-
-}  // namespace engram
 
 engram::GatherResult engram::GatherTicket::Wait() { return WaitForGather(std::move(*this)); }
 
@@ -571,72 +540,7 @@ GatherResult WaitForGather(GatherTicket ticket) {
     r.status = Status::InvalidArgument("wait on an empty gather ticket");
     return r;
   }
-  GatherState& st = GatherTicketAccess::Get(ticket);
-  std::unique_lock lock(st.mu);
-  st.waiting = true;
-  // Unless a pool thread has already taken the gather, this thread runs its
-  // disk phase: it checks each chunk as it lands (chunks that landed before
-  // it arrived are checked by OnBlocksRead), then, once all have landed,
-  // fills the cache. The caller's thread does its own gather's
-  // verify/copy/insert work, in parallel with others.
-  for (;;) {
-    // A streaming gather's chunks are checked by Drain: its waiter only waits.
-    st.cv.wait(lock, [&] {
-      return st.complete || (!st.streaming() && !st.claimed && (st.landed || !st.chunks_to_check.empty()));
-    });
-    if (st.complete) break;
-    if (st.landed) {
-      st.claimed = true;
-      lock.unlock();
-      st.OnBlocksRead();  // ends in Finish(), which sets complete
-      lock.lock();
-      break;
-    }
-    std::vector<uint32_t> landed;
-    landed.swap(st.chunks_to_check);
-    lock.unlock();
-    for (uint32_t c : landed) st.CheckChunk(c);
-    st.OfferCheckedPrefix();
-    lock.lock();
-  }
-  return std::move(st.result);
-}
-
-TableState::ReadAheadTicket BeginReadAhead(TableState& table, std::span<const uint64_t> rows,
-                                           std::vector<std::pair<uint64_t, uint32_t>>& refs) {
-  refs.clear();
-  refs.reserve(rows.size());
-  // Rows already resident are read again too: InsertPinned then pins them in
-  // place. Simple and always correct; read-ahead targets rows not yet seen.
-  for (uint64_t r : rows) refs.emplace_back(r, 0);
-  return table.ReadAheadStarted(rows);
-}
-
-bool EndReadAheadWithoutReads(TableState& table, const TableState::ReadAheadTicket& ticket,
-                              std::span<const uint64_t> rows, const Status& built, bool no_blocks) {
-  if (!built.ok()) {
-    spdlog::warn("read-ahead on table {}: {}", table.name, built.ToString());
-    for (uint64_t r : rows) table.LandReadAheadRow(ticket.seq, r, false, {});
-  }
-  if (built.ok() && !no_blocks) return false;
-  table.ReadAheadDone(ticket.generation);
-  return true;
-}
-
-void StartReadAhead(StoreImpl* store, size_t table_index, std::vector<uint64_t> rows) {
-  TableState& table = store->table_state(table_index);
-  if (table.file->is_reference()) return StartReferenceReadAhead(store, table_index, std::move(rows));
-  auto op = std::make_shared<ReadAheadOperation>();
-  op->store = store;
-  op->table = table_index;
-  std::vector<std::pair<uint64_t, uint32_t>> refs;
-  op->ticket = BeginReadAhead(table, rows, refs);
-  Status s = op->batch.Build(table, table.file_id, store->read_buffers(), refs);
-  if (EndReadAheadWithoutReads(table, op->ticket, rows, s, op->batch.blocks.empty())) return;
-  // The engine's completion thread only hands the blocks off.
-  store->engine().SubmitBatch(op->batch.reads, [op] {
-    boost::asio::post(op->store->completion_pool(), [op] { FinishReadAhead(*op); });
-  });
+  return GatherTicketAccess::Get(ticket).Wait();
 }
 
 }  // namespace engram

@@ -2,13 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include <boost/asio/post.hpp>
-
 #include <algorithm>
-#include <cstring>
-
-#include "src/store/store_impl.h"
-#include "storage/io/io_stats.h"
+#include <string>
 
 namespace engram {
 
@@ -79,60 +74,6 @@ Status HoldReferenceScales(TableState& table, double share) {
   table.cache_budget_bytes -= bytes;
   spdlog::info("store: table {}: scales held in memory ({} B of the cache budget)", table.name, bytes);
   return Status::OK();
-}
-
-void StartReferenceReads(const std::shared_ptr<GatherState>& self,
-                         std::vector<std::pair<uint64_t, uint32_t>> missed) {
-  GatherState& st = *self;
-  TableState& table = st.store->table_state(st.table);
-  const size_t missed_rows = missed.size();
-  st.reference = std::make_shared<ReferenceBatch>();
-  Status s = st.reference->Build(table, st.store->read_buffers(), std::move(missed));
-  if (!s.ok()) {
-    // No read buffer: none of the misses is read, returned or cached.
-    table.counters.Add(table.counters.failed_rows, missed_rows);
-    st.result.status = s;
-    for (uint32_t ref : st.reference->row_ref) st.AddFailedRow(ref);
-    std::sort(st.result.failed_positions.begin(), st.result.failed_positions.end());
-    return st.Finish();
-  }
-  st.result.blocks_read = st.reference->blocks.blocks.size();
-  GatherState::SetLandings(self, 1);  // before the read: nothing can have landed
-  st.store->engine().SubmitBatch(st.reference->blocks.reads, [self] { GatherState::OnLanded(self); });
-}
-
-namespace {
-
-struct ReferenceReadAhead {
-  StoreImpl* store;
-  size_t table;
-  TableState::ReadAheadTicket ticket;
-  ReferenceBatch batch;
-};
-
-}  // namespace
-
-void StartReferenceReadAhead(StoreImpl* store, size_t table_index, std::vector<uint64_t> rows) {
-  TableState& table = store->table_state(table_index);
-  auto op = std::make_shared<ReferenceReadAhead>();
-  op->store = store;
-  op->table = table_index;
-  std::vector<std::pair<uint64_t, uint32_t>> refs;
-  op->ticket = BeginReadAhead(table, rows, refs);
-  Status s = op->batch.Build(table, store->read_buffers(), std::move(refs));
-  if (EndReadAheadWithoutReads(table, op->ticket, rows, s, op->batch.blocks.blocks.empty())) return;
-  store->engine().SubmitBatch(op->batch.blocks.reads, [op] {
-    boost::asio::post(op->store->completion_pool(), [op] {
-      TableState& t = op->store->table_state(op->table);
-      const uint32_t record = t.file->record_bytes();
-      op->batch.ForEachRow(t, [&](uint64_t row, uint32_t, const Status& status, const std::byte* rec) {
-        t.LandReadAheadRow(op->ticket.seq, row, status.ok(),
-                           status.ok() ? std::span<const std::byte>(rec, record) : std::span<const std::byte>());
-      });
-      op->batch.blocks.buffers.Release();
-      t.ReadAheadDone(op->ticket.generation);
-    });
-  });
 }
 
 }  // namespace engram

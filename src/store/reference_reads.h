@@ -9,19 +9,16 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
+#include <cstring>
 #include <utility>
 #include <vector>
 
 #include "engram/status.h"
-#include "src/store/gather_operation.h"
-#include "src/store/gather_ticket_access.h"
+#include "src/store/block_batch.h"
 #include "src/store/table_state.h"
 #include "storage/reference_layout.h"
 
 namespace engram {
-
-class StoreImpl;
 
 // The blocks and pieces of a batch of missed rows of one reference table.
 struct ReferenceBatch {
@@ -55,14 +52,6 @@ Status OpenReferenceShards(TableState& table, io::IoEngine& engine);
 // it). A scale block that fails its checksum leaves them on disk (logged):
 // only the rows of that block then fail.
 Status HoldReferenceScales(TableState& table, double share);
-
-// The disk phase of a gather on a reference table: reads the missed rows
-// (row, distinct index) and completes like any gather.
-void StartReferenceReads(const std::shared_ptr<GatherState>& self,
-                         std::vector<std::pair<uint64_t, uint32_t>> missed);
-
-// Read-ahead on a reference table (see StartReadAhead).
-void StartReferenceReadAhead(StoreImpl* store, size_t table, std::vector<uint64_t> rows);
 
 template <typename Fn>
 uint64_t ReferenceBatch::ForEachRow(TableState& table, Fn&& fn) {

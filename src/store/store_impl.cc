@@ -179,13 +179,7 @@ std::shared_ptr<GatherState> StoreImpl::Begin(size_t table, std::span<const uint
                                                       std::byte* dst, size_t stride,
                                                       std::function<void(GatherResult)> done) {
   std::shared_ptr<GatherState> st = GatherState::Acquire();
-  st->t0 = io::MonotonicNanos();
-  st->store = this;
-  st->table = table;
-  st->row_ids = row_ids;
-  st->dst = dst;
-  st->stride = stride;
-  st->done = std::move(done);
+  st->Init(this, table, row_ids, dst, stride, std::move(done));
   Status bad;
   if (table >= tables_.size()) {
     bad = Status::InvalidArgument("gather: no table " + std::to_string(table));
@@ -210,20 +204,7 @@ std::shared_ptr<GatherState> StoreImpl::Begin(size_t table, std::span<const uint
     }
   }
   if (!bad.ok()) {
-    st->result.status = bad;
-    st->result.rows = row_ids.size();
-    if (table < tables_.size()) {
-      st->Finish();
-    } else {
-      // No table to account the failure to.
-      st->result.wait_nanoseconds = io::MonotonicNanos() - st->t0;
-      if (st->done) {
-        auto cb = std::move(st->done);
-        cb(st->result);
-      } else {
-        st->complete = true;
-      }
-    }
+    st->Reject(std::move(bad));
     return st;
   }
   if (trace_) trace_->Record(table, row_ids);
@@ -261,23 +242,12 @@ void StoreImpl::WaitForCacheMemory() {
 }
 
 void StoreImpl::WaitForReadAheads() {
-  for (auto& t : tables_) t->WaitForReadAheads();
+  for (auto& t : tables_) t->read_ahead.WaitForLanded();
 }
 
 void StoreImpl::ReleaseReadAhead(size_t table, std::span<const uint64_t> row_ids) {
   if (table >= tables_.size()) return;
-  // A read-ahead still in flight would pin its rows after this release and
-  // leak the pins (slots nothing could evict until some gather consumed them).
-  // Only this table's: other tables' reads cannot pin rows here.
-  TableState& t = *tables_[table];
-  t.WaitForReadAheads();
-  std::lock_guard lock(t.read_ahead_mu);
-  for (uint64_t id : row_ids) {
-    if (t.read_ahead_pinned.erase(id) == 0) continue;
-    t.read_ahead_count.fetch_sub(1, std::memory_order_relaxed);
-    t.cache->Unpin(id);
-    t.counters.Add(t.counters.read_ahead_wasted_rows, 1);
-  }
+  tables_[table]->read_ahead.Release(row_ids);
 }
 
 TableStats StoreImpl::Stats(size_t table) const {
