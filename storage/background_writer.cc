@@ -11,49 +11,49 @@ BackgroundWriter::BackgroundWriter(int fd, std::string path, bool early_writebac
 
 BackgroundWriter::~BackgroundWriter() {
   {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [this] { return !busy_; });
+    MutexLock lock(&mu_);
+    while (busy_) cv_.Wait(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   thread_.join();
 }
 
 Status BackgroundWriter::Submit(std::span<const std::byte> data, uint64_t offset) {
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [this] { return !busy_; });
+  MutexLock lock(&mu_);
+  while (busy_) cv_.Wait(&mu_);
   if (!error_.ok()) return error_;
   pending_ = data;
   pending_offset_ = offset;
   busy_ = true;
-  lock.unlock();
-  cv_.notify_all();
+  lock.Unlock();
+  cv_.SignalAll();
   return Status::OK();
 }
 
 Status BackgroundWriter::Wait() {
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [this] { return !busy_; });
+  MutexLock lock(&mu_);
+  while (busy_) cv_.Wait(&mu_);
   return error_;
 }
 
 void BackgroundWriter::Run() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return busy_ || stop_; });
+    while (!busy_ && !stop_) cv_.Wait(&mu_);
     if (busy_) {
       std::span<const std::byte> data = pending_;
       uint64_t offset = pending_offset_;
-      lock.unlock();
+      lock.Unlock();
       Status s = fileutil::PwriteAll(fd_, data, offset, path_);
       if (s.ok() && early_writeback_) {
         // Best effort: only starts writeback; durability comes from fsync.
         ::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(data.size()), SYNC_FILE_RANGE_WRITE);
       }
-      lock.lock();
+      lock.Lock();
       if (!s.ok() && error_.ok()) error_ = s;
       busy_ = false;
-      cv_.notify_all();
+      cv_.SignalAll();
       continue;
     }
     if (stop_) return;

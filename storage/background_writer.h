@@ -6,14 +6,13 @@
 // Not thread-safe itself: one producer thread calls Submit/Wait.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
 
 #include "engram/status.h"
+#include "storage/mutex.h"
 
 namespace engram {
 
@@ -40,13 +39,13 @@ class BackgroundWriter {
   const int fd_;
   const std::string path_;
   const bool early_writeback_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::span<const std::byte> pending_;  // guarded by mu_
-  uint64_t pending_offset_ = 0;         // guarded by mu_
-  bool busy_ = false;                   // a write is queued or running; guarded by mu_
-  bool stop_ = false;                   // guarded by mu_
-  Status error_;                        // first failure; guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  std::span<const std::byte> pending_ GUARDED_BY(mu_);
+  uint64_t pending_offset_ GUARDED_BY(mu_) = 0;
+  bool busy_ GUARDED_BY(mu_) = false;  // a write is queued or running
+  bool stop_ GUARDED_BY(mu_) = false;
+  Status error_ GUARDED_BY(mu_);       // first failure
   std::thread thread_;
 };
 

@@ -20,19 +20,19 @@ constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14
 
 HugePagePromotion::~HugePagePromotion() {
   stop_.store(true, std::memory_order_relaxed);
-  std::lock_guard lock(join_mu_);
+  MutexLock lock(&join_mu_);
   if (thread_.joinable()) thread_.join();
 }
 
 void HugePagePromotion::Start(std::vector<std::span<uint8_t>> regions, bool populate) {
   std::call_once(once_, [&] {
-    std::lock_guard lock(join_mu_);
+    MutexLock lock(&join_mu_);
     thread_ = std::thread([this, populate, regions = std::move(regions)]() mutable { Run(std::move(regions), populate); });
   });
 }
 
 void HugePagePromotion::Wait() {
-  std::lock_guard lock(join_mu_);
+  MutexLock lock(&join_mu_);
   if (thread_.joinable()) thread_.join();
 }
 

@@ -32,6 +32,8 @@
 #include <thread>
 #include <vector>
 
+#include "storage/mutex.h"
+
 namespace engram::cache {
 
 class HugePagePromotion {
@@ -59,8 +61,8 @@ class HugePagePromotion {
   bool Populate(std::span<uint8_t> region);
 
   std::once_flag once_;
-  std::mutex join_mu_;  // serialises Wait with the destructor
-  std::thread thread_;
+  Mutex join_mu_;  // serialises Wait with the destructor
+  std::thread thread_ GUARDED_BY(join_mu_);
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> collapsed_{0};
   std::atomic<uint64_t> populated_{0};

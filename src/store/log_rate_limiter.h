@@ -10,7 +10,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
+
+#include "storage/mutex.h"
 
 namespace engram {
 
@@ -28,7 +29,7 @@ class LogRateLimiter {
 
   // Called once per event; thread-safe (events are failures, not the hot path).
   Decision Admit(Clock::time_point now = Clock::now()) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (logged_ < burst_) {
       ++logged_;
       last_logged_ = now;
@@ -47,10 +48,10 @@ class LogRateLimiter {
  private:
   const uint32_t burst_;
   const Clock::duration interval_;
-  std::mutex mu_;
-  uint32_t logged_ = 0;
-  uint64_t suppressed_ = 0;
-  Clock::time_point last_logged_{};
+  Mutex mu_;
+  uint32_t logged_ GUARDED_BY(mu_) = 0;
+  uint64_t suppressed_ GUARDED_BY(mu_) = 0;
+  Clock::time_point last_logged_ GUARDED_BY(mu_){};
 };
 
 }  // namespace engram

@@ -10,12 +10,15 @@ namespace engram {
 Result<std::unique_ptr<ReadBufferPool>> ReadBufferPool::Create(size_t bytes, io::IoEngine& engine) {
   std::unique_ptr<ReadBufferPool> pool(new ReadBufferPool(engine));
   pool->max_slabs_ = bytes / kSlabBytes;
-  pool->slabs_.reserve(pool->max_slabs_);
+  {
+    MutexLock lock(&pool->mu_);  // nobody else has the pool yet; the lock satisfies the analysis
+    pool->slabs_.reserve(pool->max_slabs_);
+  }
   return pool;
 }
 
 size_t ReadBufferPool::chunks_made() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return slabs_.size() * kSlabChunks;
 }
 
@@ -23,9 +26,9 @@ bool ReadBufferPool::Grow() {
   // One grower at a time, and never under mu_: registering goes through the
   // engine's ring thread, which may itself be returning a lease (a batch's
   // last reference can drop there), and Return must never wait for the ring.
-  std::lock_guard grow(grow_mu_);
+  MutexLock grow(&grow_mu_);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (!free_.empty()) return true;  // another thread grew, or a lease came back
     if (slabs_.size() >= max_slabs_) return false;
   }
@@ -40,7 +43,7 @@ bool ReadBufferPool::Grow() {
       }
     }
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   // Pushed high first so chunks go out low first: a lightly loaded store keeps
   // touching the same few (warm in the TLB and the CPU caches).
   for (size_t c = kSlabChunks; c-- > 0;) free_.push_back(slab->data() + c * kChunkBytes);
@@ -65,7 +68,7 @@ Status ReadBufferPool::Extend(Lease& lease, size_t blocks) {
   const size_t had = lease.chunks_.size();
   for (;;) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       const size_t take = std::min(chunks - lease.chunks_.size(), free_.size());
       lease.chunks_.insert(lease.chunks_.end(), free_.end() - take, free_.end());
       free_.resize(free_.size() - take);
@@ -93,7 +96,7 @@ Status ReadBufferPool::Extend(Lease& lease, size_t blocks) {
 }
 
 void ReadBufferPool::Return(std::span<std::byte* const> chunks) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   free_.insert(free_.end(), chunks.begin(), chunks.end());
 }
 

@@ -22,12 +22,12 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "engram/status.h"
 #include "storage/io/aligned_buffer.h"
 #include "storage/io/io_engine.h"
+#include "storage/mutex.h"
 
 namespace engram {
 
@@ -102,13 +102,13 @@ class ReadBufferPool {
 
   io::IoEngine& engine_;
   size_t max_slabs_ = 0;
-  std::mutex grow_mu_;                 // serializes Grow
-  bool registration_refused_ = false;  // guarded by grow_mu_
+  Mutex grow_mu_;                 // serializes Grow
+  bool registration_refused_ GUARDED_BY(grow_mu_) = false;
   std::atomic<size_t> heap_chunks_{0};
   std::atomic<int64_t> growths_before_failure_{-1};  // FailGrowthAfterForTesting
-  mutable std::mutex mu_;
-  std::vector<io::AlignedBuffer> slabs_;  // guarded by mu_
-  std::vector<std::byte*> free_;          // guarded by mu_
+  mutable Mutex mu_;
+  std::vector<io::AlignedBuffer> slabs_ GUARDED_BY(mu_);
+  std::vector<std::byte*> free_ GUARDED_BY(mu_);
 };
 
 }  // namespace engram

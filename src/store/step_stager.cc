@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "storage/mutex.h"
 
 namespace engram {
 namespace {
@@ -157,18 +158,21 @@ void StepStager::StartStage(std::span<const uint32_t> history, std::span<const u
   struct Pending {
     std::shared_ptr<Plan> plan;
     std::function<void(StageResult)> done;
-    std::mutex mu;
-    size_t remaining;
+    Mutex mu;
+    size_t remaining GUARDED_BY(mu);
   };
   auto pending = std::make_shared<Pending>();
   pending->plan = p;
   pending->done = std::move(done);
-  pending->remaining = p->runs.size();
+  {
+    MutexLock lock(&pending->mu);  // no gather has started yet; the lock satisfies the analysis
+    pending->remaining = p->runs.size();
+  }
   for (const Plan::Run& run : p->runs) {
     store_.StartGather(run.table, run.row_ids, run.dst, run.stride, [pending](GatherResult g) {
       bool last;
       {
-        std::lock_guard<std::mutex> lock(pending->mu);
+        MutexLock lock(&pending->mu);
         Accumulate(pending->plan->result, g);
         last = --pending->remaining == 0;
       }

@@ -46,10 +46,10 @@ void FaultInjectionEngine::OnInnerDone(std::span<BlockRead> reads, IoCallback do
 
 void FaultInjectionEngine::Hold(Clock::duration delay, IoCallback done) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (!stopping_) {
       held_.push(Held{Clock::now() + delay, next_seq_++, std::move(done)});
-      cv_.notify_one();
+      cv_.Signal();
       return;
     }
   }
@@ -57,37 +57,37 @@ void FaultInjectionEngine::Hold(Clock::duration delay, IoCallback done) {
 }
 
 void FaultInjectionEngine::TimerLoop() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   for (;;) {
     if (held_.empty()) {
       if (stopping_) return;
-      cv_.wait(lock);
+      cv_.Wait(&mu_);
       continue;
     }
     if (!stopping_ && Clock::now() < held_.top().due) {
       // Copy the deadline: wait_until keeps reading it after unlocking, and a
       // push meanwhile may reallocate the heap under a reference.
       const Clock::time_point due = held_.top().due;
-      cv_.wait_until(lock, due);
+      cv_.WaitUntil(&mu_, due);
       continue;
     }
     IoCallback done = std::move(const_cast<Held&>(held_.top()).done);
     held_.pop();
-    lock.unlock();
+    lock.Unlock();
     done();
-    lock.lock();
+    lock.Lock();
   }
 }
 
 void FaultInjectionEngine::Shutdown() {
-  std::lock_guard shutdown_lock(shutdown_mu_);
+  MutexLock shutdown_lock(&shutdown_mu_);
   // Inner first: its last completions may still be held here.
   inner_->Shutdown();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (timer_.joinable()) timer_.join();
 }
 

@@ -15,15 +15,14 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <queue>
 #include <thread>
 #include <vector>
 
 #include "storage/io/fault_injector.h"
 #include "storage/io/io_engine.h"
+#include "storage/mutex.h"
 
 namespace engram::io {
 
@@ -60,13 +59,13 @@ class FaultInjectionEngine final : public IoEngine {
 
   std::unique_ptr<IoEngine> inner_;
   std::shared_ptr<FaultInjector> faults_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::priority_queue<Held, std::vector<Held>, std::greater<>> held_;  // guarded by mu_
-  uint64_t next_seq_ = 0;                                              // guarded by mu_
-  bool stopping_ = false;                                              // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  std::priority_queue<Held, std::vector<Held>, std::greater<>> held_ GUARDED_BY(mu_);
+  uint64_t next_seq_ GUARDED_BY(mu_) = 0;
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread timer_;
-  std::mutex shutdown_mu_;  // serializes Shutdown (joins)
+  Mutex shutdown_mu_;  // serializes Shutdown (joins)
 };
 
 // Builds the backend described by `options` with a FaultInjector configured

@@ -45,7 +45,7 @@ std::optional<uint64_t> FaultInjector::Decide(FaultKind kind, FileId file, uint6
   const uint64_t key = SplitMix64(SplitMix64(offset) ^ (uint64_t{file} << 40) ^ static_cast<uint64_t>(kind));
   uint32_t n;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     n = occurrences_[key]++;
   }
   const uint64_t bits = SplitMix64(options_.seed ^ SplitMix64(key + n));

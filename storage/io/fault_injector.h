@@ -18,12 +18,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 
 #include "storage/io/io_engine.h"
+#include "storage/mutex.h"
 
 namespace engram::io {
 
@@ -79,8 +79,8 @@ class FaultInjector {
   void Count(FaultKind kind) { counts_[static_cast<int>(kind)].fetch_add(1, std::memory_order_relaxed); }
 
   const FaultOptions options_;
-  std::mutex mu_;
-  std::unordered_map<uint64_t, uint32_t> occurrences_;  // key hash -> times asked
+  Mutex mu_;
+  std::unordered_map<uint64_t, uint32_t> occurrences_ GUARDED_BY(mu_);  // key hash -> times asked
   std::array<std::atomic<uint64_t>, kFaultKindCount> counts_{};
 };
 

@@ -31,7 +31,7 @@ Result<FileId> FileTable::Open(const std::string& path, bool want_direct) {
     } else if (errno == EINVAL) {
       // tmpfs and some FUSE/network filesystems refuse O_DIRECT: read through
       // the page cache instead of failing.
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       if (!logged_no_direct_) {
         logged_no_direct_ = true;
         spdlog::info("io: filesystem of '{}' refuses O_DIRECT; using buffered reads", path);
@@ -50,7 +50,7 @@ Result<FileId> FileTable::Open(const std::string& path, bool want_direct) {
     return size.status();
   }
 
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   FileId id;
   if (!free_.empty()) {
     id = free_.back();
@@ -69,7 +69,7 @@ Result<FileId> FileTable::Open(const std::string& path, bool want_direct) {
 }
 
 Status FileTable::Close(FileId id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (id >= capacity_ || !slots_[id].open.load(std::memory_order_acquire)) {
     return Status::InvalidArgument("close: file id " + std::to_string(id) + " is not open");
   }

@@ -9,12 +9,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "engram/status.h"
 #include "storage/io/io_engine.h"
+#include "storage/mutex.h"
 
 namespace engram::io {
 
@@ -52,10 +52,10 @@ class FileTable {
   };
   const uint32_t capacity_;
   std::unique_ptr<Slot[]> slots_;
-  std::mutex mu_;                 // guards Open/Close and free_
-  std::vector<FileId> free_;      // closed slots, reused LIFO
-  uint32_t next_unused_ = 0;      // slots never used yet start here
-  bool logged_no_direct_ = false;
+  Mutex mu_;  // serializes Open and Close
+  std::vector<FileId> free_ GUARDED_BY(mu_);  // closed slots, reused LIFO
+  uint32_t next_unused_ GUARDED_BY(mu_) = 0;  // slots never used yet start here
+  bool logged_no_direct_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace engram::io

@@ -1,9 +1,7 @@
 #include "storage/io/io_engine.h"
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdlib>
-#include <mutex>
 
 #include <spdlog/spdlog.h>
 
@@ -11,6 +9,7 @@
 #include "storage/io/io_uring_ring_set.h"
 #include "storage/io/mmap_engine.h"
 #include "storage/io/pread_engine.h"
+#include "storage/mutex.h"
 
 namespace engram::io {
 
@@ -44,16 +43,16 @@ Status FirstError(std::span<const BlockRead> reads) {
 }
 
 Status IoEngine::ReadBlocks(std::span<BlockRead> reads) {
-  std::mutex mu;
-  std::condition_variable cv;
+  Mutex mu;
+  CondVar cv;
   bool finished = false;
   SubmitBatch(reads, [&] {
-    std::lock_guard lock(mu);
+    MutexLock lock(&mu);
     finished = true;
-    cv.notify_one();  // under the lock: the waiter cannot return (and destroy cv) before this
+    cv.Signal();  // under the lock: the waiter cannot return (and destroy cv) before this
   });
-  std::unique_lock lock(mu);
-  cv.wait(lock, [&] { return finished; });
+  MutexLock lock(&mu);
+  while (!finished) cv.Wait(&mu);
   return FirstError(reads);
 }
 

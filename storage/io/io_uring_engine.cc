@@ -198,7 +198,7 @@ void IoUringEngine::SubmitBatch(std::span<BlockRead> reads, IoCallback done) {
   }
   bool wake;
   {
-    std::lock_guard lock(pending_mu_);
+    MutexLock lock(&pending_mu_);
     if (stopping_) {
       wake = false;
     } else {
@@ -230,7 +230,7 @@ Status IoUringEngine::RunOnRing(std::function<Status()> fn) {
   std::future<Status> result = promise.get_future();
   bool wake;
   {
-    std::lock_guard lock(pending_mu_);
+    MutexLock lock(&pending_mu_);
     if (stopping_) return Status::Cancelled("I/O engine is shut down");
     wake = pending_batches_.empty() && pending_cmds_.empty();
     pending_cmds_.push_back([&] { promise.set_value(fn()); });
@@ -327,7 +327,7 @@ Status IoUringEngine::RegisterBuffer(std::span<std::byte> region) {
 
 void IoUringEngine::RequestShutdown() {
   {
-    std::lock_guard lock(pending_mu_);
+    MutexLock lock(&pending_mu_);
     stopping_ = true;
   }
   const uint64_t one = 1;
@@ -335,7 +335,7 @@ void IoUringEngine::RequestShutdown() {
 }
 
 void IoUringEngine::Shutdown() {
-  std::lock_guard shutdown_lock(shutdown_mu_);
+  MutexLock shutdown_lock(&shutdown_mu_);
   RequestShutdown();
   if (ring_thread_.joinable()) ring_thread_.join();
 }
@@ -383,7 +383,7 @@ void IoUringEngine::TakePending() {
   std::vector<Batch*> batches;
   std::vector<std::function<void()>> cmds;
   {
-    std::lock_guard lock(pending_mu_);
+    MutexLock lock(&pending_mu_);
     batches.swap(pending_batches_);
     cmds.swap(pending_cmds_);
     stopping_seen_ = stopping_;

@@ -33,7 +33,6 @@
 #include <functional>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,6 +41,7 @@
 
 #include "storage/io/file_table.h"
 #include "storage/io/io_engine.h"
+#include "storage/mutex.h"
 
 namespace engram::io {
 
@@ -116,13 +116,13 @@ class IoUringEngine final : public IoEngine {
   IoStats stats_;
   int event_fd_ = -1;
   std::thread ring_thread_;
-  std::mutex shutdown_mu_;
+  Mutex shutdown_mu_;
 
   // Handed from submitters to the ring thread.
-  std::mutex pending_mu_;
-  std::vector<Batch*> pending_batches_;             // guarded by pending_mu_
-  std::vector<std::function<void()>> pending_cmds_;  // guarded by pending_mu_
-  bool stopping_ = false;                           // guarded by pending_mu_
+  Mutex pending_mu_;
+  std::vector<Batch*> pending_batches_ GUARDED_BY(pending_mu_);
+  std::vector<std::function<void()>> pending_cmds_ GUARDED_BY(pending_mu_);
+  bool stopping_ GUARDED_BY(pending_mu_) = false;
 
   // Set during setup, read-only afterwards.
   std::string setup_flags_name_;

@@ -92,14 +92,14 @@ void WorkerPoolEngine::SubmitBatch(std::span<BlockRead> reads, IoCallback done) 
   }
   const size_t tickets = std::min<size_t>(batch->todo.size(), workers_.size());
   {
-    std::unique_lock lock(mu_);
+    MutexLock lock(&mu_);
     if (!stopping_) {
       for (size_t i = 0; i < tickets; ++i) tickets_.push_back(batch);
-      lock.unlock();
+      lock.Unlock();
       if (tickets == 1) {
-        work_cv_.notify_one();
+        work_cv_.Signal();
       } else {
-        work_cv_.notify_all();
+        work_cv_.SignalAll();
       }
       return;
     }
@@ -123,59 +123,59 @@ Status WorkerPoolEngine::ReadBlocks(std::span<BlockRead> reads) {
     stats_.RecordRead(read.status.code(), file != nullptr ? read.length : 0, MonotonicNanos() - start_ns);
     return read.status;
   }
-  std::mutex mu;
-  std::condition_variable cv;
+  Mutex mu;
+  CondVar cv;
   bool finished = false;
   std::shared_ptr<Batch> batch = PrepareBatch(reads, [&] {
-    std::lock_guard lock(mu);
+    MutexLock lock(&mu);
     finished = true;
-    cv.notify_one();  // under the lock: the waiter cannot return (and destroy cv) before this
+    cv.Signal();  // under the lock: the waiter cannot return (and destroy cv) before this
   });
   if (batch->todo.empty()) return FirstError(reads);
   // The caller serves reads itself; workers help only with the rest.
   const size_t helpers = std::min<size_t>(batch->todo.size() - 1, workers_.size());
   if (helpers > 0) {
-    std::unique_lock lock(mu_);
+    MutexLock lock(&mu_);
     if (!stopping_) {
       for (size_t i = 0; i < helpers; ++i) tickets_.push_back(batch);
-      lock.unlock();
+      lock.Unlock();
       if (helpers == 1) {
-        work_cv_.notify_one();
+        work_cv_.Signal();
       } else {
-        work_cv_.notify_all();
+        work_cv_.SignalAll();
       }
     }
   }
   Work(*batch);
-  std::unique_lock lock(mu);
-  cv.wait(lock, [&] { return finished; });
+  MutexLock lock(&mu);
+  while (!finished) cv.Wait(&mu);
   return FirstError(reads);
 }
 
 void WorkerPoolEngine::WorkerLoop() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   for (;;) {
-    work_cv_.wait(lock, [&] { return stopping_ || !tickets_.empty(); });
+    while (!stopping_ && tickets_.empty()) work_cv_.Wait(&mu_);
     if (tickets_.empty()) return;  // stopping, and everything queued is served
     std::shared_ptr<Batch> batch = std::move(tickets_.front());
     tickets_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     Work(*batch);
     batch.reset();
-    lock.lock();
+    lock.Lock();
   }
 }
 
 void WorkerPoolEngine::Shutdown() {
   // Serialized: a second, concurrent call must also wait for the joins (every
   // pending callback has run when Shutdown returns), not return at once.
-  std::lock_guard shutdown_lock(shutdown_mu_);
+  MutexLock shutdown_lock(&shutdown_mu_);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
     cancel_.store(true, std::memory_order_release);
   }
-  work_cv_.notify_all();
+  work_cv_.SignalAll();
   // Workers drain the queued tickets (cancelling unstarted reads) before exiting.
   for (std::thread& t : workers_) {
     if (t.joinable()) t.join();

@@ -11,15 +11,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "storage/io/file_table.h"
 #include "storage/io/io_engine.h"
+#include "storage/mutex.h"
 
 namespace engram::io {
 
@@ -59,13 +58,13 @@ class WorkerPoolEngine : public IoEngine {
   void WorkerLoop();
 
   const bool want_direct_io_;
-  std::mutex mu_;
-  std::condition_variable work_cv_;
-  std::deque<std::shared_ptr<Batch>> tickets_;  // guarded by mu_
-  bool stopping_ = false;                        // guarded by mu_
+  Mutex mu_;
+  CondVar work_cv_;
+  std::deque<std::shared_ptr<Batch>> tickets_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::atomic<bool> cancel_{false};              // set with stopping_; read lock-free by Work
   std::vector<std::thread> workers_;
-  std::mutex shutdown_mu_;  // serializes Shutdown (joins)
+  Mutex shutdown_mu_;  // serializes Shutdown (joins)
 };
 
 }  // namespace engram::io
