@@ -85,6 +85,9 @@ void GatherTicket::State::Reject(Status why) {
   complete_ = true;
 }
 
+// The steps Start calls are defined inline (only this file calls them), so
+// that the compiler may fold them back into Start: a hit-only gather then
+// costs what it cost as one function.
 // The cache phase, then the reads of the misses.
 void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   State& st = *self;
@@ -106,13 +109,13 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   SubmitBlockReads(self, phase);
 }
 
-void GatherTicket::State::PlanDistinctRows() {
+inline void GatherTicket::State::PlanDistinctRows() {
   plan_.Build(row_ids_);
   result_.rows = row_ids_.size();
   result_.distinct_rows = plan_.distinct.size();
 }
 
-GatherTicket::State::CachePhase GatherTicket::State::BeginCachePhase() {
+inline GatherTicket::State::CachePhase GatherTicket::State::BeginCachePhase() {
   const size_t distinct = plan_.distinct.size();
   thread_local std::vector<std::byte*> outs;
   thread_local std::vector<uint8_t> hit;
@@ -126,7 +129,7 @@ GatherTicket::State::CachePhase GatherTicket::State::BeginCachePhase() {
                     /*batch_ready=*/false, /*no_buffer=*/Status()};
 }
 
-void GatherTicket::State::LookUpSegment(size_t begin, size_t n, CachePhase& phase) {
+inline void GatherTicket::State::LookUpSegment(size_t begin, size_t n, CachePhase& phase) {
   TableState& table = store_->table_state(table_);
   const uint32_t record = table.file->record_bytes();
   const std::span<const uint64_t> ids = std::span<const uint64_t>(plan_.distinct).subspan(begin, n);
@@ -174,7 +177,7 @@ void GatherTicket::State::LookUpSegment(size_t begin, size_t n, CachePhase& phas
   }
 }
 
-void GatherTicket::State::EndCachePhase(const CachePhase& phase) {
+inline void GatherTicket::State::EndCachePhase(const CachePhase& phase) {
   result_.misses = phase.reference ? phase.reference_misses.size() : batch_.rows.size();
   t1_ = io::MonotonicNanos();
   result_.cache_nanoseconds = t1_ - t0_;
