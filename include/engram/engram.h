@@ -47,7 +47,7 @@ typedef struct engram_store_options {
   const char* cache_policy;       /* NULL = "default" */
   const char* io_backend;         /* NULL = "auto" */
   const char* metrics_listen;     /* NULL = no endpoint; "127.0.0.1:9464" */
-  const char* trace_path;         /* NULL = no trace capture */
+  const char* trace_path;         /* NULL = no trace capture; see StoreOptions::trace_path (written beside, renamed at close; never a file the store reads) */
   /* 0 = unused. In (0, 1]: the cache budget is the smaller of cache_bytes
    * (or its 1 GiB default) and this share of MemAvailable at open, for
    * unified-memory hosts (StoreOptions::cache_memory_fraction). */

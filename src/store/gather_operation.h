@@ -261,6 +261,6 @@ struct engram::GatherTicket::State {
 };
 
 namespace engram {
-// GatherTicket::Wait and Store::Wait (GatherTicket::State::Wait).
+// GatherTicket::Wait (GatherTicket::State::Wait).
 GatherResult WaitForGather(GatherTicket ticket);
 }  // namespace engram
