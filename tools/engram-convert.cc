@@ -80,10 +80,7 @@ int main(int argc, char** argv) {
   // A table being written sits under a temporary name until it is complete;
   // Ctrl-C and SIGTERM must not leave it behind.
   engram::RemoveTempFilesOnTerminationSignals();
-  if (engram::Status log_status = engram::ConfigureLogging(log_level, "warn"); !log_status.ok()) {
-    std::fprintf(stderr, "engram-convert: %s\n", log_status.ToString().c_str());
-    return 2;
-  }
+  if (!engram::ConfigureToolLogging("engram-convert", log_level)) return 2;
 
   // The output must not be an input or a directory: refuse before reading anything.
   {

@@ -61,10 +61,7 @@ int main(int argc, char** argv) {
   // A table being written sits under a temporary name until it is complete;
   // Ctrl-C and SIGTERM must not leave it behind.
   engram::RemoveTempFilesOnTerminationSignals();
-  if (engram::Status log_status = engram::ConfigureLogging(log_level, "warn"); !log_status.ok()) {
-    std::fprintf(stderr, "engram-gen: %s\n", log_status.ToString().c_str());
-    return 2;
-  }
+  if (!engram::ConfigureToolLogging("engram-gen", log_level)) return 2;
 
   if (!emit_rows.empty()) {
     std::vector<std::byte> row(record_bytes);

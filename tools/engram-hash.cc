@@ -69,10 +69,7 @@ int main(int argc, char** argv) {
   std::string log_level;
   engram::AddLogLevelOption(app, log_level);
   CLI11_PARSE(app, argc, argv);
-  if (engram::Status log_status = engram::ConfigureLogging(log_level, "warn"); !log_status.ok()) {
-    std::fprintf(stderr, "engram-hash: %s\n", log_status.ToString().c_str());
-    return 2;
-  }
+  if (!engram::ConfigureToolLogging("engram-hash", log_level)) return 2;
   engram::Status st = Run(layout_path, layer, map_path, tokens_path, out_path);
   if (!st.ok()) {
     std::fprintf(stderr, "engram-hash: %s\n", st.ToString().c_str());

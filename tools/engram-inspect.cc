@@ -188,10 +188,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (engram::Status log_status = engram::ConfigureLogging(log_level, "warn"); !log_status.ok()) {
-    std::fprintf(stderr, "engram-inspect: %s\n", log_status.ToString().c_str());
-    return 2;
-  }
+  if (!engram::ConfigureToolLogging("engram-inspect", log_level)) return 2;
 
   engram::ReferenceOpenOptions open_options;
   open_options.check_fingerprints = fingerprint;

@@ -36,10 +36,7 @@ int main(int argc, char** argv) {
   std::string log_level;
   engram::AddLogLevelOption(app, log_level);
   CLI11_PARSE(app, argc, argv);
-  if (engram::Status log_status = engram::ConfigureLogging(log_level, "warn"); !log_status.ok()) {
-    std::fprintf(stderr, "engram-replay: %s\n", log_status.ToString().c_str());
-    return 2;
-  }
+  if (!engram::ConfigureToolLogging("engram-replay", log_level)) return 2;
 
   auto out = engram::replay::RunReplay(a);
   if (!out.ok()) {

@@ -1,5 +1,6 @@
 #include "src/common/logging.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 #include <spdlog/cfg/env.h>
@@ -48,6 +49,12 @@ Status ConfigureLogging(std::string_view level, std::string_view tool_default) {
   ENGRAM_ASSIGN_OR_RETURN(spdlog::level::level_enum l, ParseLevel(tool_default));
   spdlog::set_level(l);
   return Status::OK();
+}
+
+bool ConfigureToolLogging(const char* tool, std::string_view level) {
+  const Status s = ConfigureLogging(level, "warn");
+  if (!s.ok()) std::fprintf(stderr, "%s: %s\n", tool, s.ToString().c_str());
+  return s.ok();
 }
 
 }  // namespace engram

@@ -25,6 +25,10 @@ inline constexpr const char* kLogLevelHelp =
 // spdlog does not know (spdlog itself would silently map it to "off").
 Status ConfigureLogging(std::string_view level, std::string_view tool_default = "info");
 
+// ConfigureLogging at the table tools' default ("warn"); a bad level is
+// printed as "TOOL: message" on stderr. False means: exit 2.
+bool ConfigureToolLogging(const char* tool, std::string_view level);
+
 // Adds --log-level to a CLI11 app (a template so this header needs no CLI11).
 template <typename App>
 void AddLogLevelOption(App& app, std::string& level) {
