@@ -56,6 +56,7 @@ Status TableFile::Load(const ReferenceOpenOptions& options) {
   std::vector<std::byte> block(kTableBlockSize);
   ENGRAM_RETURN_IF_ERROR(fileutil::PreadExact(fd_, block, 0, path_));
   ENGRAM_ASSIGN_OR_RETURN(header_, DecodeTableHeader(block, size));
+  fingerprint_ = XXH3_64bits(block.data(), kTableHeaderBytes);
   geometry_ = TableGeometry(header_);
 
   // The metadata section and its zero padding (bounded by kMaxMetadataBytes),

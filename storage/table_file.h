@@ -73,6 +73,13 @@ class TableFile {
   uint32_t rows_per_block() const { return header_.rows_per_block; }
   uint64_t block_count() const { return header_.block_count; }
   uint64_t file_bytes() const { return header_.file_bytes; }
+  // Identifies this file's contents: XXH3-64 (seed 0) of the header's 256
+  // bytes as stored. The header holds the metadata's checksum, the sizes and
+  // the random per-file checksum salt (and, for a reference table, the
+  // checksum of its block checksums), so a rewritten or another table has
+  // another fingerprint, while a copy or a rename keeps it. Rank manifests
+  // and hot-set files name the table they were made for by it.
+  uint64_t fingerprint() const { return fingerprint_; }
 
   uint64_t BlockOfRow(uint64_t row) const { return geometry_.BlockOfRow(row); }
   uint64_t BlockOffset(uint64_t block) const { return geometry_.BlockOffset(block); }
@@ -104,6 +111,7 @@ class TableFile {
   std::string path_;
   int fd_ = -1;
   TableHeader header_;
+  uint64_t fingerprint_ = 0;
   TableGeometry geometry_;
   std::string metadata_text_;
   std::unique_ptr<ReferenceTable> reference_;

@@ -131,6 +131,24 @@ TEST_F(TableFileTest, MetadataRoundTrips) {
   EXPECT_EQ(*some, (nlohmann::json{{"name", "engram.layer1"}}));
 }
 
+TEST_F(TableFileTest, FingerprintSurvivesACopyAndChangesWithARewrite) {
+  TableWriterOptions opt;
+  ASSERT_TRUE(WriteTable(path_, 31, 264, 5, opt).ok());
+  auto first = TableFile::Open(path_);
+  ASSERT_TRUE(first.ok());
+  const std::string copy = dir_.File("copy.engram");
+  std::filesystem::copy_file(path_, copy);
+  auto copied = TableFile::Open(copy);
+  ASSERT_TRUE(copied.ok());
+  EXPECT_EQ((*copied)->fingerprint(), (*first)->fingerprint());
+  // The same rows written again get a new random salt, hence a new header.
+  ASSERT_TRUE(WriteTable(path_, 31, 264, 5, opt).ok());
+  auto rewritten = TableFile::Open(path_);
+  ASSERT_TRUE(rewritten.ok());
+  EXPECT_NE((*rewritten)->fingerprint(), (*first)->fingerprint());
+  EXPECT_NE((*rewritten)->fingerprint(), 0u);
+}
+
 TEST_F(TableFileTest, TableWithoutRowsIsNeitherWrittenNorOpenedNorServed) {
   // The writer refuses, and leaves neither the table nor its temporary file.
   Status w = WriteTable(path_, 0, 264, 5);
