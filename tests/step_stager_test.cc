@@ -8,9 +8,12 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <optional>
 #include <thread>
 
 #include "src/ngram/scaled_layout.h"
+#include "src/store/store_impl.h"
+#include "storage/mutex.h"
 #include "tests/testing/temp_table.h"
 
 namespace engram {
@@ -123,6 +126,201 @@ TEST_F(StepStagerTest, StartStageCallsBackOnceWithTheRows) {
   EXPECT_EQ(calls, 1);
   ASSERT_TRUE(got.status.ok()) << got.status.ToString();
   EXPECT_TRUE(out == Reference(**stager, {}, tokens_));
+}
+
+// An engine that holds back every read of one file until Release(), so a
+// test can keep one layer's gathers pending while another layer's complete.
+class HoldingEngine final : public io::IoEngine {
+ public:
+  HoldingEngine(std::unique_ptr<io::IoEngine> inner, std::string held_path)
+      : inner_(std::move(inner)), held_path_(std::move(held_path)) {}
+  ~HoldingEngine() override { Shutdown(); }
+
+  io::IoBackend backend() const override { return inner_->backend(); }
+  std::string Describe() const override { return "holding(" + inner_->Describe() + ")"; }
+  Result<io::FileId> OpenFile(const std::string& path) override {
+    auto id = inner_->OpenFile(path);
+    if (id.ok() && path == held_path_) {
+      MutexLock lock(&mu_);
+      held_file_ = *id;
+    }
+    return id;
+  }
+  Status CloseFile(io::FileId file) override { return inner_->CloseFile(file); }
+  Result<uint64_t> FileSize(io::FileId file) const override { return inner_->FileSize(file); }
+  Status RegisterBuffer(std::span<std::byte> region) override { return inner_->RegisterBuffer(region); }
+  io::IoStatsSnapshot Stats() const override { return inner_->Stats(); }
+  void SubmitBatch(std::span<io::BlockRead> reads, io::IoCallback done) override {
+    {
+      MutexLock lock(&mu_);
+      if (!released_ && !reads.empty() && reads[0].file == held_file_) {
+        held_.emplace_back(reads, std::move(done));
+        return;
+      }
+    }
+    inner_->SubmitBatch(reads, std::move(done));
+  }
+  // Submits the held reads; later ones pass straight through.
+  void Release() {
+    std::vector<std::pair<std::span<io::BlockRead>, io::IoCallback>> held;
+    {
+      MutexLock lock(&mu_);
+      released_ = true;
+      held.swap(held_);
+    }
+    for (auto& [reads, done] : held) inner_->SubmitBatch(reads, std::move(done));
+  }
+  size_t held_batches() {
+    MutexLock lock(&mu_);
+    return held_.size();
+  }
+  void Shutdown() override {
+    Release();
+    inner_->Shutdown();
+  }
+
+ private:
+  std::unique_ptr<io::IoEngine> inner_;
+  const std::string held_path_;
+  Mutex mu_;
+  io::FileId held_file_ GUARDED_BY(mu_) = ~io::FileId{0};
+  bool released_ GUARDED_BY(mu_) = false;
+  std::vector<std::pair<std::span<io::BlockRead>, io::IoCallback>> held_ GUARDED_BY(mu_);
+};
+
+// The fixture's two tables in a store whose reads of layer 1's file wait
+// for engine->Release().
+std::unique_ptr<StoreImpl> OpenHoldingLayer1(const testing::TempDir& dir, HoldingEngine** engine) {
+  StoreOptions options;
+  for (const char* name : {"layer0.engram", "layer1.engram"}) {
+    TableOptions table;
+    table.path = dir.File(name);
+    options.tables.push_back(table);
+  }
+  options.io_backend = "pread";
+  auto store = StoreImpl::Open(options, [&](const io::IoOptions& io) -> Result<std::unique_ptr<io::IoEngine>> {
+    ENGRAM_ASSIGN_OR_RETURN(std::unique_ptr<io::IoEngine> inner, io::CreateIoEngine(io));
+    auto holding = std::make_unique<HoldingEngine>(std::move(inner), dir.File("layer1.engram"));
+    *engine = holding.get();
+    return std::unique_ptr<io::IoEngine>(std::move(holding));
+  });
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  return store.ok() ? std::move(store).value() : nullptr;
+}
+
+// out's bytes of one layer: [token][layer][slot][record].
+std::vector<std::byte> LayerBytes(const std::vector<std::byte>& out, const StepStager& stager, size_t layer) {
+  const size_t per_layer = stager.rows_per_token() * size_t(stager.record_bytes());
+  std::vector<std::byte> bytes;
+  for (size_t at = layer * per_layer; at < out.size(); at += stager.layers() * per_layer) {
+    bytes.insert(bytes.end(), out.begin() + at, out.begin() + at + per_layer);
+  }
+  return bytes;
+}
+
+TEST_F(StepStagerTest, WaitLayerReturnsThatLayersExactRowsWhileALaterLayerIsStillReading) {
+  HoldingEngine* engine = nullptr;
+  std::unique_ptr<StoreImpl> held = OpenHoldingLayer1(dir_, &engine);
+  ASSERT_NE(held, nullptr);
+  auto stager = StepStager::Create(*held, {0, 1}, map_);
+  ASSERT_TRUE(stager.ok()) << stager.status().ToString();
+  std::span<const uint32_t> all(tokens_);
+  std::span<const uint32_t> history = all.first(300), step = all.subspan(300, 400);
+  const std::vector<std::byte> expected = Reference(**stager, history, step);
+  std::vector<std::byte> out((*stager)->OutputBytes(step.size()), std::byte{0xee});
+
+  StageTicket ticket = (*stager)->Start(history, step, out.data());
+  ASSERT_EQ(ticket.layers(), 2u);
+  StageLayerResult first = ticket.WaitLayer(0);
+  ASSERT_TRUE(first.status.ok()) << first.status.ToString();
+  EXPECT_TRUE(LayerBytes(out, **stager, 0) == LayerBytes(expected, **stager, 0));
+  EXPECT_EQ(first.rows, 400u * 24);
+  EXPECT_GT(first.misses, 0u);  // a cold store: layer 0 really was read
+  EXPECT_EQ(first.hits + first.misses, first.distinct_rows);
+  EXPECT_TRUE(ticket.Ready(0).value());
+  // Layer 1's reads are held by the engine: it cannot be ready.
+  EXPECT_GT(engine->held_batches(), 0u);
+  EXPECT_FALSE(ticket.Ready(1).value());
+
+  engine->Release();
+  StageLayerResult second = ticket.WaitLayer(1);
+  ASSERT_TRUE(second.status.ok()) << second.status.ToString();
+  EXPECT_GE(second.wait_nanoseconds, first.wait_nanoseconds);
+  StageResult step_result = ticket.Wait();
+  ASSERT_TRUE(step_result.status.ok()) << step_result.status.ToString();
+  EXPECT_TRUE(out == expected);
+  ASSERT_EQ(step_result.layers.size(), 2u);
+  EXPECT_EQ(step_result.misses, first.misses + second.misses);
+  EXPECT_EQ(step_result.hits, first.hits + second.hits);
+  EXPECT_EQ(step_result.rows, first.rows + second.rows);
+  EXPECT_EQ(step_result.wait_nanoseconds, second.wait_nanoseconds);
+  EXPECT_FALSE(ticket.valid());
+}
+
+TEST_F(StepStagerTest, StageTicketRefusesALayerOutOfRangeAndAWaitedTicket) {
+  auto stager = StepStager::Create(*store_, {0, 1}, map_);
+  ASSERT_TRUE(stager.ok());
+  std::vector<std::byte> out((*stager)->OutputBytes(tokens_.size()));
+  StageTicket ticket = (*stager)->Start({}, tokens_, out.data());
+  auto ready = ticket.Ready(2);
+  EXPECT_EQ(ready.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(ready.status().message().find("layer 2 out of range"), std::string::npos) << ready.status().ToString();
+  EXPECT_EQ(ticket.WaitLayer(2).status.code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(ticket.Wait().status.ok());
+  EXPECT_TRUE(out == Reference(**stager, {}, tokens_));
+  // After Wait(), the ticket is spent: every question is a clear error.
+  EXPECT_EQ(ticket.Wait().status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ticket.WaitLayer(0).status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ticket.Ready(0).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(StepStagerTest, DroppingAnUnwaitedTicketWaitsForItsGathersSoOutMayBeFreed) {
+  HoldingEngine* engine = nullptr;
+  std::unique_ptr<StoreImpl> held = OpenHoldingLayer1(dir_, &engine);
+  ASSERT_NE(held, nullptr);
+  auto stager = StepStager::Create(*held, {0, 1}, map_);
+  ASSERT_TRUE(stager.ok());
+  auto out = std::make_unique<std::vector<std::byte>>((*stager)->OutputBytes(tokens_.size()));
+  std::optional<StageTicket> ticket = (*stager)->Start({}, tokens_, out->data());
+  ASSERT_FALSE(ticket->Ready(1).value());
+  // Destroying it on another thread blocks there until layer 1's reads are released.
+  std::atomic<bool> dropped{false};
+  std::thread dropper([&] {
+    ticket.reset();
+    dropped = true;
+  });
+  EXPECT_FALSE(dropped.load());  // layer 1 is held, so the drop cannot have finished
+  engine->Release();
+  dropper.join();
+  EXPECT_TRUE(dropped.load());
+  out.reset();  // freed only now: nothing writes into it any more (ASan would tell)
+}
+
+TEST_F(StepStagerTest, AFailedHashFailsEveryLayerOfTheTicket) {
+  auto stager = StepStager::Create(*store_, {0, 1}, map_);
+  ASSERT_TRUE(stager.ok());
+  std::vector<uint32_t> bad = {5, 6, 4000000000u};
+  std::vector<std::byte> out((*stager)->OutputBytes(bad.size()));
+  StageTicket ticket = (*stager)->Start({}, bad, out.data());
+  EXPECT_TRUE(ticket.Ready(1).value());
+  EXPECT_EQ(ticket.WaitLayer(0).status.code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(ticket.WaitLayer(1).status.code(), StatusCode::kOutOfRange);
+  StageResult r = ticket.Wait();
+  EXPECT_EQ(r.status.code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(r.layers.size(), 2u);
+}
+
+TEST_F(StepStagerTest, StageReportsEachLayersCountsAndWait) {
+  auto stager = StepStager::Create(*store_, {0, 1}, map_);
+  ASSERT_TRUE(stager.ok());
+  std::vector<std::byte> out((*stager)->OutputBytes(tokens_.size()));
+  StageResult r = (*stager)->Stage({}, tokens_, out.data());
+  ASSERT_TRUE(r.status.ok());
+  ASSERT_EQ(r.layers.size(), 2u);
+  EXPECT_EQ(r.layers[0].misses + r.layers[1].misses, r.misses);
+  EXPECT_EQ(r.layers[0].distinct_rows + r.layers[1].distinct_rows, r.distinct_rows);
+  EXPECT_LE(r.layers[0].wait_nanoseconds, r.layers[1].wait_nanoseconds);  // waited in layer order
+  EXPECT_LE(r.layers[1].wait_nanoseconds, r.wait_nanoseconds);
 }
 
 TEST_F(StepStagerTest, ConcurrentStagesFromManyThreadsAllMatch) {

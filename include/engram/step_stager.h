@@ -16,6 +16,12 @@
 // layers * rows_per_token * record_bytes straight into `out`: no row is
 // looked up twice within a step and nothing is copied twice.
 //
+// Per-layer readiness: a runtime stages the whole step at its start and runs
+// layer k as soon as layer k's rows are in `out`. Start() (and StartStage)
+// issue the gathers layer by layer in table order, so layer 0's reads go to
+// the device first, and the returned StageTicket answers Ready(k) and
+// WaitLayer(k) for each layer on its own.
+//
 // Thread safety: a StepStager is immutable after Create; any number of
 // threads may stage through it at once. The Store must outlive it.
 #pragma once
@@ -32,6 +38,26 @@
 #include "engram/store.h"
 
 namespace engram {
+
+// One layer's part of a step's staging.
+struct StageLayerResult {
+  // OK: every row of this layer is in out. Otherwise the first failure of
+  // this layer's gathers (or of the whole step, e.g. a bad token).
+  Status status;
+  uint64_t rows = 0;  // tokens * rows_per_token
+  uint64_t distinct_rows = 0;
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t refusals = 0;
+  uint64_t blocks_read = 0;
+  uint64_t bytes_read = 0;
+  // Wall time from the start of the stage (hashing included) until this
+  // layer's rows were all in out: what a runtime that issued the step and
+  // waited for this layer at once would be exposed to.
+  uint64_t wait_nanoseconds = 0;
+  uint64_t cache_nanoseconds = 0;
+  uint64_t disk_nanoseconds = 0;
+};
 
 struct StageResult {
   // OK: every row of out is written. Otherwise why staging failed (a bad
@@ -52,6 +78,46 @@ struct StageResult {
   uint64_t wait_nanoseconds = 0;
   uint64_t cache_nanoseconds = 0;
   uint64_t disk_nanoseconds = 0;
+  // Per layer, in the stager's table order (each with the step's failure if
+  // hashing failed).
+  std::vector<StageLayerResult> layers;
+};
+
+class StepStager;
+
+// A started step: what StepStager::Start returns. Move-only. Every layer can
+// be asked about on its own, from any thread; Wait() ends the ticket.
+// Destroying a ticket that was not waited for blocks until every gather of
+// the step has finished, so `out` may be freed right after.
+class StageTicket {
+ public:
+  StageTicket() = default;
+  StageTicket(StageTicket&&) noexcept = default;
+  StageTicket& operator=(StageTicket&& other) noexcept;
+  StageTicket(const StageTicket&) = delete;
+  StageTicket& operator=(const StageTicket&) = delete;
+  ~StageTicket();
+
+  // False for a default-constructed, moved-from or waited-for ticket.
+  bool valid() const { return state_ != nullptr; }
+  size_t layers() const;
+
+  // Whether layer's rows are all in out (or its gathers failed); never
+  // blocks. InvalidArgument for a layer out of range or an invalid ticket.
+  Result<bool> Ready(size_t layer) const;
+  // Blocks until layer's gathers have finished and returns its result; any
+  // thread, any number of times, until Wait(). A layer out of range or an
+  // invalid ticket gives InvalidArgument at once.
+  StageLayerResult WaitLayer(size_t layer) const;
+  // Waits for every layer and returns the step's result (with its per-layer
+  // results), consuming the ticket. An invalid ticket gives InvalidArgument.
+  StageResult Wait();
+
+ private:
+  struct State;
+  friend class StepStager;
+  explicit StageTicket(std::shared_ptr<State> s) : state_(std::move(s)) {}
+  std::shared_ptr<State> state_;
 };
 
 class StepStager {
@@ -78,7 +144,13 @@ class StepStager {
   // history_tokens() matter), so n-grams reach back across steps.
   StageResult Stage(std::span<const uint32_t> history, std::span<const uint32_t> tokens, std::byte* out) const;
 
-  // Hashes on the calling thread, starts the gathers and returns; `done` runs
+  // Hashes on the calling thread, starts the gathers (layer 0's first, then
+  // layer 1's, ...) and returns the step's ticket. out must stay valid until
+  // the ticket is waited for or destroyed; history and tokens need not. A
+  // bad token or argument gives a ticket whose every layer has failed.
+  StageTicket Start(std::span<const uint32_t> history, std::span<const uint32_t> tokens, std::byte* out) const;
+
+  // For adapters: hashes on the calling thread, starts the gathers and returns; `done` runs
   // once with the result on a store completion thread (or on the calling
   // thread, if everything completed at once or hashing failed). out must stay
   // valid until then; history and tokens need not.
@@ -96,6 +168,12 @@ class StepStager {
         record_bytes_(record_bytes) {}
   Result<std::shared_ptr<Plan>> Hash(std::span<const uint32_t> history, std::span<const uint32_t> tokens,
                                      std::byte* out) const;
+  // Start and StartStage: hashes, then starts every gather with a callback
+  // into the returned completion state.
+  // Each layer's result before its gathers: rows, and the step's status.
+  std::vector<StageLayerResult> NewLayerResults(const StageResult& step) const;
+  std::shared_ptr<StageTicket::State> Launch(std::span<const uint32_t> history, std::span<const uint32_t> tokens,
+                                             std::byte* out, std::function<void(StageResult)> done) const;
 
   Store& store_;
   std::vector<size_t> tables_;

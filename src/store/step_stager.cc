@@ -28,23 +28,41 @@ Result<EngramHashLayout> TableHashLayout(const Store& store, size_t table) {
   return layout;
 }
 
-// Adds one gather's counts to the step's.
-void Accumulate(StageResult& step, const GatherResult& g) {
-  if (step.status.ok() && !g.status.ok()) step.status = g.status;
-  step.distinct_rows += g.distinct_rows;
-  step.hits += g.hits;
-  step.misses += g.misses;
-  step.refusals += g.refusals;
-  step.blocks_read += g.blocks_read;
-  step.bytes_read += g.bytes_read;
-  step.cache_nanoseconds += g.cache_nanoseconds;
-  step.disk_nanoseconds += g.disk_nanoseconds;
+// Adds one gather's counts to a layer's.
+void Accumulate(StageLayerResult& sum, const GatherResult& g) {
+  if (sum.status.ok() && !g.status.ok()) sum.status = g.status;
+  sum.distinct_rows += g.distinct_rows;
+  sum.hits += g.hits;
+  sum.misses += g.misses;
+  sum.refusals += g.refusals;
+  sum.blocks_read += g.blocks_read;
+  sum.bytes_read += g.bytes_read;
+  sum.cache_nanoseconds += g.cache_nanoseconds;
+  sum.disk_nanoseconds += g.disk_nanoseconds;
+}
+
+// The step's counts from its layers'; its wait is the last layer's.
+void SumLayers(StageResult& step, std::vector<StageLayerResult> layers) {
+  for (const StageLayerResult& l : layers) {
+    if (step.status.ok() && !l.status.ok()) step.status = l.status;
+    step.distinct_rows += l.distinct_rows;
+    step.hits += l.hits;
+    step.misses += l.misses;
+    step.refusals += l.refusals;
+    step.blocks_read += l.blocks_read;
+    step.bytes_read += l.bytes_read;
+    step.cache_nanoseconds += l.cache_nanoseconds;
+    step.disk_nanoseconds += l.disk_nanoseconds;
+    step.wait_nanoseconds = std::max(step.wait_nanoseconds, l.wait_nanoseconds);
+  }
+  step.layers = std::move(layers);
 }
 
 }  // namespace
 
 struct StepStager::Plan {
   struct Run {
+    size_t layer;
     size_t table;
     std::span<const uint64_t> row_ids;
     std::byte* dst;
@@ -103,7 +121,7 @@ Result<std::shared_ptr<StepStager::Plan>> StepStager::Hash(std::span<const uint3
   if (layers() == 1) {
     // One layer: out is [token][slot], the hasher's own order: one gather.
     ENGRAM_RETURN_IF_ERROR(hashers_[0].Hash(history, tokens, plan->row_ids));
-    plan->runs.push_back({tables_[0], plan->row_ids, out, record_bytes_});
+    plan->runs.push_back({0, tables_[0], plan->row_ids, out, record_bytes_});
   } else {
     std::vector<uint64_t> layer_ids(per_layer);
     const size_t token_stride = layers() * slots * size_t(record_bytes_);
@@ -115,12 +133,19 @@ Result<std::shared_ptr<StepStager::Plan>> StepStager::Hash(std::span<const uint3
       }
       for (size_t s = 0; s < slots; ++s) {
         std::byte* dst = out + (l * slots + s) * size_t(record_bytes_);
-        plan->runs.push_back({tables_[l], std::span<const uint64_t>(runs + s * n, n), dst, token_stride});
+        plan->runs.push_back({l, tables_[l], std::span<const uint64_t>(runs + s * n, n), dst, token_stride});
       }
     }
   }
   plan->result.hash_nanoseconds = NowNanoseconds() - plan->start_nanoseconds;
   return plan;
+}
+
+std::vector<StageLayerResult> StepStager::NewLayerResults(const StageResult& step) const {
+  StageLayerResult layer;
+  layer.status = step.status;
+  layer.rows = step.tokens * rows_per_token_;
+  return std::vector<StageLayerResult>(layers(), layer);
 }
 
 StageResult StepStager::Stage(std::span<const uint32_t> history, std::span<const uint32_t> tokens,
@@ -129,62 +154,207 @@ StageResult StepStager::Stage(std::span<const uint32_t> history, std::span<const
   if (!plan.ok()) {
     StageResult failed;
     failed.status = plan.status();
+    failed.layers = NewLayerResults(failed);
     return failed;
   }
   Plan& p = **plan;
   std::vector<GatherTicket> tickets;
   tickets.reserve(p.runs.size());
   for (const Plan::Run& run : p.runs) tickets.push_back(store_.StartGather(run.table, run.row_ids, run.dst, run.stride));
-  for (GatherTicket& ticket : tickets) Accumulate(p.result, ticket.Wait());
+  // The tickets are waited for in the order the gathers started (layer by
+  // layer), on this thread, which then does each gather's disk phase.
+  std::vector<StageLayerResult> layers = NewLayerResults(p.result);
+  for (StageLayerResult& layer : layers) layer.wait_nanoseconds = p.result.hash_nanoseconds;
+  for (size_t i = 0; i < tickets.size(); ++i) {
+    StageLayerResult& layer = layers[p.runs[i].layer];
+    Accumulate(layer, tickets[i].Wait());
+    layer.wait_nanoseconds = NowNanoseconds() - p.start_nanoseconds;
+  }
+  SumLayers(p.result, std::move(layers));
   p.result.wait_nanoseconds = NowNanoseconds() - p.start_nanoseconds;
   return std::move(p.result);
 }
 
-void StepStager::StartStage(std::span<const uint32_t> history, std::span<const uint32_t> tokens, std::byte* out,
-                            std::function<void(StageResult)> done) const {
+// A step's completion, shared by its ticket and its gathers' callbacks.
+//
+// Guarded by mu: the per-layer counts and results, which the gathers'
+// completion callbacks (store completion threads, or the starting thread for
+// a gather that completes at once) write and waiters read. Set before the
+// first gather starts and only read after: layer_count, step,
+// start_nanoseconds; done is moved out once, under mu, by the callback that
+// completes the last layer.
+struct StageTicket::State {
+  State(size_t layers, StageResult hashed, std::vector<StageLayerResult> results, uint64_t start)
+      : layer_count(layers), step(std::move(hashed)), start_nanoseconds(start) {
+    MutexLock lock(&mu);  // no gather has started yet; the lock satisfies the analysis
+    layer_results = std::move(results);
+    gathers_left.assign(layers, 0);
+    layers_left = layers;
+  }
+
+  const size_t layer_count;
+  const StageResult step;  // tokens, rows, hash time, and a hashing failure
+  const uint64_t start_nanoseconds;
+  Mutex mu;
+  CondVar layer_ready;
+  std::vector<StageLayerResult> layer_results GUARDED_BY(mu);
+  std::vector<size_t> gathers_left GUARDED_BY(mu);  // per layer: 0 = ready
+  size_t layers_left GUARDED_BY(mu) = 0;
+  std::function<void(StageResult)> done GUARDED_BY(mu);  // StartStage's; empty for a ticket
+
+  // Counts `gathers` more gathers for layer (before they start).
+  void Expect(size_t layer, size_t gathers) EXCLUDES(mu) {
+    MutexLock lock(&mu);
+    gathers_left[layer] += gathers;
+  }
+  // A layer with nothing to gather (no tokens, or hashing failed) is ready.
+  void EndEmptyLayers() EXCLUDES(mu) {
+    std::function<void(StageResult)> finish;
+    StageResult r;
+    {
+      MutexLock lock(&mu);
+      for (size_t l = 0; l < layer_count; ++l) {
+        if (gathers_left[l] == 0) EndLayerLocked(l);
+      }
+      if (layers_left > 0 || !done) return;
+      r = ResultLocked();
+      finish = std::move(done);
+    }
+    finish(std::move(r));
+  }
+  void GatherDone(size_t layer, const GatherResult& g) EXCLUDES(mu) {
+    std::function<void(StageResult)> finish;
+    StageResult r;
+    {
+      MutexLock lock(&mu);
+      Accumulate(layer_results[layer], g);
+      if (--gathers_left[layer] > 0) return;
+      EndLayerLocked(layer);
+      if (layers_left > 0 || !done) return;
+      r = ResultLocked();
+      finish = std::move(done);
+    }
+    // Outside the lock: `done` may hand the result to another thread that
+    // then asks this state about its layers.
+    finish(std::move(r));
+  }
+  void WaitLayer(size_t layer) REQUIRES(mu) {
+    while (gathers_left[layer] > 0) layer_ready.Wait(&mu);
+  }
+  void WaitAll() EXCLUDES(mu) {
+    MutexLock lock(&mu);
+    while (layers_left > 0) layer_ready.Wait(&mu);
+  }
+  StageResult ResultLocked() REQUIRES(mu) {
+    StageResult r = step;
+    SumLayers(r, layer_results);
+    return r;
+  }
+
+ private:
+  void EndLayerLocked(size_t layer) REQUIRES(mu) {
+    layer_results[layer].wait_nanoseconds = NowNanoseconds() - start_nanoseconds;
+    --layers_left;
+    layer_ready.SignalAll();
+  }
+};
+
+namespace {
+
+Status CheckLayer(const StageTicket& ticket, size_t layer) {
+  if (!ticket.valid()) return Status::InvalidArgument("stage ticket is not valid (default, moved from, or waited for)");
+  if (layer >= ticket.layers()) {
+    return Status::InvalidArgument("layer " + std::to_string(layer) + " out of range (the step has " +
+                                   std::to_string(ticket.layers()) + " layers)");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+StageTicket& StageTicket::operator=(StageTicket&& other) noexcept {
+  if (this != &other) {
+    if (state_ != nullptr) state_->WaitAll();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+StageTicket::~StageTicket() {
+  if (state_ != nullptr) state_->WaitAll();
+}
+
+size_t StageTicket::layers() const { return state_ == nullptr ? 0 : state_->layer_count; }
+
+Result<bool> StageTicket::Ready(size_t layer) const {
+  ENGRAM_RETURN_IF_ERROR(CheckLayer(*this, layer));
+  MutexLock lock(&state_->mu);
+  return state_->gathers_left[layer] == 0;
+}
+
+StageLayerResult StageTicket::WaitLayer(size_t layer) const {
+  if (Status bad = CheckLayer(*this, layer); !bad.ok()) {
+    StageLayerResult r;
+    r.status = std::move(bad);
+    return r;
+  }
+  MutexLock lock(&state_->mu);
+  state_->WaitLayer(layer);
+  return state_->layer_results[layer];
+}
+
+StageResult StageTicket::Wait() {
+  if (state_ == nullptr) {
+    StageResult r;
+    r.status = Status::InvalidArgument("stage ticket is not valid (default, moved from, or waited for)");
+    return r;
+  }
+  std::shared_ptr<State> state = std::move(state_);
+  state->WaitAll();
+  MutexLock lock(&state->mu);
+  return state->ResultLocked();
+}
+
+std::shared_ptr<StageTicket::State> StepStager::Launch(std::span<const uint32_t> history,
+                                                       std::span<const uint32_t> tokens, std::byte* out,
+                                                       std::function<void(StageResult)> done) const {
   auto plan = Hash(history, tokens, out);
-  if (!plan.ok()) {
-    StageResult failed;
-    failed.status = plan.status();
-    done(std::move(failed));
-    return;
+  StageResult hashed;
+  uint64_t start = NowNanoseconds();
+  if (plan.ok()) {
+    hashed = (*plan)->result;
+    start = (*plan)->start_nanoseconds;
+  } else {
+    hashed.status = plan.status();
+  }
+  auto state = std::make_shared<StageTicket::State>(layers(), hashed, NewLayerResults(hashed), start);
+  {
+    MutexLock lock(&state->mu);
+    state->done = std::move(done);
+  }
+  if (!plan.ok() || (*plan)->runs.empty()) {
+    state->EndEmptyLayers();
+    return state;
   }
   std::shared_ptr<Plan> p = std::move(plan).value();
-  if (p->runs.empty()) {
-    p->result.wait_nanoseconds = NowNanoseconds() - p->start_nanoseconds;
-    done(std::move(p->result));
-    return;
-  }
-  struct Pending {
-    std::shared_ptr<Plan> plan;
-    std::function<void(StageResult)> done;
-    Mutex mu;
-    size_t remaining GUARDED_BY(mu);
-  };
-  auto pending = std::make_shared<Pending>();
-  pending->plan = p;
-  pending->done = std::move(done);
-  {
-    MutexLock lock(&pending->mu);  // no gather has started yet; the lock satisfies the analysis
-    pending->remaining = p->runs.size();
-  }
+  for (const Plan::Run& run : p->runs) state->Expect(run.layer, 1);
+  // In the plan's order: every gather of layer 0, then of layer 1, ... Each
+  // callback holds the plan (its row IDs) until its gather is done.
   for (const Plan::Run& run : p->runs) {
-    store_.StartGather(run.table, run.row_ids, run.dst, run.stride, [pending](GatherResult g) {
-      bool last;
-      {
-        MutexLock lock(&pending->mu);
-        Accumulate(pending->plan->result, g);
-        last = --pending->remaining == 0;
-      }
-      if (!last) return;
-      StageResult r = std::move(pending->plan->result);
-      r.wait_nanoseconds = NowNanoseconds() - pending->plan->start_nanoseconds;
-      // Moved out first: the Pending (and its row IDs) dies with the last
-      // gather's callback, never while a gather still reads them.
-      auto done = std::move(pending->done);
-      done(std::move(r));
-    });
+    store_.StartGather(run.table, run.row_ids, run.dst, run.stride,
+                       [state, p, layer = run.layer](GatherResult g) { state->GatherDone(layer, g); });
   }
+  return state;
+}
+
+StageTicket StepStager::Start(std::span<const uint32_t> history, std::span<const uint32_t> tokens,
+                              std::byte* out) const {
+  return StageTicket(Launch(history, tokens, out, nullptr));
+}
+
+void StepStager::StartStage(std::span<const uint32_t> history, std::span<const uint32_t> tokens, std::byte* out,
+                            std::function<void(StageResult)> done) const {
+  Launch(history, tokens, out, std::move(done));
 }
 
 }  // namespace engram
