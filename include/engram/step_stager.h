@@ -148,7 +148,11 @@ class StepStager {
   // layer 1's, ...) and returns the step's ticket. out must stay valid until
   // the ticket is waited for or destroyed; history and tokens need not. A
   // bad token or argument gives a ticket whose every layer has failed.
-  StageTicket Start(std::span<const uint32_t> history, std::span<const uint32_t> tokens, std::byte* out) const;
+  // `done`, if given, also runs once with the step's result when its last
+  // layer is ready, under StartStage's rules (for an adapter that signals
+  // the whole step elsewhere, e.g. an event loop).
+  StageTicket Start(std::span<const uint32_t> history, std::span<const uint32_t> tokens, std::byte* out,
+                    std::function<void(StageResult)> done = nullptr) const;
 
   // For adapters: hashes on the calling thread, starts the gathers and returns; `done` runs
   // once with the result on a store completion thread (or on the calling

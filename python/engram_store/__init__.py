@@ -102,7 +102,14 @@ API
     records; the default) or ``[tokens, layers, rows_per_token, values]``
     (float16 or float32: fp8 e4m3 weights times their ue8m0 scales, for a
     table whose records are such). ``layers``: table indexes or names (default:
-    every table, in order).
+    every table, in order). Layers are gathered in that order, and a
+    ``StageHandle`` answers per layer: ``ready(layer)`` (never blocks) and
+    ``wait(layer) -> StageLayerResult`` (GIL released; returns once that
+    layer's rows are in ``out``, or raises its failure), so a runtime can run
+    layer 0 while later layers are still read. ``wait()`` waits for all;
+    ``StageResult.layers`` holds each layer's result, whose
+    ``wait_nanoseconds`` runs from the start of the stage to that layer's
+    readiness.
     ``Hasher(layout_path, layer=0, token_map=None).row_ids(tokens, history=None)``
         The row IDs of ``engram-hash --layer``: uint64 ``[len(tokens),
         rows_per_token]`` (24 for V4.1).
@@ -116,6 +123,7 @@ from ._engram_store import (  # noqa: F401
     GatherHandle,
     GatherResult,
     StageHandle,
+    StageLayerResult,
     StageResult,
     _cxx_gather_seconds,
     _cxx_hash_gather_seconds,
@@ -130,6 +138,7 @@ __all__ = [
     "GatherResult",
     "Hasher",
     "StageHandle",
+    "StageLayerResult",
     "StageResult",
     "Store",
     "get_log_level",

@@ -29,6 +29,30 @@ std::string Repr(const GatherResult& r) {
   return buf;
 }
 
+std::string Repr(const StageLayerResult& r) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "StageLayerResult(rows=%llu, distinct_rows=%llu, hits=%llu, misses=%llu, wait_ns=%llu)",
+                (unsigned long long)r.rows, (unsigned long long)r.distinct_rows, (unsigned long long)r.hits,
+                (unsigned long long)r.misses, (unsigned long long)r.wait_nanoseconds);
+  return buf;
+}
+
+// The counts a step's result and each layer's have alike.
+template <typename Result>
+void DefineStageCounts(py::class_<Result>& c) {
+  c.def_readonly("rows", &Result::rows)
+      .def_readonly("distinct_rows", &Result::distinct_rows)
+      .def_readonly("hits", &Result::hits)
+      .def_readonly("misses", &Result::misses)
+      .def_readonly("refusals", &Result::refusals)
+      .def_readonly("blocks_read", &Result::blocks_read)
+      .def_readonly("bytes_read", &Result::bytes_read)
+      .def_readonly("wait_nanoseconds", &Result::wait_nanoseconds)
+      .def_readonly("cache_nanoseconds", &Result::cache_nanoseconds)
+      .def_readonly("disk_nanoseconds", &Result::disk_nanoseconds);
+}
+
 std::string Repr(const StageResult& r) {
   char buf[256];
   std::snprintf(buf, sizeof buf,
@@ -77,19 +101,16 @@ PYBIND11_MODULE(_engram_store, m) {
   gather_result.def("__repr__", [](const GatherResult& r) { return Repr(r); });
   ExportStatsTables(m);
 
-  py::class_<StageResult>(m, "StageResult", "What a step's staging did, summed over its layers.")
-      .def_readonly("tokens", &StageResult::tokens)
-      .def_readonly("rows", &StageResult::rows)
-      .def_readonly("distinct_rows", &StageResult::distinct_rows)
-      .def_readonly("hits", &StageResult::hits)
-      .def_readonly("misses", &StageResult::misses)
-      .def_readonly("refusals", &StageResult::refusals)
-      .def_readonly("blocks_read", &StageResult::blocks_read)
-      .def_readonly("bytes_read", &StageResult::bytes_read)
+  py::class_<StageLayerResult> stage_layer(m, "StageLayerResult",
+                                            "What a step's staging did for one layer; wait_nanoseconds runs from "
+                                            "the start of the stage until this layer's rows were all in out.");
+  DefineStageCounts(stage_layer);
+  stage_layer.def("__repr__", [](const StageLayerResult& r) { return Repr(r); });
+  py::class_<StageResult> stage_result(m, "StageResult", "What a step's staging did, summed over its layers.");
+  DefineStageCounts(stage_result);
+  stage_result.def_readonly("tokens", &StageResult::tokens)
       .def_readonly("hash_nanoseconds", &StageResult::hash_nanoseconds)
-      .def_readonly("wait_nanoseconds", &StageResult::wait_nanoseconds)
-      .def_readonly("cache_nanoseconds", &StageResult::cache_nanoseconds)
-      .def_readonly("disk_nanoseconds", &StageResult::disk_nanoseconds)
+      .def_readonly("layers", &StageResult::layers, "One StageLayerResult per layer, in the step's layer order.")
       .def("__repr__", [](const StageResult& r) { return Repr(r); });
 
   py::class_<GatherHandle>(m, "GatherHandle", "A gather in flight; wait() (GIL released) or await it.")
@@ -97,8 +118,21 @@ PYBIND11_MODULE(_engram_store, m) {
       .def("done", &GatherHandle::done)
       .def("_completion_fd", &GatherHandle::EventFd);
 
-  py::class_<StageHandle>(m, "StageHandle", "A step's staging in flight; wait() (GIL released) or await it.")
-      .def("wait", &StageHandle::Wait, "Waits (GIL released) and returns the StageResult, or raises.")
+  py::class_<StageHandle>(m, "StageHandle",
+                          "A step's staging in flight; wait() (GIL released) or await it. Layers are gathered in "
+                          "the step's order, and each can be waited for on its own: wait(layer), ready(layer).")
+      .def(
+          "wait",
+          [](StageHandle& h, py::handle layer) -> py::object {
+            if (layer.is_none()) return py::cast(h.Wait());
+            return py::cast(h.WaitLayer(layer));
+          },
+          py::arg("layer") = py::none(),
+          "wait(): waits (GIL released) for every layer and returns the StageResult, or raises. "
+          "wait(layer): waits only until that layer's rows are in out and returns its StageLayerResult, or raises "
+          "its failure; IndexError for a layer out of range.")
+      .def("ready", &StageHandle::Ready, py::arg("layer"),
+           "Whether that layer's rows are in out (or it failed), without blocking.")
       .def("done", &StageHandle::done)
       .def("_completion_fd", &StageHandle::EventFd);
 

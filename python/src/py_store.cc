@@ -87,21 +87,96 @@ StageHandle::~StageHandle() {
   }
 }
 
+void TicketSlot::Set(StageTicket ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ticket_.emplace(std::move(ticket));
+  cv_.notify_all();
+}
+
+const StageTicket& TicketSlot::Wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return ticket_.has_value(); });
+  return *ticket_;
+}
+
+const StageTicket* TicketSlot::Get() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ticket_ ? &*ticket_ : nullptr;
+}
+
+void StageHandle::DequantizeLayer(size_t layer) {
+  if (layer_dequantized_[layer]) return;
+  // raw_ is [token][layer][slot][record], out [token][layer][slot][value]:
+  // one run of rows_per_token records per token.
+  const size_t per_token = stager_->rows_per_token(), layers = stager_->layers();
+  const size_t record = stager_->record_bytes(), values = fp8_->weight_bytes;
+  const size_t tokens = raw_.size() / (layers * per_token * record);
+  for (size_t t = 0; t < tokens; ++t) {
+    const size_t first = (t * layers + layer) * per_token;
+    if (half_) {
+      Dequantize(raw_.data() + first * record, per_token, record, *fp8_,
+                 reinterpret_cast<_Float16*>(out_->data()) + first * values);
+    } else {
+      Dequantize(raw_.data() + first * record, per_token, record, *fp8_,
+                 reinterpret_cast<float*>(out_->data()) + first * values);
+    }
+  }
+  layer_dequantized_[layer] = true;
+}
+
 StageResult& StageHandle::Finish() {
   StageResult& r = completion_->Wait();
   // Under a lock: two threads may wait on one handle, and only one may
   // dequantize (and then free the raw records).
   std::lock_guard<std::mutex> lock(finish_mu_);
   if (r.status.ok() && fp8_ && !dequantized_) {
-    const size_t count = raw_.size() / stager_->record_bytes();
-    if (half_) {
-      Dequantize(raw_.data(), count, stager_->record_bytes(), *fp8_, reinterpret_cast<_Float16*>(out_->data()));
-    } else {
-      Dequantize(raw_.data(), count, stager_->record_bytes(), *fp8_, reinterpret_cast<float*>(out_->data()));
-    }
+    for (size_t l = 0; l < stager_->layers(); ++l) DequantizeLayer(l);
     dequantized_ = true;
     std::vector<std::byte>().swap(raw_);
   }
+  return r;
+}
+
+size_t StageHandle::LayerIndex(py::handle layer) const {
+  if (PyBool_Check(layer.ptr()) || !PyIndex_Check(layer.ptr())) {
+    throw py::type_error("layer must be an int (a position in the step's layers), not " + TypeName(layer));
+  }
+  py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(layer.ptr()));
+  if (!index) throw py::error_already_set();
+  int overflow = 0;
+  const long long i = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (overflow != 0 || i < 0 || size_t(i) >= stager_->layers()) {
+    throw py::index_error("layer " + std::string(py::str(index)) + " out of range (the step has " +
+                          std::to_string(stager_->layers()) + " layers)");
+  }
+  return size_t(i);
+}
+
+bool StageHandle::Ready(py::handle layer) {
+  const size_t l = LayerIndex(layer);
+  if (completion_->done()) return true;
+  const StageTicket* ticket = ticket_->Get();
+  if (ticket == nullptr) return false;  // the gathers are not started yet
+  Result<bool> ready = ticket->Ready(l);
+  return ready.ok() && *ready;
+}
+
+StageLayerResult StageHandle::WaitLayer(py::handle layer) {
+  const size_t l = LayerIndex(layer);
+  StageLayerResult r;
+  {
+    py::gil_scoped_release release;
+    if (completion_->done()) {
+      // Staged synchronously, or finished: the step's result has the layer's.
+      StageResult& step = Finish();
+      r = l < step.layers.size() ? step.layers[l] : StageLayerResult{step.status};
+    } else {
+      r = ticket_->Wait().WaitLayer(l);
+      std::lock_guard<std::mutex> lock(finish_mu_);
+      if (r.status.ok() && fp8_ && !dequantized_) DequantizeLayer(l);
+    }
+  }
+  if (!r.status.ok()) RaiseStatus(r.status);
   return r;
 }
 
@@ -345,6 +420,7 @@ std::unique_ptr<StageHandle> PyStore::StartStage(py::handle tokens, py::handle h
   std::byte* dst = v.data();
   if (handle->fp8_) {
     handle->raw_.resize(stager->OutputBytes(n));
+    handle->layer_dequantized_.assign(layer_count, false);
     dst = handle->raw_.data();
   }
   if (async) {
@@ -355,8 +431,12 @@ std::unique_ptr<StageHandle> PyStore::StartStage(py::handle tokens, py::handle h
     if (store_ == nullptr) throw py::value_error("the store is closed");
     if (stage_thread_ == nullptr) stage_thread_ = std::make_unique<JobThread>();
     handle->started_ = true;
-    stage_thread_->Post([store = s, stager, before, step, dst, completion = handle->completion_] {
-      completion->Deliver(stager->Stage(before, step, dst));
+    // The staging thread only hashes and starts the gathers (layer by
+    // layer); the store's completion pool finishes them, so the handle can
+    // tell each layer's readiness on its own.
+    stage_thread_->Post([store = s, stager, before, step, dst, completion = handle->completion_,
+                         ticket = handle->ticket_] {
+      ticket->Set(stager->Start(before, step, dst, [completion](StageResult r) { completion->Deliver(std::move(r)); }));
     });
   } else {
     // The calling thread does its own gathers' disk phase.

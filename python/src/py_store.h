@@ -46,6 +46,23 @@ class GatherHandle {
   std::shared_ptr<Completion<GatherResult>> completion_ = std::make_shared<Completion<GatherResult>>();
 };
 
+// A step's StageTicket, handed once from the staging thread (which starts
+// the gathers) to the handle's waiters. The ticket itself is only asked
+// const questions (Ready, WaitLayer), which may run on any threads at once.
+class TicketSlot {
+ public:
+  void Set(StageTicket ticket);
+  // Blocks until the ticket is set. Call without the GIL.
+  const StageTicket& Wait();
+  // The ticket, or null if its gathers are not started yet.
+  const StageTicket* Get();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<StageTicket> ticket_;
+};
+
 // A started stage; for dequantized output it also owns the raw rows.
 class StageHandle {
  public:
@@ -56,6 +73,12 @@ class StageHandle {
 
   // Raises on a failed step.
   StageResult Wait();
+  // Waits (GIL released) until `layer`'s rows are in out and returns that
+  // layer's result; raises that layer's failure. IndexError for a layer out
+  // of range.
+  StageLayerResult WaitLayer(pybind11::handle layer);
+  // Whether `layer`'s rows are in out (or it failed), without blocking.
+  bool Ready(pybind11::handle layer);
   bool done() { return completion_->done(); }
   int EventFd() { return completion_->EventFd(); }
 
@@ -68,13 +91,20 @@ class StageHandle {
   bool half_ = false;
   std::mutex finish_mu_;
   bool dequantized_ = false;
+  std::vector<bool> layer_dequantized_;  // under finish_mu_
   bool started_ = false;
   std::shared_ptr<Completion<StageResult>> completion_ = std::make_shared<Completion<StageResult>>();
+  // Set by stage_async's staging thread once the gathers are started.
+  std::shared_ptr<TicketSlot> ticket_ = std::make_shared<TicketSlot>();
 
  private:
   // Waits for the step and dequantizes it into out (once). Call without the
   // GIL; both Wait() and dropping the handle finish the step.
   StageResult& Finish();
+  // The layer index `layer` names, or IndexError / TypeError.
+  size_t LayerIndex(pybind11::handle layer) const;
+  // Dequantizes one layer's rows into out (once). Call with finish_mu_ held.
+  void DequantizeLayer(size_t layer);
 };
 
 class PyStore {

@@ -347,9 +347,9 @@ std::shared_ptr<StageTicket::State> StepStager::Launch(std::span<const uint32_t>
   return state;
 }
 
-StageTicket StepStager::Start(std::span<const uint32_t> history, std::span<const uint32_t> tokens,
-                              std::byte* out) const {
-  return StageTicket(Launch(history, tokens, out, nullptr));
+StageTicket StepStager::Start(std::span<const uint32_t> history, std::span<const uint32_t> tokens, std::byte* out,
+                              std::function<void(StageResult)> done) const {
+  return StageTicket(Launch(history, tokens, out, std::move(done)));
 }
 
 void StepStager::StartStage(std::span<const uint32_t> history, std::span<const uint32_t> tokens, std::byte* out,
