@@ -38,6 +38,8 @@ typedef enum engram_status {
 
 typedef struct engram_store engram_store;
 typedef struct engram_gather engram_gather;
+typedef struct engram_stager engram_stager;
+typedef struct engram_stage engram_stage;
 
 typedef struct engram_store_options {
   size_t size;                    /* sizeof(engram_store_options) */
@@ -138,6 +140,67 @@ size_t engram_metrics_text(const engram_store* store, char* buffer, size_t capac
 /* The port the metrics endpoint listens on (the one chosen when
  * metrics_listen asked for port 0); 0 when the store serves no endpoint. */
 uint16_t engram_metrics_port(const engram_store* store);
+
+/* Step staging (engram/step_stager.h): one call per forward step hashes the
+ * step's tokens for every Engram layer and gathers each layer's rows into one
+ * buffer laid out [token][layer][slot][record_bytes]. The gathers start layer
+ * by layer, in the stager's table order, and each layer can be waited for on
+ * its own, so a runtime runs layer 0 while the later layers are still read. */
+
+/* A step's figures: for one layer (engram_stage_wait_layer), or the whole
+ * step's (engram_stage_wait: summed over the layers). wait_nanoseconds runs
+ * from the start of the stage (hashing included) until the layer's rows (the
+ * whole step's: the last layer's) were all in out. hash_nanoseconds is the
+ * step's hashing time (0 in a layer's figures). */
+typedef struct engram_stage_result {
+  size_t size; /* sizeof(engram_stage_result) */
+  uint64_t tokens;
+  uint64_t rows; /* row IDs staged: tokens * rows_per_token (* layers for the step) */
+  uint64_t distinct_rows;
+  uint64_t hits;
+  uint64_t misses;
+  uint64_t refusals;
+  uint64_t blocks_read;
+  uint64_t bytes_read;
+  uint64_t hash_nanoseconds;
+  uint64_t wait_nanoseconds;
+  uint64_t cache_nanoseconds;
+  uint64_t disk_nanoseconds;
+} engram_stage_result;
+
+/* A stager over `tables` (store table indexes, one per layer, in the order of
+ * out's layer axis). Each table's metadata must hold its hash_layout.
+ * token_map_path: the tokenizer-to-compressed-ID map (a little-endian uint32
+ * file), or NULL to hash raw token IDs as compressed IDs. The store must
+ * outlive the stager; any number of threads may stage through it at once. */
+engram_status engram_stager_create(engram_store* store, const size_t* tables, size_t table_count,
+                                   const char* token_map_path, engram_stager** out);
+void engram_stager_destroy(engram_stager* stager);
+size_t engram_stager_layers(const engram_stager* stager);
+uint32_t engram_stager_rows_per_token(const engram_stager* stager);
+/* Bytes out must hold for a step of `tokens` tokens. */
+size_t engram_stager_output_bytes(const engram_stager* stager, size_t tokens);
+
+/* Hashes `tokens` (after `history`, the request's earlier tokens; only its
+ * last few matter), starts every layer's gathers into out and returns the
+ * step's handle. out must stay valid until engram_stage_wait returns;
+ * history and tokens need not. A bad token is reported by the waits. The
+ * handle may outlive its stager. */
+engram_status engram_stage_start(const engram_stager* stager, const uint32_t* history, size_t history_count,
+                                 const uint32_t* tokens, size_t token_count, void* out, engram_stage** stage);
+/* Never blocks: 1 when layer's rows are in out (or its gathers failed), 0
+ * when not yet, -1 for a NULL handle or a layer out of range (with the
+ * reason in engram_last_error()). */
+int engram_stage_ready(const engram_stage* stage, size_t layer);
+/* Blocks until layer's rows are in out; fills result (NULL to skip) with
+ * that layer's figures and returns its status. Any thread, any number of
+ * times; the handle stays valid. ENGRAM_INVALID_ARGUMENT for a layer out of
+ * range. */
+engram_status engram_stage_wait_layer(engram_stage* stage, size_t layer, engram_stage_result* result);
+/* Waits for every layer, fills result (NULL to skip) with the step's figures
+ * and frees the handle: call it exactly once per handle, after every
+ * engram_stage_wait_layer call on it has returned. */
+engram_status engram_stage_wait(engram_stage* stage, engram_stage_result* result);
 
 #ifdef __cplusplus
 }

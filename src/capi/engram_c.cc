@@ -12,6 +12,7 @@
 #include <new>
 #include <string>
 
+#include "engram/step_stager.h"
 #include "engram/store.h"
 
 struct engram_store {
@@ -23,6 +24,17 @@ struct engram_store {
 struct engram_gather {
   engram::GatherTicket ticket;
   size_t count = 0;  // row IDs asked for, the length of a row_written array
+};
+
+struct engram_stager {
+  std::unique_ptr<engram::StepStager> stager;
+};
+
+// Holds no pointer to its stager or store: the ticket owns what the step's
+// gathers need, and a store finishes every gather before it closes.
+struct engram_stage {
+  engram::StageTicket ticket;
+  uint64_t tokens = 0;
 };
 
 namespace {
@@ -86,6 +98,26 @@ void Fill(const engram::GatherResult& r, engram_gather_result* out) {
 #define ENGRAM_X(member, help) full.member = r.member;
   ENGRAM_GATHER_RESULT(ENGRAM_X)
 #undef ENGRAM_X
+  WriteSized(full, out);
+}
+
+// A layer's or a step's figures into a caller's engram_stage_result.
+template <typename Figures>
+void FillStage(const Figures& r, uint64_t tokens, uint64_t hash_nanoseconds, engram_stage_result* out) {
+  if (!out) return;
+  engram_stage_result full{};
+  full.tokens = tokens;
+  full.rows = r.rows;
+  full.distinct_rows = r.distinct_rows;
+  full.hits = r.hits;
+  full.misses = r.misses;
+  full.refusals = r.refusals;
+  full.blocks_read = r.blocks_read;
+  full.bytes_read = r.bytes_read;
+  full.hash_nanoseconds = hash_nanoseconds;
+  full.wait_nanoseconds = r.wait_nanoseconds;
+  full.cache_nanoseconds = r.cache_nanoseconds;
+  full.disk_nanoseconds = r.disk_nanoseconds;
   WriteSized(full, out);
 }
 
@@ -275,5 +307,91 @@ size_t engram_metrics_text(const engram_store* store, char* buffer, size_t capac
 }
 
 uint16_t engram_metrics_port(const engram_store* store) { return store ? store->store->metrics_port() : 0; }
+
+engram_status engram_stager_create(engram_store* store, const size_t* tables, size_t table_count,
+                                   const char* token_map_path, engram_stager** out) {
+  if (!store || !out || (table_count > 0 && !tables)) {
+    return Report(engram::Status::InvalidArgument("engram_stager_create: null argument"));
+  }
+  *out = nullptr;
+  return Guarded("engram_stager_create", [&] {
+    std::shared_ptr<const engram::TokenMap> token_map;
+    if (token_map_path) {
+      auto map = engram::TokenMap::FromFile(token_map_path);
+      if (!map.ok()) return Report(map.status().WithContext("engram_stager_create: token map"));
+      token_map = std::make_shared<const engram::TokenMap>(std::move(map).value());
+    }
+    auto stager = engram::StepStager::Create(*store->store, std::vector<size_t>(tables, tables + table_count),
+                                             std::move(token_map));
+    if (!stager.ok()) return Report(stager.status());
+    *out = new engram_stager{std::move(stager).value()};
+    return Report(engram::Status::OK());
+  });
+}
+
+void engram_stager_destroy(engram_stager* stager) { delete stager; }
+
+size_t engram_stager_layers(const engram_stager* stager) { return stager ? stager->stager->layers() : 0; }
+uint32_t engram_stager_rows_per_token(const engram_stager* stager) {
+  return stager ? stager->stager->rows_per_token() : 0;
+}
+size_t engram_stager_output_bytes(const engram_stager* stager, size_t tokens) {
+  return stager ? stager->stager->OutputBytes(tokens) : 0;
+}
+
+engram_status engram_stage_start(const engram_stager* stager, const uint32_t* history, size_t history_count,
+                                 const uint32_t* tokens, size_t token_count, void* out, engram_stage** stage) {
+  if (!stager || !stage || (history_count > 0 && !history) || (token_count > 0 && !tokens)) {
+    return Report(engram::Status::InvalidArgument("engram_stage_start: null argument"));
+  }
+  *stage = nullptr;
+  return Guarded("engram_stage_start", [&] {
+    auto s = std::make_unique<engram_stage>();
+    s->tokens = token_count;
+    s->ticket = stager->stager->Start(std::span<const uint32_t>(history, history_count),
+                                      std::span<const uint32_t>(tokens, token_count), static_cast<std::byte*>(out));
+    *stage = s.release();
+    return Report(engram::Status::OK());
+  });
+}
+
+int engram_stage_ready(const engram_stage* stage, size_t layer) {
+  if (!stage) {
+    Report(engram::Status::InvalidArgument("engram_stage_ready: null stage"));
+    return -1;
+  }
+  engram::Result<bool> ready = stage->ticket.Ready(layer);
+  if (!ready.ok()) {
+    Report(ready.status().WithContext("engram_stage_ready"));
+    return -1;
+  }
+  return *ready ? 1 : 0;
+}
+
+engram_status engram_stage_wait_layer(engram_stage* stage, size_t layer, engram_stage_result* result) {
+  if (!stage) return Report(engram::Status::InvalidArgument("engram_stage_wait_layer: null stage"));
+  if (result) {
+    if (auto st = CheckSize(*result, "engram_stage_result"); !st.ok()) return Report(st);
+  }
+  return Guarded("engram_stage_wait_layer", [&] {
+    engram::StageLayerResult r = stage->ticket.WaitLayer(layer);
+    FillStage(r, stage->tokens, 0, result);
+    return Report(r.status);
+  });
+}
+
+engram_status engram_stage_wait(engram_stage* stage, engram_stage_result* result) {
+  if (!stage) return Report(engram::Status::InvalidArgument("engram_stage_wait: null stage"));
+  std::unique_ptr<engram_stage> s(stage);
+  return Guarded("engram_stage_wait", [&] {
+    engram::StageResult r = s->ticket.Wait();
+    if (result) {
+      // Checked after the wait: the handle is freed either way.
+      if (auto st = CheckSize(*result, "engram_stage_result"); !st.ok()) return Report(st);
+    }
+    FillStage(r, r.tokens, r.hash_nanoseconds, result);
+    return Report(r.status);
+  });
+}
 
 }  // extern "C"
