@@ -18,9 +18,10 @@
 //
 // Per-layer readiness: a runtime stages the whole step at its start and runs
 // layer k as soon as layer k's rows are in `out`. Start() (and StartStage)
-// issue the gathers layer by layer in table order, so layer 0's reads go to
-// the device first, and the returned StageTicket answers Ready(k) and
-// WaitLayer(k) for each layer on its own.
+// gather the layers one after another in table order: layer k+1's gathers
+// start when layer k is ready, so layer 0's reads never wait behind a later
+// layer's. The returned StageTicket answers Ready(k) and WaitLayer(k) for
+// each layer on its own.
 //
 // Thread safety: a StepStager is immutable after Create; any number of
 // threads may stage through it at once. The Store must outlive it.
@@ -30,6 +31,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -128,6 +130,8 @@ class StepStager {
   // token IDs hashed as compressed IDs).
   static Result<std::unique_ptr<StepStager>> Create(Store& store, std::vector<size_t> tables,
                                                     std::shared_ptr<const TokenMap> token_map);
+  // Waits until every step it started has started all its layers' gathers.
+  ~StepStager();
 
   size_t layers() const { return tables_.size(); }
   const std::vector<size_t>& tables() const { return tables_; }
@@ -144,8 +148,11 @@ class StepStager {
   // history_tokens() matter), so n-grams reach back across steps.
   StageResult Stage(std::span<const uint32_t> history, std::span<const uint32_t> tokens, std::byte* out) const;
 
-  // Hashes on the calling thread, starts the gathers (layer 0's first, then
-  // layer 1's, ...) and returns the step's ticket. out must stay valid until
+  // Hashes on the calling thread, starts layer 0's gathers and returns the
+  // step's ticket; each later layer's gathers start once the layer before it
+  // is ready (on the stager's own starter thread), so every layer has the
+  // device and the completion threads to itself and layer k is ready after
+  // about layers 0..k's share of the step. out must stay valid until
   // the ticket is waited for or destroyed; history and tokens need not. A
   // bad token or argument gives a ticket whose every layer has failed.
   // `done`, if given, also runs once with the step's result when its last
@@ -163,6 +170,7 @@ class StepStager {
 
  private:
   struct Plan;  // the step's row IDs, one run per (layer, slot)
+  struct LayerStarter;  // the thread that starts a step's later layers
   StepStager(Store& store, std::vector<size_t> tables, std::vector<NgramHasher> hashers, uint32_t rows_per_token,
              uint32_t record_bytes)
       : store_(store),
@@ -179,6 +187,15 @@ class StepStager {
   std::shared_ptr<StageTicket::State> Launch(std::span<const uint32_t> history, std::span<const uint32_t> tokens,
                                              std::byte* out, std::function<void(StageResult)> done) const;
 
+  // Starts `layer`'s gathers of a launched step.
+  void StartLayer(const std::shared_ptr<Plan>& plan, const std::shared_ptr<StageTicket::State>& state,
+                  size_t layer) const;
+  LayerStarter& starter() const;
+
+  mutable std::once_flag starter_once_;
+  // Made by the first step of more than one layer (a shared_ptr: the type is
+  // complete only in the .cc).
+  mutable std::shared_ptr<LayerStarter> starter_;
   Store& store_;
   std::vector<size_t> tables_;
   std::vector<NgramHasher> hashers_;

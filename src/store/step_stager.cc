@@ -5,6 +5,8 @@
 #include <chrono>
 #include <string>
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <nlohmann/json.hpp>
 
 #include "storage/mutex.h"
@@ -183,7 +185,10 @@ StageResult StepStager::Stage(std::span<const uint32_t> history, std::span<const
 // first gather starts and only read after: layer_count, step,
 // start_nanoseconds; done is moved out once, under mu, by the callback that
 // completes the last layer.
-struct StageTicket::State {
+struct StageTicket::State : std::enable_shared_from_this<StageTicket::State> {
+  // Starts a layer's gathers (set by a step of more than one layer).
+  using StartLayer = std::function<void(std::shared_ptr<State>, size_t layer)>;
+
   State(size_t layers, StageResult hashed, std::vector<StageLayerResult> results, uint64_t start)
       : layer_count(layers), step(std::move(hashed)), start_nanoseconds(start) {
     MutexLock lock(&mu);  // no gather has started yet; the lock satisfies the analysis
@@ -201,6 +206,7 @@ struct StageTicket::State {
   std::vector<size_t> gathers_left GUARDED_BY(mu);  // per layer: 0 = ready
   size_t layers_left GUARDED_BY(mu) = 0;
   std::function<void(StageResult)> done GUARDED_BY(mu);  // StartStage's; empty for a ticket
+  StartLayer start_layer GUARDED_BY(mu);                  // starts the layer after a ready one
 
   // Counts `gathers` more gathers for layer (before they start).
   void Expect(size_t layer, size_t gathers) EXCLUDES(mu) {
@@ -224,19 +230,23 @@ struct StageTicket::State {
   }
   void GatherDone(size_t layer, const GatherResult& g) EXCLUDES(mu) {
     std::function<void(StageResult)> finish;
+    StartLayer start_next;
     StageResult r;
     {
       MutexLock lock(&mu);
       Accumulate(layer_results[layer], g);
       if (--gathers_left[layer] > 0) return;
       EndLayerLocked(layer);
-      if (layers_left > 0 || !done) return;
-      r = ResultLocked();
-      finish = std::move(done);
+      if (layer + 1 < layer_count) start_next = start_layer;
+      if (layers_left == 0 && done) {
+        r = ResultLocked();
+        finish = std::move(done);
+      }
     }
-    // Outside the lock: `done` may hand the result to another thread that
-    // then asks this state about its layers.
-    finish(std::move(r));
+    // Outside the lock: both hand work to other threads, which then ask
+    // this state about its layers.
+    if (start_next) start_next(shared_from_this(), layer + 1);
+    if (finish) finish(std::move(r));
   }
   void WaitLayer(size_t layer) REQUIRES(mu) {
     while (gathers_left[layer] > 0) layer_ready.Wait(&mu);
@@ -315,6 +325,52 @@ StageResult StageTicket::Wait() {
   return state->ResultLocked();
 }
 
+// Starts the later layers of launched steps, on a thread of its own: a
+// layer is ready in a gather's completion callback, on a store completion
+// thread, which must not block; starting gathers may wait for read buffers
+// that only those threads free. Counts the steps whose later layers are still
+// to start, so the stager's destructor can wait for them.
+struct StepStager::LayerStarter {
+  boost::asio::thread_pool thread{1};
+  Mutex mu;
+  CondVar idle;
+  size_t steps_starting GUARDED_BY(mu) = 0;
+
+  void Begin() EXCLUDES(mu) {
+    MutexLock lock(&mu);
+    ++steps_starting;
+  }
+  void End() EXCLUDES(mu) {
+    MutexLock lock(&mu);
+    if (--steps_starting == 0) idle.SignalAll();
+  }
+  void WaitIdle() EXCLUDES(mu) {
+    MutexLock lock(&mu);
+    while (steps_starting > 0) idle.Wait(&mu);
+  }
+};
+
+StepStager::~StepStager() {
+  if (starter_ == nullptr) return;
+  starter_->WaitIdle();
+  starter_->thread.join();
+}
+
+StepStager::LayerStarter& StepStager::starter() const {
+  std::call_once(starter_once_, [this] { starter_ = std::make_shared<LayerStarter>(); });
+  return *starter_;
+}
+
+void StepStager::StartLayer(const std::shared_ptr<Plan>& plan, const std::shared_ptr<StageTicket::State>& state,
+                            size_t layer) const {
+  // Each callback holds the plan (its row IDs) until its gather is done.
+  for (const Plan::Run& run : plan->runs) {
+    if (run.layer != layer) continue;
+    store_.StartGather(run.table, run.row_ids, run.dst, run.stride,
+                       [state, plan, layer](GatherResult g) { state->GatherDone(layer, g); });
+  }
+}
+
 std::shared_ptr<StageTicket::State> StepStager::Launch(std::span<const uint32_t> history,
                                                        std::span<const uint32_t> tokens, std::byte* out,
                                                        std::function<void(StageResult)> done) const {
@@ -338,12 +394,21 @@ std::shared_ptr<StageTicket::State> StepStager::Launch(std::span<const uint32_t>
   }
   std::shared_ptr<Plan> p = std::move(plan).value();
   for (const Plan::Run& run : p->runs) state->Expect(run.layer, 1);
-  // In the plan's order: every gather of layer 0, then of layer 1, ... Each
-  // callback holds the plan (its row IDs) until its gather is done.
-  for (const Plan::Run& run : p->runs) {
-    store_.StartGather(run.table, run.row_ids, run.dst, run.stride,
-                       [state, p, layer = run.layer](GatherResult g) { state->GatherDone(layer, g); });
+  // Layer by layer: layer k+1's gathers start when layer k is ready, so
+  // layer k's reads and disk phases never queue behind a later layer's
+  // (measured: docs/lab-notes/2026-12-05-per-layer-readiness.md).
+  if (layers() > 1) {
+    LayerStarter& later = starter();
+    later.Begin();
+    MutexLock lock(&state->mu);
+    state->start_layer = [this, p, &later](std::shared_ptr<StageTicket::State> s, size_t layer) {
+      boost::asio::post(later.thread, [this, p, s = std::move(s), layer, &later] {
+        StartLayer(p, s, layer);
+        if (layer + 1 == layers()) later.End();
+      });
+    };
   }
+  StartLayer(p, state, 0);
   return state;
 }
 
