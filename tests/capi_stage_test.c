@@ -9,16 +9,7 @@
 #include <unistd.h>
 
 #include "engram/engram.h"
-
-static int failures = 0;
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n",   \
-              __FILE__, __LINE__, #cond, engram_last_error());        \
-      ++failures;                                                     \
-    }                                                                 \
-  } while (0)
+#include "tests/testing/capi_check.h"
 
 enum { kRecord = 264, kSlots = 3, kRows = 311, kTokens = 40, kLayers = 2 };
 /* One (order, head) slot per order: rows [offset, offset + prime). */

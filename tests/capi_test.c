@@ -13,16 +13,7 @@
 #include <unistd.h>
 
 #include "engram/engram.h"
-
-static int failures = 0;
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n",   \
-              __FILE__, __LINE__, #cond, engram_last_error());        \
-      ++failures;                                                     \
-    }                                                                 \
-  } while (0)
+#include "tests/testing/capi_check.h"
 
 /* GET path from 127.0.0.1:port over a fresh connection; the answer (at most
  * capacity - 1 bytes, NUL-terminated) until the server closes, or 5 s pass. */

@@ -30,31 +30,24 @@ Result<EngramHashLayout> TableHashLayout(const Store& store, size_t table) {
   return layout;
 }
 
-// Adds one gather's counts to a layer's.
-void Accumulate(StageLayerResult& sum, const GatherResult& g) {
-  if (sum.status.ok() && !g.status.ok()) sum.status = g.status;
-  sum.distinct_rows += g.distinct_rows;
-  sum.hits += g.hits;
-  sum.misses += g.misses;
-  sum.refusals += g.refusals;
-  sum.blocks_read += g.blocks_read;
-  sum.bytes_read += g.bytes_read;
-  sum.cache_nanoseconds += g.cache_nanoseconds;
-  sum.disk_nanoseconds += g.disk_nanoseconds;
+// Adds one gather's counts to its layer's, or one layer's to the step's.
+template <typename Sum, typename Part>
+void Accumulate(Sum& sum, const Part& part) {
+  if (sum.status.ok() && !part.status.ok()) sum.status = part.status;
+  sum.distinct_rows += part.distinct_rows;
+  sum.hits += part.hits;
+  sum.misses += part.misses;
+  sum.refusals += part.refusals;
+  sum.blocks_read += part.blocks_read;
+  sum.bytes_read += part.bytes_read;
+  sum.cache_nanoseconds += part.cache_nanoseconds;
+  sum.disk_nanoseconds += part.disk_nanoseconds;
 }
 
 // The step's counts from its layers'; its wait is the last layer's.
 void SumLayers(StageResult& step, std::vector<StageLayerResult> layers) {
   for (const StageLayerResult& l : layers) {
-    if (step.status.ok() && !l.status.ok()) step.status = l.status;
-    step.distinct_rows += l.distinct_rows;
-    step.hits += l.hits;
-    step.misses += l.misses;
-    step.refusals += l.refusals;
-    step.blocks_read += l.blocks_read;
-    step.bytes_read += l.bytes_read;
-    step.cache_nanoseconds += l.cache_nanoseconds;
-    step.disk_nanoseconds += l.disk_nanoseconds;
+    Accumulate(step, l);
     step.wait_nanoseconds = std::max(step.wait_nanoseconds, l.wait_nanoseconds);
   }
   step.layers = std::move(layers);
