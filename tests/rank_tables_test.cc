@@ -365,7 +365,8 @@ TEST_F(RankOpen, ARankAtOrAboveTheManifestsRanksIsInvalidArgument) {
 TEST_F(RankOpen, AManifestWithoutARankAndARankWithoutAManifestAreInvalidArgument) {
   ExpectStatus(OpenStatus(File("open.json"), -1), StatusCode::kInvalidArgument, "no rank");
   StoreOptions o = OpenRank(File("open.json"), 0);
-  o.tables[0] = TableOptions{File("full.engram")};
+  o.tables[0] = TableOptions();
+  o.tables[0].path = File("full.engram");
   ExpectStatus(Store::Open(o).status(), StatusCode::kInvalidArgument, "no table is given by rank manifest");
   o.tables[0].manifest = File("open.json");
   ExpectStatus(Store::Open(o).status(), StatusCode::kInvalidArgument, "a path or a manifest, not both");

@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
     return ReportRanks(*manifest, out);
   }
 
-  engram::Result<engram::ConvertSpec> spec = engram::Status::InvalidArgument("give --safetensors, --npy or --table");
+  engram::Result<engram::ConvertSpec> spec = engram::Status::InvalidArgument("give --safetensors or --npy (or --table with --ranks)");
   if (!st_files.empty()) {
     if (weight.empty()) return Fail(engram::Status::InvalidArgument("--safetensors needs --weight NAME"));
     spec = engram::SafetensorsConvertSpec(st_files, weight, scale);
