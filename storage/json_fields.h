@@ -42,4 +42,19 @@ inline Result<uint64_t> Hex64Field(const nlohmann::json& obj, const char* key, c
   return v;
 }
 
+// A stored file name: a non-empty string without NUL, absolute or relative
+// to `dir` (the directory of the file that names it); returns the name as
+// stored and sets *path to it resolved against `dir`.
+inline Result<std::string> FileField(const nlohmann::json& obj, const std::string& where, std::string_view format,
+                                     const std::string& dir, std::string* path) {
+  auto it = obj.find("file");
+  if (it == obj.end() || !it->is_string() || it->get<std::string>().empty() ||
+      it->get<std::string>().find('\0') != std::string::npos) {
+    return Status::Corruption(std::string(format) + ": " + where + " has no \"file\"");
+  }
+  std::string file = it->get<std::string>();
+  *path = file[0] == '/' || dir.empty() ? file : dir + "/" + file;
+  return file;
+}
+
 }  // namespace engram

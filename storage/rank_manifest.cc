@@ -18,14 +18,6 @@ Status Bad(const std::string& what) { return Status::Corruption("rank manifest: 
 
 constexpr std::string_view kWhat = "rank manifest";
 
-Result<uint64_t> U64(const json& obj, const char* key, const std::string& where) {
-  return U64Field(obj, key, where, kWhat);
-}
-
-Result<uint64_t> Hex(const json& obj, const char* key, const std::string& where) {
-  return Hex64Field(obj, key, where, kWhat);
-}
-
 Result<std::vector<uint32_t>> U32List(const json& obj, const char* key, const std::string& where) {
   auto it = obj.find(key);
   if (it == obj.end() || !it->is_array()) return Bad(where + " has no \"" + key + "\" array");
@@ -43,23 +35,23 @@ Result<RankManifest> ParseManifest(const json& m, const std::string& dir) {
     return Bad(std::string("\"format\" is not \"") + kRankManifestFormat + "\"");
   }
   RankManifest out;
-  ENGRAM_ASSIGN_OR_RETURN(out.manifest_id, Hex(m, "manifest_id", "the manifest"));
+  ENGRAM_ASSIGN_OR_RETURN(out.manifest_id, Hex64Field(m, "manifest_id", "the manifest", kWhat));
   if (!m.contains("name") || !m["name"].is_string() || m["name"].get<std::string>().empty()) {
     return Bad("has no \"name\"");
   }
   out.name = m["name"].get<std::string>();
-  ENGRAM_ASSIGN_OR_RETURN(out.source_rows, U64(m, "source_rows", "the manifest"));
+  ENGRAM_ASSIGN_OR_RETURN(out.source_rows, U64Field(m, "source_rows", "the manifest", kWhat));
   if (!m.contains("hash_layout")) return Bad("has no \"hash_layout\"");
   out.hash_layout = m["hash_layout"];
   if (Status s = ValidateHashLayout(out.hash_layout, out.source_rows); !s.ok()) return Bad(s.message());
   ENGRAM_ASSIGN_OR_RETURN(EngramHashLayout layout, LayoutFromJson(out.hash_layout));
-  ENGRAM_ASSIGN_OR_RETURN(uint64_t slot_count, U64(m, "slot_count", "the manifest"));
+  ENGRAM_ASSIGN_OR_RETURN(uint64_t slot_count, U64Field(m, "slot_count", "the manifest", kWhat));
   if (slot_count != layout.rows_per_token()) {
     return Bad("slot_count " + std::to_string(slot_count) + " but the layout has " +
                std::to_string(layout.rows_per_token()) + " slots");
   }
   out.slot_count = layout.rows_per_token();
-  ENGRAM_ASSIGN_OR_RETURN(uint64_t ranks, U64(m, "ranks", "the manifest"));
+  ENGRAM_ASSIGN_OR_RETURN(uint64_t ranks, U64Field(m, "ranks", "the manifest", kWhat));
   if (ranks < 1 || ranks > kMaxRanks || ranks > out.slot_count) {
     return Bad("ranks " + std::to_string(ranks) + " is outside 1.." +
                std::to_string(std::min(kMaxRanks, out.slot_count)));
@@ -68,7 +60,7 @@ Result<RankManifest> ParseManifest(const json& m, const std::string& dir) {
   if (!m.contains("assignment") || m["assignment"] != kStridedAssignment) {
     return Bad(std::string("\"assignment\" is not \"") + kStridedAssignment + "\"");
   }
-  ENGRAM_ASSIGN_OR_RETURN(uint64_t record_bytes, U64(m, "record_bytes", "the manifest"));
+  ENGRAM_ASSIGN_OR_RETURN(uint64_t record_bytes, U64Field(m, "record_bytes", "the manifest", kWhat));
   if (record_bytes == 0 || record_bytes > kMaxRecordBytes) {
     return Bad("record_bytes " + std::to_string(record_bytes) + " is out of range");
   }
@@ -91,20 +83,14 @@ Result<RankManifest> ParseManifest(const json& m, const std::string& dir) {
     const json& e = (*files)[r];
     if (!e.is_object()) return Bad(where + " is not an object");
     RankFile f;
-    ENGRAM_ASSIGN_OR_RETURN(uint64_t rank, U64(e, "rank", where));
+    ENGRAM_ASSIGN_OR_RETURN(uint64_t rank, U64Field(e, "rank", where, kWhat));
     if (rank != r) return Bad(where + " is for rank " + std::to_string(rank));
     f.rank = r;
-    auto file = e.find("file");
-    if (file == e.end() || !file->is_string() || file->get<std::string>().empty() ||
-        file->get<std::string>().find('\0') != std::string::npos) {
-      return Bad(where + " has no \"file\"");
-    }
-    f.file = file->get<std::string>();
-    f.path = f.file[0] == '/' || dir.empty() ? f.file : dir + "/" + f.file;
-    ENGRAM_ASSIGN_OR_RETURN(f.fingerprint, Hex(e, "fingerprint", where));
+    ENGRAM_ASSIGN_OR_RETURN(f.file, FileField(e, where, kWhat, dir, &f.path));
+    ENGRAM_ASSIGN_OR_RETURN(f.fingerprint, Hex64Field(e, "fingerprint", where, kWhat));
     ENGRAM_ASSIGN_OR_RETURN(f.slots, U32List(e, "slots", where));
     if (f.slots != StridedSlots(out.slot_count, out.ranks, r)) return Bad(where + " \"slots\" are not rank's strided slots");
-    ENGRAM_ASSIGN_OR_RETURN(f.rows, U64(e, "rows", where));
+    ENGRAM_ASSIGN_OR_RETURN(f.rows, U64Field(e, "rows", where, kWhat));
     uint64_t rows = 0;
     for (const SlotRows& range : SlotRowRanges(layout, f.slots)) rows += range.rows;
     if (f.rows != rows) {

@@ -137,13 +137,7 @@ Result<ReferenceLayout> ReferenceLayout::Parse(const TableHeader& header, std::s
     const json& e = shards[i];
     if (!e.is_object()) return Bad(where + " is not an object");
     ReferenceShard s;
-    auto file = e.find("file");
-    if (file == e.end() || !file->is_string() || file->get<std::string>().empty() ||
-        file->get<std::string>().find('\0') != std::string::npos) {
-      return Bad(where + " has no \"file\"");
-    }
-    s.file = file->get<std::string>();
-    s.path = s.file[0] == '/' || reference_dir.empty() ? s.file : reference_dir + "/" + s.file;
+    ENGRAM_ASSIGN_OR_RETURN(s.file, FileField(e, where, kWhat, reference_dir, &s.path));
     ENGRAM_ASSIGN_OR_RETURN(s.size, U64(e, "size", where));
     auto mtime = e.find("mtime_ns");
     if (mtime == e.end() || !mtime->is_number_integer()) return Bad(where + " has no integer \"mtime_ns\"");
