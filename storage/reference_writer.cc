@@ -126,13 +126,17 @@ Result<TableHeader> WriteReferenceTable(const ConvertSpec& spec, const std::vect
   ENGRAM_RETURN_IF_ERROR(CheckTableHasRows(total_rows));
   if (options.hash_layout) ENGRAM_RETURN_IF_ERROR(ValidateHashLayout(*options.hash_layout, source_rows));
 
-  // Each shard as it is now: size, modification time, fingerprint.
-  std::vector<fileutil::ScopedFd> fds;
-  std::vector<json> shard_json;
+  // Each shard a piece references, as it is now: size, modification time,
+  // fingerprint (a few MiB read per shard, so only for those).
+  std::vector<bool> used(spec.weight.size(), false);
+  for (const ReferencePiece& p : pieces) used[p.shard] = true;
+  std::vector<fileutil::ScopedFd> fds(spec.weight.size());
+  std::vector<json> shard_json(spec.weight.size());
   for (size_t i = 0; i < spec.weight.size(); ++i) {
+    if (!used[i]) continue;
     const std::string& path = spec.weight[i].path;
     ENGRAM_ASSIGN_OR_RETURN(int raw, fileutil::OpenReadOnly(path));
-    fds.emplace_back(raw);
+    fds[i] = fileutil::ScopedFd(raw);
     ENGRAM_ASSIGN_OR_RETURN(uint64_t size, fileutil::FileSize(raw, path));
     ENGRAM_ASSIGN_OR_RETURN(int64_t mtime, FileMtimeNanos(raw, path));
     ENGRAM_ASSIGN_OR_RETURN(uint64_t fingerprint, ShardFingerprint(raw, size, path));
@@ -147,7 +151,7 @@ Result<TableHeader> WriteReferenceTable(const ConvertSpec& spec, const std::vect
       sh["scale_tensor"] = spec.scale[i].tensor.name;
       sh["scale_shape"] = spec.scale[i].tensor.shape;
     }
-    shard_json.push_back(std::move(sh));
+    shard_json[i] = std::move(sh);
   }
   // One entry per piece, pointing at its first row (a whole shard is the
   // piece from row 0: the entry then names the tensors' own offsets).
