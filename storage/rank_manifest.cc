@@ -123,11 +123,15 @@ json RankManifestJson(const RankManifest& m) {
               {"rank_files", files}};
 }
 
+Result<RankManifest> ParseRankManifest(std::string_view text, const std::string& dir) {
+  auto doc = ParseBoundedJson(text);
+  if (!doc.ok()) return Bad(doc.status().message());
+  return ParseManifest(*doc, dir);
+}
+
 Result<RankManifest> ReadRankManifest(const std::string& path) {
   ENGRAM_ASSIGN_OR_RETURN(std::string text, fileutil::ReadRegularFile(path, kMaxRankManifestBytes, "rank manifest"));
-  auto doc = ParseBoundedJson(text);
-  if (!doc.ok()) return Bad(doc.status().message()).WithContext(path);
-  auto m = ParseManifest(*doc, DirectoryOf(path));
+  auto m = ParseRankManifest(text, DirectoryOf(path));
   if (!m.ok()) return m.status().WithContext(path);
   return m;
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -55,6 +56,10 @@ nlohmann::json RankManifestJson(const RankManifest& manifest);
 // Corruption (InvalidArgument for a file that is not a regular file)
 // names the manifest and the field.
 Result<RankManifest> ReadRankManifest(const std::string& path);
+
+// The same from the manifest's text; relative rank files are resolved
+// against `dir` (the manifest's directory). Pure: no I/O.
+Result<RankManifest> ParseRankManifest(std::string_view text, const std::string& dir);
 
 // Checks that `table` is the file `manifest` names for `rank`: its
 // fingerprint, and its rank_shard's manifest_id, ranks, rank and slots.
