@@ -48,6 +48,14 @@ layer["layout_file_format"] = doc["format"]
 small = {k: layer[k] for k in ("layer_id", "orders", "heads", "pad_id", "multipliers", "primes", "offsets", "total_rows")}
 write("table_file_fuzzer", "v41-layer1-layout",
       b"\x07" + table_header(264, layer["total_rows"]) + json.dumps({"hash_layout": small}).encode())
+# Rank 1 of 5 of that layer (engram-convert --ranks 5): its slots' rows, the full layout.
+heads = small["heads"]
+slots = [s for s in range(len(small["orders"]) * heads) if s % 5 == 1]
+rank_rows = sum(small["primes"][s // heads][s % heads] for s in slots)
+shard = {"ranks": 5, "rank": 1, "slots": slots, "assignment": "strided", "manifest_id": "0x00000000cafef00d",
+         "source_rows": small["total_rows"]}
+write("table_file_fuzzer", "v41-layer1-rank1-of-5",
+      b"\x07" + table_header(264, rank_rows) + json.dumps({"hash_layout": small, "rank_shard": shard}).encode())
 
 # --- safetensors_header_fuzzer: ctrl (bit 0: fix length; >>1: KiB of data) --
 def safetensors(header, data_kib):
