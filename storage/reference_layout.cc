@@ -8,6 +8,7 @@
 
 #include "storage/block_hash.h"
 #include "storage/bounded_json.h"
+#include "storage/json_fields.h"
 
 namespace engram {
 
@@ -17,24 +18,14 @@ namespace {
 
 Status Bad(const std::string& m) { return Status::Corruption("reference table metadata: " + m); }
 
-bool IsU64(const json& v) { return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0); }
+constexpr std::string_view kWhat = "reference table metadata";
 
 Result<uint64_t> U64(const json& obj, const char* key, const std::string& where) {
-  auto it = obj.find(key);
-  if (it == obj.end() || !IsU64(*it)) return Bad(where + " has no non-negative integer \"" + key + "\"");
-  return it->get<uint64_t>();
+  return U64Field(obj, key, where, kWhat);
 }
 
 Result<uint64_t> HexU64(const json& obj, const char* key, const std::string& where) {
-  auto it = obj.find(key);
-  const std::string want = where + " has no \"" + key + "\" of the form \"0x\" and 16 hex digits";
-  if (it == obj.end() || !it->is_string()) return Bad(want);
-  const std::string s = it->get<std::string>();
-  if (s.size() != 18 || s[0] != '0' || s[1] != 'x' ||
-      s.find_first_not_of("0123456789abcdef", 2) != std::string::npos) {
-    return Bad(want);
-  }
-  return std::strtoull(s.c_str() + 2, nullptr, 16);
+  return Hex64Field(obj, key, where, kWhat);
 }
 
 // The end of `rows` rows of `row_bytes` bytes at `offset`, if it fits in
@@ -70,6 +61,15 @@ std::string Hex64(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
   return buf;
+}
+
+bool ParseHex64(std::string_view text, uint64_t* out) {
+  if (text.size() != 18 || text[0] != '0' || text[1] != 'x' ||
+      text.find_first_not_of("0123456789abcdef", 2) != std::string_view::npos) {
+    return false;
+  }
+  *out = std::strtoull(std::string(text.substr(2)).c_str(), nullptr, 16);
+  return true;
 }
 
 std::string DirectoryOf(const std::string& path) {
@@ -137,13 +137,7 @@ Result<ReferenceLayout> ReferenceLayout::Parse(const TableHeader& header, std::s
     const json& e = shards[i];
     if (!e.is_object()) return Bad(where + " is not an object");
     ReferenceShard s;
-    auto file = e.find("file");
-    if (file == e.end() || !file->is_string() || file->get<std::string>().empty() ||
-        file->get<std::string>().find('\0') != std::string::npos) {
-      return Bad(where + " has no \"file\"");
-    }
-    s.file = file->get<std::string>();
-    s.path = s.file[0] == '/' || reference_dir.empty() ? s.file : reference_dir + "/" + s.file;
+    ENGRAM_ASSIGN_OR_RETURN(s.file, FileField(e, where, kWhat, reference_dir, &s.path));
     ENGRAM_ASSIGN_OR_RETURN(s.size, U64(e, "size", where));
     auto mtime = e.find("mtime_ns");
     if (mtime == e.end() || !mtime->is_number_integer()) return Bad(where + " has no integer \"mtime_ns\"");

@@ -7,6 +7,7 @@
 #include "tests/fuzz/hash_layout_fuzzer.cc"
 #include "tests/fuzz/http_request_fuzzer.cc"
 #include "tests/fuzz/npy_header_fuzzer.cc"
+#include "tests/fuzz/rank_manifest_fuzzer.cc"
 #include "tests/fuzz/reference_table_fuzzer.cc"
 #include "tests/fuzz/safetensors_header_fuzzer.cc"
 #include "tests/fuzz/table_file_fuzzer.cc"
@@ -34,7 +35,7 @@ const Target kTargets[] = {
     {"table_file_fuzzer", FuzzTableFile},           {"safetensors_header_fuzzer", FuzzSafetensorsHeader},
     {"npy_header_fuzzer", FuzzNpyHeader},           {"hash_layout_fuzzer", FuzzHashLayout},
     {"trace_files_fuzzer", FuzzTraceFiles},         {"http_request_fuzzer", FuzzHttpRequest},
-    {"reference_table_fuzzer", FuzzReferenceTable},
+    {"reference_table_fuzzer", FuzzReferenceTable}, {"rank_manifest_fuzzer", FuzzRankManifest},
 };
 
 std::vector<fs::path> Inputs(const std::string& kind, const std::string& target) {

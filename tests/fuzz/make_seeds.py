@@ -48,6 +48,14 @@ layer["layout_file_format"] = doc["format"]
 small = {k: layer[k] for k in ("layer_id", "orders", "heads", "pad_id", "multipliers", "primes", "offsets", "total_rows")}
 write("table_file_fuzzer", "v41-layer1-layout",
       b"\x07" + table_header(264, layer["total_rows"]) + json.dumps({"hash_layout": small}).encode())
+# Rank 1 of 5 of that layer (engram-convert --ranks 5): its slots' rows, the full layout.
+heads = small["heads"]
+slots = [s for s in range(len(small["orders"]) * heads) if s % 5 == 1]
+rank_rows = sum(small["primes"][s // heads][s % heads] for s in slots)
+shard = {"ranks": 5, "rank": 1, "slots": slots, "assignment": "strided", "manifest_id": "0x00000000cafef00d",
+         "source_rows": small["total_rows"]}
+write("table_file_fuzzer", "v41-layer1-rank1-of-5",
+      b"\x07" + table_header(264, rank_rows) + json.dumps({"hash_layout": small, "rank_shard": shard}).encode())
 
 # --- safetensors_header_fuzzer: ctrl (bit 0: fix length; >>1: KiB of data) --
 def safetensors(header, data_kib):
@@ -148,3 +156,33 @@ R = "reference_table_fuzzer"
 write(R, "v41-three-shards", reference(1, [(700, 197), (1, 100), (950, 8)]))
 write(R, "no-scale", reference(0, [(40, 3)], weight=64, scale=0))
 write(R, "aligned", reference(1, [(16, 4096)]))
+
+
+# --- rank_manifest_fuzzer: a manifest's JSON ---------------------------------
+def rank_manifest(ranks, primes):
+    """A manifest of a 2-order, 2-head layer split over `ranks` ranks, as engram-convert --ranks writes it."""
+    flat = [p for row in primes for p in row]
+    offsets, total = [], 0
+    for row in primes:
+        offsets.append([])
+        for p in row:
+            offsets[-1].append(total)
+            total += p
+    layout = {"layer_id": 1, "orders": [2, 3], "heads": 2, "pad_id": 0,
+              "multipliers": ["1000003", "1000033", "1000037"], "primes": primes, "offsets": offsets,
+              "total_rows": total}
+    files = []
+    for r in range(ranks):
+        slots = [s for s in range(4) if s % ranks == r]
+        files.append({"rank": r, "file": "m.rank%d-of-%d.engram" % (r, ranks), "fingerprint": "0x%016x" % (0xabc0 + r),
+                      "slots": slots, "rows": sum(flat[s] for s in slots)})
+    m = {"format": "engram-rank-manifest/1", "manifest_id": "0x00000000cafef00d", "name": "m", "ranks": ranks,
+         "slot_count": 4, "assignment": "strided", "slot_to_rank": [s % ranks for s in range(4)],
+         "slot_index_in_rank": [s // ranks for s in range(4)], "source_rows": total, "record_bytes": 264,
+         "hash_layout": layout, "rank_files": files}
+    return _json.dumps(m).encode()
+
+
+M = "rank_manifest_fuzzer"
+write(M, "two-ranks", rank_manifest(2, [[1249, 1259], [1277, 1279]]))
+write(M, "three-ranks", rank_manifest(3, [[11, 13], [17, 19]]))

@@ -87,6 +87,12 @@ int FuzzTableFile(const uint8_t* data, size_t size) {
   const TableHeader& h = t.header();
   const auto metadata = t.ParseMetadata();
   FUZZ_CHECK(metadata.ok() && metadata->is_object());
+  // A rank table's shard was validated: its rank is one of its ranks and it
+  // holds slots (whose primes are its rows).
+  FUZZ_CHECK((t.rank_shard() != nullptr) == metadata->contains("rank_shard"));
+  if (const RankShard* shard = t.rank_shard()) {
+    FUZZ_CHECK(shard->rank < shard->ranks && !shard->slots.empty() && h.row_count <= shard->source_rows);
+  }
   FUZZ_CHECK(h.record_bytes >= 1 && h.record_bytes <= kMaxRecordBytes);
   FUZZ_CHECK(h.rows_per_block == RowsPerBlock(h.record_bytes));
   FUZZ_CHECK(uint64_t(h.rows_per_block) * h.record_bytes <= kBlockRecordArea);
