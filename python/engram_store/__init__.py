@@ -103,9 +103,17 @@ API
     (float16 or float32: fp8 e4m3 weights times their ue8m0 scales, for a
     table whose records are such). ``layers``: table indexes or names (default:
     every table, in order).
-    ``Hasher(layout_path, layer=0, token_map=None).row_ids(tokens, history=None)``
+    ``Hasher(layout_path, layer=0, token_map=None, slots=None).row_ids(tokens, history=None)``
         The row IDs of ``engram-hash --layer``: uint64 ``[len(tokens),
-        rows_per_token]`` (24 for V4.1).
+        rows_per_token]`` (24 for V4.1). ``slots``: a rank's slots (ascending
+        ``order_index * heads + head``, e.g. ``strided_rank_slots(R, r)``);
+        the IDs are then ``[len(tokens), len(slots)]`` into that rank's table
+        (its slots' rows packed in slot order): the full ID minus the slot's
+        full-table offset plus the sum of the primes of the rank's earlier
+        slots. ``table_rows``: the rows those IDs index.
+    ``strided_rank_slots(ranks, rank, slot_count=24)``: the slots ``s`` with
+    ``s % ranks == rank``, ascending (what a rank table of ``engram-convert
+    --ranks`` holds).
 """
 
 import asyncio as _asyncio
@@ -118,6 +126,7 @@ from ._engram_store import (  # noqa: F401
     StageHandle,
     StageResult,
     _cxx_gather_seconds,
+    strided_rank_slots,
     _cxx_hash_gather_seconds,
 )
 from ._engram_store import Hasher as _Hasher
@@ -134,6 +143,7 @@ __all__ = [
     "Store",
     "get_log_level",
     "set_log_level",
+    "strided_rank_slots",
 ]
 
 # spdlog's level names by the lowest logging-module level each lets through
@@ -192,11 +202,21 @@ class Store(_Store):
         return False
 
 
+def _slot(value):
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"slots must be integers, not {type(value).__name__}")
+    value = value.__index__()
+    if value < 0:
+        raise ValueError(f"slot {value} is negative")
+    return value
+
+
 class Hasher(_Hasher):
     __doc__ = _Hasher.__doc__
 
-    def __init__(self, layout_path, layer=0, token_map=None):
-        super().__init__(_os.fsdecode(layout_path), layer, _path_or_array(token_map))
+    def __init__(self, layout_path, layer=0, token_map=None, slots=None):
+        super().__init__(_os.fsdecode(layout_path), layer, _path_or_array(token_map),
+                         [] if slots is None else [_slot(s) for s in slots])
 
 
 def _await(handle):
