@@ -71,11 +71,16 @@ Status TableFile::Load(const ReferenceOpenOptions& options) {
     if (section[i] != std::byte{0}) return Status::Corruption("metadata section padding is not zero");
   }
   metadata_text_.resize(header_.metadata_bytes);
-  static constexpr std::string_view kChecked[] = {"hash_layout"};
+  static constexpr std::string_view kChecked[] = {"hash_layout", "rank_shard"};
   auto checked = ParseBoundedJsonMembers(metadata_text_, kChecked);
   if (!checked.ok()) return Status::Corruption("metadata section: " + checked.status().message());
   if (checked->contains("hash_layout")) {
-    Status s = ValidateHashLayout((*checked)["hash_layout"], header_.row_count);
+    // A rank table embeds the full layer's layout: its rows are the source's.
+    const nlohmann::json* shard = checked->contains("rank_shard") ? &(*checked)["rank_shard"] : nullptr;
+    const bool ranked = shard && shard->is_object() && shard->contains("source_rows") &&
+                        (*shard)["source_rows"].is_number_unsigned();
+    Status s = ValidateHashLayout((*checked)["hash_layout"],
+                                  ranked ? (*shard)["source_rows"].get<uint64_t>() : header_.row_count);
     if (!s.ok()) return Status::Corruption("metadata: " + s.message());
   }
   if (header_.is_reference()) {
