@@ -103,6 +103,20 @@ API
     (float16 or float32: fp8 e4m3 weights times their ue8m0 scales, for a
     table whose records are such). ``layers``: table indexes or names (default:
     every table, in order).
+        A rank's store (``Store(manifest=..., rank=r)``: rank tables written
+        by ``engram-convert --ranks R``) hashes, caches and reads only the
+        rank's slots, and ``out`` is ``[tokens, layers, len(slots_of_rank),
+        record]`` (``stage_rows_per_token()`` slots); an ``out`` shaped for
+        another rank is a ``ValueError`` naming both shapes. ``out[:, :, j]``
+        is slot ``slots_of_rank[j]`` (ascending; the manifest's
+        ``rank_files[r]["slots"]``). After an all-gather of every rank's
+        ``out``, the model's ``[tokens, layers, 24, record]`` is::
+
+            full[:, :, s] = part[slot_to_rank[s]][:, :, slot_index_in_rank[s]]
+
+        with the manifest's ``slot_to_rank`` and ``slot_index_in_rank`` (for
+        the strided assignment, ``s % R`` and ``s // R``);
+        examples/serve_ranks.py does it with ``torch.distributed``.
     ``Hasher(layout_path, layer=0, token_map=None, slots=None).row_ids(tokens, history=None)``
         The row IDs of ``engram-hash --layer``: uint64 ``[len(tokens),
         rows_per_token]`` (24 for V4.1). ``slots``: a rank's slots (ascending
