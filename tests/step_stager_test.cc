@@ -23,7 +23,7 @@ constexpr uint32_t kRecordBytes = 264;
 class StepStagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    StoreOptions options;
+    std::vector<std::string> paths;
     for (uint32_t layer : {0u, 1u}) {
       auto full = EngramHashLayout::FromFile(kHashDir + "/layout-v41.json", layer);
       ASSERT_TRUE(full.ok()) << full.status().ToString();
@@ -38,15 +38,10 @@ class StepStagerTest : public ::testing::Test {
       g.metadata["hash_layout"] = nlohmann::json::parse(scaled->ToJson());
       const std::string path = dir_.File("layer" + std::to_string(layer) + ".engram");
       ASSERT_TRUE(GenerateTable(path, g).ok());
-      TableOptions table;
-      table.path = path;
-      options.tables.push_back(table);
+      paths.push_back(path);
     }
-    options.cache_bytes = 4u << 20;
-    options.io_backend = "pread";
-    auto store = Store::Open(options);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
+    store_ = OpenTables(paths, 4u << 20);
+    ASSERT_NE(store_, nullptr);
     auto map = TokenMap::FromFile(kHashDir + "/token-map.u32");
     ASSERT_TRUE(map.ok());
     map_ = std::make_shared<const TokenMap>(std::move(map).value());
@@ -102,14 +97,14 @@ class StepStagerTest : public ::testing::Test {
     return path;
   }
 
-  std::unique_ptr<Store> OpenTables(const std::vector<std::string>& paths) {
+  std::unique_ptr<Store> OpenTables(const std::vector<std::string>& paths, uint64_t cache_bytes = 2u << 20) {
     StoreOptions options;
     for (const std::string& path : paths) {
       TableOptions table;
       table.path = path;
       options.tables.push_back(table);
     }
-    options.cache_bytes = 2u << 20;
+    options.cache_bytes = cache_bytes;
     options.io_backend = "pread";
     auto store = Store::Open(options);
     EXPECT_TRUE(store.ok()) << store.status().ToString();

@@ -7,16 +7,14 @@
 set -euo pipefail
 build=$1
 src=$2
-bench=$build/engram-bench
-if [ ! -x "$bench" ]; then
-  echo "engram-bench not built (ENGRAM_BUILD_BENCH=OFF): skipping"
-  exit 0
-fi
-traces=$src/tests/fixtures/traces/deepspeed
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
+source "$src/tests/cli/lib/optional_tool.bash"
 source "$src/tests/cli/lib/expect_error.bash"
+bench=$build/engram-bench
+optional_tool "$bench" "ENGRAM_BUILD_BENCH=OFF"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+traces=$src/tests/fixtures/traces/deepspeed
 
 head -c 8000 "$traces/req1.u32" > a.u32
 head -c 8000 "$traces/req3.u32" > b.u32
