@@ -125,8 +125,10 @@ Status NgramHasher::Hash(std::span<const uint32_t> history, std::span<const uint
     uint32_t k = 0;
     for (size_t oi = 0; oi < n_orders; ++oi) {
       for (; k < orders[oi]; ++k) mix ^= cur[-static_cast<ptrdiff_t>(k)] * mult[k];
-      for (size_t j = oi == 0 ? 0 : order_end[oi - 1]; j < order_end[oi]; ++j)
-        *dst++ = FloorMod(heads[j].mod, mix) + heads[j].offset;
+      // Bounds in locals: dst's uint64 stores could alias order_end otherwise.
+      const Plan::Head* h = heads + (oi == 0 ? 0 : order_end[oi - 1]);
+      const size_t n_heads = order_end[oi] - (oi == 0 ? 0 : order_end[oi - 1]);
+      for (size_t j = 0; j < n_heads; ++j) *dst++ = FloorMod(h[j].mod, mix) + h[j].offset;
     }
   }
   return Status::OK();
