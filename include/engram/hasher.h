@@ -114,8 +114,9 @@ class NgramHasher {
   // Hashes `tokens`, which follow `history` (the previous raw tokens of the
   // same request, possibly empty; only its last history_tokens() matter) in
   // one request. Writes tokens.size() * rows_per_token() row IDs to out,
-  // [position][slot] (for every slot: [position][order][head]). OutOfRange names the position and token if a
-  // token (or history token) is outside the token map.
+  // [position][slot] (for every slot: [position][order][head]). OutOfRange
+  // names the position and token if a token (or history token) is outside
+  // the token map.
   Status Hash(std::span<const uint32_t> history, std::span<const uint32_t> tokens, std::span<uint64_t> out) const;
   // A whole request from its first token.
   Result<std::vector<uint64_t>> Hash(std::span<const uint32_t> tokens) const;

@@ -24,8 +24,8 @@ struct NgramHasher::Plan {
 
 Result<std::vector<uint32_t>> StridedRankSlots(uint32_t slot_count, uint32_t ranks, uint32_t rank) {
   if (ranks == 0 || ranks > slot_count) {
-    return Status::InvalidArgument("ranks must be in 1.." + std::to_string(slot_count) + " (one slot at least per rank), got " +
-                                   std::to_string(ranks));
+    return Status::InvalidArgument("ranks must be in 1.." + std::to_string(slot_count) +
+                                   " (one slot at least per rank), got " + std::to_string(ranks));
   }
   if (rank >= ranks) {
     return Status::InvalidArgument("rank " + std::to_string(rank) + " is out of range for " + std::to_string(ranks) +
