@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <string>
 
+#include "storage/temp_file_cleanup.h"
+
 namespace engram::fileutil {
 
 std::string TempPathFor(const std::string& path) {
@@ -179,6 +181,26 @@ void DropFromPageCache(const std::string& path) {
   ::fdatasync(fd);
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
   ::close(fd);
+}
+
+Status WriteFileAtomically(const std::string& path, std::string_view contents, bool sync) {
+  if (path.empty() || path.back() == '/') return Status::InvalidArgument("path '" + path + "' names no file");
+  std::string temp = TempPathFor(path);
+  int raw = ::mkostemp(temp.data(), O_CLOEXEC);
+  if (raw < 0) return Status::FromErrno("create temporary file " + temp, errno);
+  ScopedFd fd(raw);
+  const int token = RegisterTempFile(temp);
+  Status s = WriteAll(fd.get(), std::as_bytes(std::span(contents.data(), contents.size())), temp);
+  if (s.ok() && sync && ::fsync(fd.get()) != 0) s = Status::FromErrno("fsync " + temp, errno);
+  if (s.ok() && ::fchmod(fd.get(), 0644) != 0) s = Status::FromErrno("chmod " + temp, errno);
+  if (s.ok() && ::close(fd.release()) != 0) s = Status::FromErrno("close " + temp, errno);
+  if (s.ok() && ::rename(temp.c_str(), path.c_str()) != 0) {
+    s = Status::FromErrno("rename " + temp + " to " + path, errno);
+  }
+  if (!s.ok()) ::unlink(temp.c_str());
+  UnregisterTempFile(token);
+  if (s.ok() && sync) s = SyncParentDir(path);
+  return s;
 }
 
 }  // namespace engram::fileutil

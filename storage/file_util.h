@@ -28,6 +28,12 @@ Status PwriteAll(int fd, std::span<const std::byte> src, uint64_t offset, std::s
 // writer builds it before renaming it into place: "dir/.name.tmp-XXXXXX".
 std::string TempPathFor(const std::string& path);
 
+// Writes `contents` as the whole of `path`, atomically: to a temporary file
+// beside it (removed on failure, and on SIGINT/SIGTERM in a tool that asked
+// for that), mode 0644, fsynced when `sync`, renamed over `path`, and the
+// directory fsynced. Readers see the old file or the new one, never a part.
+Status WriteFileAtomically(const std::string& path, std::string_view contents, bool sync = true);
+
 // Size of an open file.
 Result<uint64_t> FileSize(int fd, std::string_view path);
 

@@ -28,13 +28,9 @@ Result<uint64_t> U64(const json& obj, const char* key, const std::string& where)
 Result<uint64_t> HexU64(const json& obj, const char* key, const std::string& where) {
   auto it = obj.find(key);
   const std::string want = where + " has no \"" + key + "\" of the form \"0x\" and 16 hex digits";
-  if (it == obj.end() || !it->is_string()) return Bad(want);
-  const std::string s = it->get<std::string>();
-  if (s.size() != 18 || s[0] != '0' || s[1] != 'x' ||
-      s.find_first_not_of("0123456789abcdef", 2) != std::string::npos) {
-    return Bad(want);
-  }
-  return std::strtoull(s.c_str() + 2, nullptr, 16);
+  uint64_t v = 0;
+  if (it == obj.end() || !it->is_string() || !ParseHex64(it->get<std::string>(), &v)) return Bad(want);
+  return v;
 }
 
 // The end of `rows` rows of `row_bytes` bytes at `offset`, if it fits in
@@ -70,6 +66,15 @@ std::string Hex64(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
   return buf;
+}
+
+bool ParseHex64(std::string_view text, uint64_t* out) {
+  if (text.size() != 18 || text[0] != '0' || text[1] != 'x' ||
+      text.find_first_not_of("0123456789abcdef", 2) != std::string_view::npos) {
+    return false;
+  }
+  *out = std::strtoull(std::string(text.substr(2)).c_str(), nullptr, 16);
+  return true;
 }
 
 std::string DirectoryOf(const std::string& path) {

@@ -68,6 +68,9 @@ inline constexpr int kMaxRowPieces = 4;  // weight (1-2 units) + scale (1-2 unit
 // "0x" and 16 lower-case hex digits: how fingerprints are stored, and how
 // checksums are shown in messages.
 std::string Hex64(uint64_t v);
+// The inverse of Hex64: true and *out for exactly "0x" and 16 lower-case
+// hex digits, false for anything else.
+bool ParseHex64(std::string_view text, uint64_t* out);
 
 // The directory part of `path` ("" for a bare name), against which a
 // reference table's relative shard files are resolved.

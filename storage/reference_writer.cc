@@ -83,6 +83,14 @@ class TempFile {
 
 Result<TableHeader> WriteReferenceTable(const ConvertSpec& spec, const std::string& out_path,
                                         const ConvertOptions& options) {
+  std::vector<ReferencePiece> whole;
+  for (size_t i = 0; i < spec.weight.size(); ++i) whole.push_back({i, 0, spec.weight[i].tensor.rows()});
+  return WriteReferenceTable(spec, whole, out_path, options, json::object());
+}
+
+Result<TableHeader> WriteReferenceTable(const ConvertSpec& spec, const std::vector<ReferencePiece>& pieces,
+                                        const std::string& out_path, const ConvertOptions& options,
+                                        const json& extra_metadata) {
   if (spec.source_kind != "safetensors") {
     return Status::InvalidArgument("in-place tables reference safetensors shards, not " + spec.source_kind + " files");
   }
@@ -98,21 +106,29 @@ Result<TableHeader> WriteReferenceTable(const ConvertSpec& spec, const std::stri
   }
   const uint64_t wrow = spec.weight[0].tensor.row_bytes();
   const uint64_t srow = with_scale ? spec.scale[0].tensor.row_bytes() : 0;
-  uint64_t total_rows = 0, units = 0;
+  uint64_t source_rows = 0, total_rows = 0, units = 0;
   for (size_t i = 0; i < spec.weight.size(); ++i) {
-    const TensorInfo& w = spec.weight[i].tensor;
-    if (__builtin_add_overflow(total_rows, w.rows(), &total_rows)) {
+    if (__builtin_add_overflow(source_rows, spec.weight[i].tensor.rows(), &source_rows)) {
       return Status::InvalidArgument("total row count overflows 64 bits");
     }
-    units += ReferenceLayout::UnitsOf(w.data_offset, w.data_bytes);
-    if (with_scale) units += ReferenceLayout::UnitsOf(spec.scale[i].tensor.data_offset, spec.scale[i].tensor.data_bytes);
+  }
+  for (const ReferencePiece& p : pieces) {
+    const TensorInfo& w = spec.weight.at(p.shard).tensor;
+    if (p.first_row > w.rows() || p.rows > w.rows() - p.first_row) {
+      return Status::InvalidArgument("rows " + std::to_string(p.first_row) + " + " + std::to_string(p.rows) +
+                                     " are past the end of shard " + std::to_string(p.shard));
+    }
+    total_rows += p.rows;  // at most source_rows per shard, so no overflow
+    units += ReferenceLayout::UnitsOf(w.data_offset + p.first_row * wrow, p.rows * wrow);
+    if (with_scale) units += ReferenceLayout::UnitsOf(spec.scale[p.shard].tensor.data_offset + p.first_row * srow,
+                                                      p.rows * srow);
   }
   ENGRAM_RETURN_IF_ERROR(CheckTableHasRows(total_rows));
-  if (options.hash_layout) ENGRAM_RETURN_IF_ERROR(ValidateHashLayout(*options.hash_layout, total_rows));
+  if (options.hash_layout) ENGRAM_RETURN_IF_ERROR(ValidateHashLayout(*options.hash_layout, source_rows));
 
   // Each shard as it is now: size, modification time, fingerprint.
   std::vector<fileutil::ScopedFd> fds;
-  json shards = json::array();
+  std::vector<json> shard_json;
   for (size_t i = 0; i < spec.weight.size(); ++i) {
     const std::string& path = spec.weight[i].path;
     ENGRAM_ASSIGN_OR_RETURN(int raw, fileutil::OpenReadOnly(path));
@@ -125,16 +141,23 @@ Result<TableHeader> WriteReferenceTable(const ConvertSpec& spec, const std::stri
                {"size", size},
                {"mtime_ns", mtime},
                {"fingerprint", Hex64(fingerprint)},
-               {"rows", w.rows()},
                {"weight_tensor", w.name},
-               {"weight_shape", w.shape},
-               {"weight_offset", w.data_offset}};
+               {"weight_shape", w.shape}};
     if (with_scale) {
-      const TensorInfo& s = spec.scale[i].tensor;
-      sh["scale_tensor"] = s.name;
-      sh["scale_shape"] = s.shape;
-      sh["scale_offset"] = s.data_offset;
+      sh["scale_tensor"] = spec.scale[i].tensor.name;
+      sh["scale_shape"] = spec.scale[i].tensor.shape;
     }
+    shard_json.push_back(std::move(sh));
+  }
+  // One entry per piece, pointing at its first row (a whole shard is the
+  // piece from row 0: the entry then names the tensors' own offsets).
+  json shards = json::array();
+  for (const ReferencePiece& p : pieces) {
+    json sh = shard_json[p.shard];
+    sh["rows"] = p.rows;
+    if (p.first_row != 0) sh["first_tensor_row"] = p.first_row;
+    sh["weight_offset"] = spec.weight[p.shard].tensor.data_offset + p.first_row * wrow;
+    if (with_scale) sh["scale_offset"] = spec.scale[p.shard].tensor.data_offset + p.first_row * srow;
     shards.push_back(std::move(sh));
   }
   json meta;
@@ -146,6 +169,7 @@ Result<TableHeader> WriteReferenceTable(const ConvertSpec& spec, const std::stri
   meta["source"] = {{"kind", "safetensors"}, {"in_place", true}, {"shards", shards}};
   meta["created_by"] = options.created_by;
   if (options.hash_layout) meta["hash_layout"] = *options.hash_layout;
+  for (auto it = extra_metadata.begin(); it != extra_metadata.end(); ++it) meta[it.key()] = it.value();
   const std::string text = meta.dump();
 
   // The layout exactly as a reader will parse it, so writer and reader agree
@@ -159,17 +183,18 @@ Result<TableHeader> WriteReferenceTable(const ConvertSpec& spec, const std::stri
   uint64_t rows_done = 0;
   for (size_t i = 0; i < layout.shards().size(); ++i) {
     const ReferenceShard& s = layout.shards()[i];
+    const int fd = fds[pieces[i].shard].get();
     auto seal = [&](uint64_t unit, std::span<const std::byte> block) {
       StoreLe64(section.data() + unit * 8, ComputeUnitChecksum(block, layout.Unit(unit), unit, seed_base));
       return Status::OK();
     };
-    ENGRAM_RETURN_IF_ERROR(ScanShardRegion(fds[i].get(), s, s.weight_units, s.weight_offset, s.rows * wrow, seal));
-    ENGRAM_RETURN_IF_ERROR(ScanShardRegion(fds[i].get(), s, s.scale_units, s.scale_offset, s.rows * srow, seal));
+    ENGRAM_RETURN_IF_ERROR(ScanShardRegion(fd, s, s.weight_units, s.weight_offset, s.rows * wrow, seal));
+    ENGRAM_RETURN_IF_ERROR(ScanShardRegion(fd, s, s.scale_units, s.scale_offset, s.rows * srow, seal));
     // The shard must not have changed while it was read.
-    ENGRAM_ASSIGN_OR_RETURN(int64_t mtime, FileMtimeNanos(fds[i].get(), s.path));
-    ENGRAM_ASSIGN_OR_RETURN(uint64_t size, fileutil::FileSize(fds[i].get(), s.path));
+    ENGRAM_ASSIGN_OR_RETURN(int64_t mtime, FileMtimeNanos(fd, s.path));
+    ENGRAM_ASSIGN_OR_RETURN(uint64_t size, fileutil::FileSize(fd, s.path));
     if (mtime != s.mtime_ns || size != s.size) {
-      return Status::IOError(spec.weight[i].path + " changed while its checksums were computed");
+      return Status::IOError(spec.weight[pieces[i].shard].path + " changed while its checksums were computed");
     }
     rows_done += s.rows;
     if (options.progress) options.progress(rows_done, total_rows);

@@ -11,6 +11,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "engram/status.h"
 #include "storage/table_converter.h"
@@ -26,5 +29,23 @@ namespace engram {
 // options.progress (rows checksummed so far).
 Result<TableHeader> WriteReferenceTable(const ConvertSpec& spec, const std::string& out_path,
                                         const ConvertOptions& options);
+
+// Rows [first_row, first_row + rows) of shard `shard` of a spec (row numbers
+// within that shard's tensors).
+struct ReferencePiece {
+  size_t shard = 0;
+  uint64_t first_row = 0;
+  uint64_t rows = 0;
+};
+
+// The same for a table whose rows are `pieces` of the spec's shards, in
+// that order (a rank table: its slots' row ranges). Each piece is one shard
+// entry of the reference, pointing at the piece's first weight and scale
+// row; a shard file may appear in several. options.hash_layout is checked
+// against the spec's rows (the whole source's); `extra_metadata`'s members
+// are added to the metadata (e.g. "rank_shard").
+Result<TableHeader> WriteReferenceTable(const ConvertSpec& spec, const std::vector<ReferencePiece>& pieces,
+                                        const std::string& out_path, const ConvertOptions& options,
+                                        const nlohmann::json& extra_metadata);
 
 }  // namespace engram

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -180,6 +181,88 @@ Status CheckConvertOutput(const std::string& out_path, const std::vector<std::st
   return Status::OK();
 }
 
+json ConvertMetadata(const ConvertSpec& spec, uint32_t record_bytes, uint64_t rows, const ConvertOptions& options) {
+  const bool with_scale = !spec.scale.empty();
+  json meta;
+  meta["format"] = "engram-table/1";
+  json fields = json::array({FieldJson("weight", spec.weight[0].tensor, 0)});
+  if (with_scale) fields.push_back(FieldJson("scale", spec.scale[0].tensor, spec.weight[0].tensor.row_bytes()));
+  meta["record"] = {{"bytes", record_bytes}, {"fields", fields}};
+  meta["rows"] = rows;
+  json shards = json::array();
+  for (size_t i = 0; i < spec.weight.size(); ++i) {
+    json sh = {{"file", Basename(spec.weight[i].path)},
+               {"weight_tensor", spec.weight[i].tensor.name},
+               {"weight_shape", spec.weight[i].tensor.shape},
+               {"rows", spec.weight[i].tensor.rows()}};
+    if (with_scale) {
+      sh["scale_file"] = Basename(spec.scale[i].path);
+      sh["scale_tensor"] = spec.scale[i].tensor.name;
+      sh["scale_shape"] = spec.scale[i].tensor.shape;
+    }
+    shards.push_back(std::move(sh));
+  }
+  meta["source"] = {{"kind", spec.source_kind}, {"shards", shards}};
+  meta["created_by"] = options.created_by;
+  if (options.hash_layout) meta["hash_layout"] = *options.hash_layout;
+  return meta;
+}
+
+struct SpecRecordReader::Shards {
+  std::vector<SliceReader> weight, scale;
+  std::vector<uint64_t> first_row;  // of each shard
+};
+
+SpecRecordReader::~SpecRecordReader() = default;
+
+Result<std::unique_ptr<SpecRecordReader>> SpecRecordReader::Open(const ConvertSpec& spec) {
+  std::unique_ptr<SpecRecordReader> r(new SpecRecordReader());
+  r->spec_ = &spec;
+  r->shards_ = std::make_unique<Shards>();
+  for (size_t i = 0; i < spec.weight.size(); ++i) {
+    ENGRAM_ASSIGN_OR_RETURN(SliceReader w, SliceReader::Open(spec.weight[i]));
+    r->shards_->weight.push_back(std::move(w));
+    if (!spec.scale.empty()) {
+      ENGRAM_ASSIGN_OR_RETURN(SliceReader sc, SliceReader::Open(spec.scale[i]));
+      r->shards_->scale.push_back(std::move(sc));
+    }
+    r->shards_->first_row.push_back(r->rows_);
+    r->rows_ += spec.weight[i].tensor.rows();
+  }
+  return r;
+}
+
+Status SpecRecordReader::Read(uint64_t first_row, uint64_t count, std::byte* dst) {
+  if (first_row > rows_ || count > rows_ - first_row) {
+    return Status::OutOfRange("rows " + std::to_string(first_row) + " + " + std::to_string(count) +
+                              " are past the source's " + std::to_string(rows_));
+  }
+  const uint64_t wrow = spec_->weight[0].tensor.row_bytes();
+  const uint64_t srow = spec_->scale.empty() ? 0 : spec_->scale[0].tensor.row_bytes();
+  const auto& starts = shards_->first_row;
+  size_t i = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), first_row) - starts.begin()) - 1;
+  while (count > 0) {
+    const uint64_t local = first_row - starts[i];
+    const uint64_t n = std::min(count, spec_->weight[i].tensor.rows() - local);
+    if (n == 0) {  // a shard without rows, or the end of one
+      ++i;
+      continue;
+    }
+    scratch_.resize(n * (wrow + srow));
+    ENGRAM_RETURN_IF_ERROR(shards_->weight[i].ReadRows(local, n, scratch_.data()));
+    if (srow != 0) ENGRAM_RETURN_IF_ERROR(shards_->scale[i].ReadRows(local, n, scratch_.data() + n * wrow));
+    for (uint64_t k = 0; k < n; ++k) {
+      std::memcpy(dst + k * (wrow + srow), scratch_.data() + k * wrow, wrow);
+      std::memcpy(dst + k * (wrow + srow) + wrow, scratch_.data() + n * wrow + k * srow, srow);
+    }
+    dst += n * (wrow + srow);
+    first_row += n;
+    count -= n;
+    ++i;
+  }
+  return Status::OK();
+}
+
 Result<TableHeader> ConvertToTable(const ConvertSpec& spec, const std::string& out_path,
                                    const ConvertOptions& options) {
   {
@@ -206,32 +289,9 @@ Result<TableHeader> ConvertToTable(const ConvertSpec& spec, const std::string& o
     if (!s.ok()) return s;
   }
 
-  json meta;
-  meta["format"] = "engram-table/1";
-  json fields = json::array({FieldJson("weight", spec.weight[0].tensor, 0)});
-  if (with_scale) fields.push_back(FieldJson("scale", spec.scale[0].tensor, wrow));
-  meta["record"] = {{"bytes", record_bytes}, {"fields", fields}};
-  meta["rows"] = total_rows;
-  json shards = json::array();
-  for (size_t i = 0; i < spec.weight.size(); ++i) {
-    json sh = {{"file", Basename(spec.weight[i].path)},
-               {"weight_tensor", spec.weight[i].tensor.name},
-               {"weight_shape", spec.weight[i].tensor.shape},
-               {"rows", spec.weight[i].tensor.rows()}};
-    if (with_scale) {
-      sh["scale_file"] = Basename(spec.scale[i].path);
-      sh["scale_tensor"] = spec.scale[i].tensor.name;
-      sh["scale_shape"] = spec.scale[i].tensor.shape;
-    }
-    shards.push_back(std::move(sh));
-  }
-  meta["source"] = {{"kind", spec.source_kind}, {"shards", shards}};
-  meta["created_by"] = options.created_by;
-  if (options.hash_layout) meta["hash_layout"] = *options.hash_layout;
-
   TableWriterOptions wopt = options.writer;
   wopt.record_bytes = record_bytes;
-  wopt.metadata = std::move(meta);
+  wopt.metadata = ConvertMetadata(spec, record_bytes, total_rows, options);
   ENGRAM_ASSIGN_OR_RETURN(std::unique_ptr<TableWriter> writer, TableWriter::Create(out_path, std::move(wopt)));
 
   const uint64_t chunk_rows = std::max<uint64_t>(1, options.chunk_bytes / record_bytes);

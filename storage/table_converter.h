@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,6 +68,33 @@ Result<uint32_t> ConvertRecordBytes(const ConvertSpec& spec);
 // file by device and inode, whatever the name: the rename would replace the
 // input).
 Status CheckConvertOutput(const std::string& out_path, const std::vector<std::string>& inputs);
+
+// The metadata ConvertToTable writes for a table of `rows` rows converted
+// from `spec`: format, record, rows, source, created_by and
+// options.hash_layout (not checked here).
+nlohmann::json ConvertMetadata(const ConvertSpec& spec, uint32_t record_bytes, uint64_t rows,
+                               const ConvertOptions& options);
+
+// Reads the records (weight row, then its scale row) of a spec by row
+// number, the shards' rows numbered in order: row r is what ConvertToTable
+// writes as row r. Holds every shard open.
+class SpecRecordReader {
+ public:
+  // After ConvertRecordBytes(spec) succeeded; `spec` must outlive the reader.
+  static Result<std::unique_ptr<SpecRecordReader>> Open(const ConvertSpec& spec);
+  ~SpecRecordReader();
+  uint64_t rows() const { return rows_; }
+  // Records [first_row, first_row + count) into dst (count * record bytes).
+  Status Read(uint64_t first_row, uint64_t count, std::byte* dst);
+
+ private:
+  struct Shards;
+  SpecRecordReader() = default;
+  const ConvertSpec* spec_ = nullptr;
+  std::unique_ptr<Shards> shards_;
+  uint64_t rows_ = 0;
+  std::vector<std::byte> scratch_;
+};
 
 // Writes the table atomically to out_path (after CheckConvertOutput against
 // every input file of the spec); returns its header.

@@ -11,6 +11,7 @@
 #include "storage/byte_order.h"
 #include "storage/file_util.h"
 #include "storage/embedded_hash_layout.h"
+#include "storage/rank_shard.h"
 
 namespace engram {
 
@@ -74,13 +75,15 @@ Status TableFile::Load(const ReferenceOpenOptions& options) {
   static constexpr std::string_view kChecked[] = {"hash_layout", "rank_shard"};
   auto checked = ParseBoundedJsonMembers(metadata_text_, kChecked);
   if (!checked.ok()) return Status::Corruption("metadata section: " + checked.status().message());
-  if (checked->contains("hash_layout")) {
-    // A rank table embeds the full layer's layout: its rows are the source's.
-    const nlohmann::json* shard = checked->contains("rank_shard") ? &(*checked)["rank_shard"] : nullptr;
-    const bool ranked = shard && shard->is_object() && shard->contains("source_rows") &&
-                        (*shard)["source_rows"].is_number_unsigned();
-    Status s = ValidateHashLayout((*checked)["hash_layout"],
-                                  ranked ? (*shard)["source_rows"].get<uint64_t>() : header_.row_count);
+  const nlohmann::json* layout = checked->contains("hash_layout") ? &(*checked)["hash_layout"] : nullptr;
+  if (checked->contains("rank_shard")) {
+    // A rank table: its layout is the full layer's, checked against the
+    // unsharded table's rows, and its rows must be exactly its slots'.
+    auto shard = ParseRankShard((*checked)["rank_shard"], layout, header_.row_count);
+    if (!shard.ok()) return Status::Corruption("metadata: " + shard.status().message());
+    rank_shard_ = std::move(shard).value();
+  } else if (layout != nullptr) {
+    Status s = ValidateHashLayout(*layout, header_.row_count);
     if (!s.ok()) return Status::Corruption("metadata: " + s.message());
   }
   if (header_.is_reference()) {

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -39,6 +40,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engram/status.h"
+#include "storage/rank_shard.h"
 #include "storage/reference_table.h"
 #include "storage/table_format.h"
 
@@ -80,6 +82,9 @@ class TableFile {
   // another fingerprint, while a copy or a rename keeps it. Rank manifests
   // and hot-set files name the table they were made for by it.
   uint64_t fingerprint() const { return fingerprint_; }
+  // A rank table's "rank_shard" (storage/rank_shard.h), validated at open;
+  // nullptr for an unsharded table.
+  const RankShard* rank_shard() const { return rank_shard_ ? &*rank_shard_ : nullptr; }
 
   uint64_t BlockOfRow(uint64_t row) const { return geometry_.BlockOfRow(row); }
   uint64_t BlockOffset(uint64_t block) const { return geometry_.BlockOffset(block); }
@@ -115,6 +120,7 @@ class TableFile {
   TableGeometry geometry_;
   std::string metadata_text_;
   std::unique_ptr<ReferenceTable> reference_;
+  std::optional<RankShard> rank_shard_;
 };
 
 }  // namespace engram
