@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "src/ngram/scaled_layout.h"
+#include "storage/rank_shard.h"
 #include "storage/table_writer.h"
 #include "tests/testing/temp_table.h"
 
@@ -79,17 +80,14 @@ class StepStagerTest : public ::testing::Test {
     o.record_bytes = kRecordBytes;
     o.sync = false;
     o.metadata["hash_layout"] = nlohmann::json::parse(layout.ToJson());
-    o.metadata["rank_shard"] = {{"ranks", ranks},     {"rank", rank},
-                                {"slots", *slots},    {"assignment", "strided"},
-                                {"manifest_id", "0x0000000000000044"}, {"source_rows", layout.total_rows}};
+    o.metadata["rank_shard"] = RankShardJson({ranks, rank, *slots, 0x44, layout.total_rows});
     const std::string path =
         dir_.File("layer" + std::to_string(layer) + ".rank" + std::to_string(rank) + "-of-" + std::to_string(ranks) +
                   ".engram");
     auto writer = TableWriter::Create(path, o);
     EXPECT_TRUE(writer.ok()) << writer.status().ToString();
-    for (uint32_t s : *slots) {
-      const uint64_t first = layout.offsets[s / layout.heads][s % layout.heads];
-      for (uint64_t row = first; row < first + layout.primes[s / layout.heads][s % layout.heads]; ++row) {
+    for (const SlotRows& range : SlotRowRanges(layout, *slots)) {
+      for (uint64_t row = range.first_row; row < range.first_row + range.rows; ++row) {
         EXPECT_TRUE((*writer)->AppendRecords(testing::ExpectedRow(100 + layer, row, kRecordBytes)).ok());
       }
     }

@@ -9,6 +9,7 @@
 
 #include "engram/hasher.h"
 #include "src/ngram/floor_mod.h"
+#include "storage/rank_shard.h"
 
 namespace engram {
 
@@ -31,9 +32,7 @@ Result<std::vector<uint32_t>> StridedRankSlots(uint32_t slot_count, uint32_t ran
     return Status::InvalidArgument("rank " + std::to_string(rank) + " is out of range for " + std::to_string(ranks) +
                                    " ranks (0.." + std::to_string(ranks - 1) + ")");
   }
-  std::vector<uint32_t> slots;
-  for (uint32_t s = rank; s < slot_count; s += ranks) slots.push_back(s);
-  return slots;
+  return StridedSlots(slot_count, ranks, rank);
 }
 
 Result<NgramHasher> NgramHasher::Create(EngramHashLayout layout, std::shared_ptr<const TokenMap> token_map) {
