@@ -50,6 +50,10 @@ struct RankPlan {
 Result<RankPlan> PlanRanks(const std::optional<json>& layout_json, uint64_t source_rows, uint32_t record_bytes,
                            const std::string& manifest_path, const std::vector<std::string>& inputs,
                            const RankConvertOptions& options) {
+  if (options.ranks < 1 || options.ranks > kMaxRanks) {
+    return Status::InvalidArgument("--ranks " + std::to_string(options.ranks) + " is outside 1.." +
+                                   std::to_string(kMaxRanks));
+  }
   if (!layout_json) {
     return Status::InvalidArgument(
         "rank tables need the layer's hash layout (to know each slot's rows): give --layout FILE --layer ID, or "
@@ -63,7 +67,7 @@ Result<RankPlan> PlanRanks(const std::optional<json>& layout_json, uint64_t sour
   plan.record_bytes = record_bytes;
   const uint32_t slot_count = plan.layout.rows_per_token();
   const uint32_t max_ranks = std::min(kMaxRanks, slot_count);
-  if (options.ranks < 1 || options.ranks > max_ranks) {
+  if (options.ranks > max_ranks) {
     return Status::InvalidArgument("--ranks " + std::to_string(options.ranks) + " is outside 1.." +
                                    std::to_string(max_ranks) + " (the layer has " + std::to_string(slot_count) +
                                    " slots)");

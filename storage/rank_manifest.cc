@@ -3,6 +3,7 @@
 #include "storage/bounded_json.h"
 #include "storage/embedded_hash_layout.h"
 #include "storage/file_util.h"
+#include "storage/json_fields.h"
 #include "storage/layout_json.h"
 #include "storage/rank_shard.h"
 #include "storage/reference_layout.h"
@@ -15,21 +16,14 @@ namespace {
 
 Status Bad(const std::string& what) { return Status::Corruption("rank manifest: " + what); }
 
-bool IsU64(const json& v) { return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0); }
+constexpr std::string_view kWhat = "rank manifest";
 
 Result<uint64_t> U64(const json& obj, const char* key, const std::string& where) {
-  auto it = obj.find(key);
-  if (it == obj.end() || !IsU64(*it)) return Bad(where + " has no non-negative integer \"" + key + "\"");
-  return it->get<uint64_t>();
+  return U64Field(obj, key, where, kWhat);
 }
 
 Result<uint64_t> Hex(const json& obj, const char* key, const std::string& where) {
-  auto it = obj.find(key);
-  uint64_t v = 0;
-  if (it == obj.end() || !it->is_string() || !ParseHex64(it->get<std::string>(), &v)) {
-    return Bad(where + " has no \"" + key + "\" of the form \"0x\" and 16 hex digits");
-  }
-  return v;
+  return Hex64Field(obj, key, where, kWhat);
 }
 
 Result<std::vector<uint32_t>> U32List(const json& obj, const char* key, const std::string& where) {

@@ -1,6 +1,7 @@
 #include "storage/rank_shard.h"
 
 #include "storage/embedded_hash_layout.h"
+#include "storage/json_fields.h"
 #include "storage/layout_json.h"
 #include "storage/reference_layout.h"
 
@@ -11,8 +12,6 @@ using nlohmann::json;
 namespace {
 
 Status Bad(const std::string& what) { return Status::InvalidArgument("rank_shard: " + what); }
-
-bool IsU64(const json& v) { return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0); }
 
 std::string SlotText(const std::vector<uint32_t>& slots) {
   std::string text = "[";

@@ -8,6 +8,7 @@
 
 #include "storage/block_hash.h"
 #include "storage/bounded_json.h"
+#include "storage/json_fields.h"
 
 namespace engram {
 
@@ -17,20 +18,14 @@ namespace {
 
 Status Bad(const std::string& m) { return Status::Corruption("reference table metadata: " + m); }
 
-bool IsU64(const json& v) { return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0); }
+constexpr std::string_view kWhat = "reference table metadata";
 
 Result<uint64_t> U64(const json& obj, const char* key, const std::string& where) {
-  auto it = obj.find(key);
-  if (it == obj.end() || !IsU64(*it)) return Bad(where + " has no non-negative integer \"" + key + "\"");
-  return it->get<uint64_t>();
+  return U64Field(obj, key, where, kWhat);
 }
 
 Result<uint64_t> HexU64(const json& obj, const char* key, const std::string& where) {
-  auto it = obj.find(key);
-  const std::string want = where + " has no \"" + key + "\" of the form \"0x\" and 16 hex digits";
-  uint64_t v = 0;
-  if (it == obj.end() || !it->is_string() || !ParseHex64(it->get<std::string>(), &v)) return Bad(want);
-  return v;
+  return Hex64Field(obj, key, where, kWhat);
 }
 
 // The end of `rows` rows of `row_bytes` bytes at `offset`, if it fits in

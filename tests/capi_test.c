@@ -275,6 +275,75 @@ int main(int argc, char** argv) {
   CHECK(strcmp(engram_status_string((engram_status)256), "Unknown") == 0);
   CHECK(strcmp(engram_status_string((engram_status)-1), "Unknown") == 0);
 
+  /* Rank tables: a 4-slot layer split over 2 ranks (engram-convert --ranks),
+   * rank 1 opened by its manifest holds slots 1 and 3, whose rows are the
+   * unsharded table's. */
+  {
+    char layout[256], full[256], manifest[256];
+    snprintf(layout, sizeof layout, "%s/layout.json", dir);
+    snprintf(full, sizeof full, "%s/full.engram", dir);
+    snprintf(manifest, sizeof manifest, "%s/split.json", dir);
+    FILE* lf = fopen(layout, "w");
+    CHECK(lf != NULL);
+    if (lf) {
+      fputs("{\"layers\":[{\"layer_id\":1,\"orders\":[2,3],\"heads\":2,\"pad_id\":0,"
+            "\"multipliers\":[\"1000003\",\"1000033\",\"1000037\"],\"primes\":[[1249,1259],[1277,1279]],"
+            "\"offsets\":[[0,1249],[2508,3785]],\"total_rows\":5064}]}",
+            lf);
+      fclose(lf);
+    }
+    snprintf(cmd, sizeof cmd, "%s/engram-gen --layout %s --layer 1 --seed 4 --record-bytes 264 %s >/dev/null 2>&1",
+             argv[1], layout, full);
+    CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd, "%s/engram-convert --table %s --ranks 2 %s 2>/dev/null", argv[1], full, manifest);
+    CHECK(system(cmd) == 0);
+    const char* full_paths[] = {full};
+    const char* manifests[] = {manifest};
+    engram_store_options ro = o;
+    ro.table_paths = NULL;
+    ro.table_count = 0;
+    ro.cache_bytes = 4 << 20;
+    ro.manifest_paths = manifests;
+    ro.manifest_count = 1;
+    ro.rank = 1;
+    engram_store* rank_store = NULL;
+    CHECK(engram_store_open(&ro, &rank_store) == ENGRAM_OK);
+    engram_store_options fo = ro;
+    fo.table_paths = full_paths;
+    fo.table_count = 1;
+    fo.manifest_paths = NULL;
+    fo.manifest_count = 0;
+    fo.rank = 0;
+    engram_store* full_store = NULL;
+    CHECK(engram_store_open(&fo, &full_store) == ENGRAM_OK);
+    if (rank_store && full_store) {
+      CHECK(engram_row_count(rank_store, 0) == 1259 + 1279);
+      /* Local rows: slot 1's first and last, slot 3's first and last. */
+      uint64_t local[4] = {0, 1258, 1259, 2537}, global[4] = {1249, 2507, 3785, 5063};
+      unsigned char got[4 * 264], want[4 * 264];
+      CHECK(engram_gather_rows(rank_store, 0, local, 4, got, 264, &r) == ENGRAM_OK);
+      CHECK(engram_gather_rows(full_store, 0, global, 4, want, 264, &r) == ENGRAM_OK);
+      CHECK(memcmp(got, want, sizeof got) == 0);
+    }
+    engram_store_close(rank_store);
+    engram_store_close(full_store);
+    ro.rank = 2;
+    rank_store = NULL;
+    CHECK(engram_store_open(&ro, &rank_store) == ENGRAM_INVALID_ARGUMENT && rank_store == NULL);
+    CHECK(strstr(engram_last_error(), "has ranks 0..1") != NULL);
+    fo.rank = 1; /* a rank without manifests */
+    CHECK(engram_store_open(&fo, &full_store) == ENGRAM_INVALID_ARGUMENT);
+    ro.manifest_paths = NULL;
+    CHECK(engram_store_open(&ro, &rank_store) == ENGRAM_INVALID_ARGUMENT);
+    for (int k = 0; k < 2; ++k) {
+      snprintf(cmd, sizeof cmd, "%s/split.rank%d-of-2.engram", dir, k);
+      unlink(cmd);
+    }
+    unlink(manifest);
+    unlink(full);
+    unlink(layout);
+  }
+
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   /* Out of memory is a status, not an exception through C: a child process
    * limits its address space so that the cache's index and slab (capped at

@@ -11,34 +11,16 @@
 #include "storage/npy_header.h"
 #include "storage/table_converter.h"
 #include "storage/table_file.h"
+#include "tests/testing/npy_file.h"
 #include "tests/testing/temp_table.h"
 
 namespace engram {
 namespace {
 
+using testing::Dict;
+using testing::Npy;
 using testing::TempDir;
 
-// numpy's layout: magic, version, little-endian header length, then the dict
-// padded with spaces and a final '\n' so data starts 64-byte aligned.
-std::string Npy(const std::string& dict, const std::string& data, int major = 1) {
-  size_t prefix = major == 1 ? 10 : 12;
-  std::string header = dict;
-  while ((prefix + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  std::string out = std::string("\x93NUMPY", 6) + static_cast<char>(major) + '\0';
-  size_t n = header.size();
-  out += static_cast<char>(n & 0xff);
-  out += static_cast<char>((n >> 8) & 0xff);
-  if (major != 1) {
-    out += static_cast<char>((n >> 16) & 0xff);
-    out += static_cast<char>((n >> 24) & 0xff);
-  }
-  return out + header + data;
-}
-
-std::string Dict(const std::string& descr, const std::string& shape, const char* fortran = "False") {
-  return "{'descr': '" + descr + "', 'fortran_order': " + fortran + ", 'shape': " + shape + ", }";
-}
 
 void WriteFile(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));

@@ -1,5 +1,7 @@
 // engram-convert: turns checkpoint tensors (safetensors shards or .npy files)
-// into one Engram table file. See storage/table_converter.h.
+// into one Engram table file (storage/table_converter.h), or -- with
+// --ranks R -- a layer's rows, from those tensors or from an existing table,
+// into R rank tables and their manifest (storage/rank_converter.h).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "src/common/logging.h"
 #include "src/common/progress_meter.h"
 #include "storage/embedded_hash_layout.h"
+#include "storage/rank_converter.h"
 #include "storage/reference_writer.h"
 #include "storage/table_converter.h"
 #include "storage/temp_file_cleanup.h"
@@ -39,6 +42,16 @@ int Fail(const engram::Status& s) {
   return ExitCode(s);
 }
 
+int ReportRanks(const engram::RankManifest& m, const std::string& out) {
+  for (const engram::RankFile& f : m.rank_files) {
+    std::fprintf(stderr, "engram-convert: wrote %s: rank %u of %u, %zu slots, %llu rows\n", f.path.c_str(), f.rank,
+                 m.ranks, f.slots.size(), static_cast<unsigned long long>(f.rows));
+  }
+  std::fprintf(stderr, "engram-convert: wrote %s: manifest of %u rank tables (%llu source rows)\n", out.c_str(),
+               m.ranks, static_cast<unsigned long long>(m.source_rows));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -47,7 +60,8 @@ int main(int argc, char** argv) {
       "Each record is one weight row followed by the same row of the scale tensor (if any);\n"
       "several shards are concatenated in the order given."};
   std::vector<std::string> st_files, npy_files, npy_scale_files;
-  std::string weight, scale, layout_file, out;
+  std::string weight, scale, layout_file, out, table_in;
+  int64_t ranks = 0;
   int64_t layer_id = -1;
   bool progress = false, in_place = false;
   size_t chunk_mib = 8;
@@ -73,7 +87,16 @@ int main(int argc, char** argv) {
                "(block checksums, shard sizes, times and fingerprints) instead of a rewritten table")
       ->needs(st);
   app.add_flag("--progress", progress, "show a progress bar even when stderr is not a terminal");
-  app.add_option("OUT", out, "output table file")->required();
+  // Rank tables: a layer split over tensor-parallel ranks by slot.
+  auto* ranks_opt = app.add_option("--ranks", ranks,
+                                   "write R rank tables (rank r holds the slots s with s % R == r) and a manifest: "
+                                   "OUT names the manifest (OUT.json), the tables are <stem>.rank<r>-of-<R>.engram "
+                                   "beside it; R in 1..24");
+  app.add_option("--table", table_in, "an existing Engram table to split into rank tables (needs --ranks)")
+      ->excludes(st)
+      ->excludes(npy)
+      ->needs(ranks_opt);
+  app.add_option("OUT", out, "output table file (with --ranks: the manifest)")->required();
   std::string log_level;
   engram::AddLogLevelOption(app, log_level);
   CLI11_PARSE(app, argc, argv);
@@ -82,24 +105,18 @@ int main(int argc, char** argv) {
   engram::RemoveTempFilesOnTerminationSignals();
   if (!engram::ConfigureToolLogging("engram-convert", log_level)) return 2;
 
+  if (ranks_opt->count() && (ranks < 1 || ranks > engram::kMaxRanks)) {
+    return Fail(engram::Status::InvalidArgument("--ranks " + std::to_string(ranks) + " is outside 1.." +
+                                                std::to_string(engram::kMaxRanks)));
+  }
   // The output must not be an input or a directory: refuse before reading anything.
   {
     std::vector<std::string> inputs = st_files;
+    if (!table_in.empty()) inputs.push_back(table_in);
     inputs.insert(inputs.end(), npy_files.begin(), npy_files.end());
     inputs.insert(inputs.end(), npy_scale_files.begin(), npy_scale_files.end());
     if (engram::Status s = engram::CheckConvertOutput(out, inputs); !s.ok()) return Fail(s);
   }
-
-  engram::Result<engram::ConvertSpec> spec = engram::Status::InvalidArgument("give --safetensors or --npy");
-  if (!st_files.empty()) {
-    if (weight.empty()) return Fail(engram::Status::InvalidArgument("--safetensors needs --weight NAME"));
-    spec = engram::SafetensorsConvertSpec(st_files, weight, scale);
-  } else if (!npy_files.empty()) {
-    spec = engram::NpyConvertSpec(npy_files, npy_scale_files);
-  }
-  if (!spec.ok()) return Fail(spec.status());
-  auto record_bytes = engram::ConvertRecordBytes(*spec);
-  if (!record_bytes.ok()) return Fail(record_bytes.status());
 
   engram::ConvertOptions opt;
   opt.created_by = std::string("engram-convert ") + ENGRAM_VERSION;
@@ -111,10 +128,38 @@ int main(int argc, char** argv) {
     if (!l.ok()) return Fail(l.status());
     opt.hash_layout = *l;
   }
+  engram::RankConvertOptions rank_opt;
+  rank_opt.ranks = static_cast<uint32_t>(ranks);
+  rank_opt.in_place = in_place;
+  if (!table_in.empty()) {
+    rank_opt.convert = opt;
+    auto manifest = engram::ConvertTableToRanks(table_in, out, rank_opt);
+    if (!manifest.ok()) return Fail(manifest.status());
+    return ReportRanks(*manifest, out);
+  }
+
+  engram::Result<engram::ConvertSpec> spec = engram::Status::InvalidArgument("give --safetensors or --npy (or --table with --ranks)");
+  if (!st_files.empty()) {
+    if (weight.empty()) return Fail(engram::Status::InvalidArgument("--safetensors needs --weight NAME"));
+    spec = engram::SafetensorsConvertSpec(st_files, weight, scale);
+  } else if (!npy_files.empty()) {
+    spec = engram::NpyConvertSpec(npy_files, npy_scale_files);
+  }
+  if (!spec.ok()) return Fail(spec.status());
+  auto record_bytes = engram::ConvertRecordBytes(*spec);
+  if (!record_bytes.ok()) return Fail(record_bytes.status());
+
   uint64_t total_rows = 0;
   for (const auto& w : spec->weight) total_rows += w.tensor.rows();
   engram::ProgressMeter meter("engram-convert", total_rows * *record_bytes, progress);
   opt.progress = [&](uint64_t done, uint64_t) { meter.Update(done * *record_bytes); };
+  if (ranks_opt->count()) {
+    rank_opt.convert = opt;
+    auto manifest = engram::ConvertSpecToRanks(*spec, out, rank_opt);
+    if (!manifest.ok()) return Fail(manifest.status());
+    meter.Finish();
+    return ReportRanks(*manifest, out);
+  }
   auto header = in_place ? engram::WriteReferenceTable(*spec, out, opt) : engram::ConvertToTable(*spec, out, opt);
   if (!header.ok()) return Fail(header.status());
   meter.Finish();

@@ -78,6 +78,13 @@ int Info(const engram::TableFile& t, bool json_only) {
                 engram::kBlockTrailerBytes);
   }
   std::printf("row_count:       %llu\n", static_cast<unsigned long long>(h.row_count));
+  if (const engram::RankShard* r = t.rank_shard()) {
+    std::string slots;
+    for (uint32_t slot : r->slots) slots += (slots.empty() ? "" : ", ") + std::to_string(slot);
+    std::printf("rank_shard:      rank %u of %u (strided), slots [%s] of a %llu-row table, manifest_id %s\n", r->rank,
+                r->ranks, slots.c_str(), static_cast<unsigned long long>(r->source_rows),
+                Hex64(r->manifest_id).c_str());
+  }
   std::printf("block_count:     %llu\n", static_cast<unsigned long long>(h.block_count));
   std::printf("data section:    offset %llu, %llu bytes\n", static_cast<unsigned long long>(h.data_offset),
               static_cast<unsigned long long>(h.data_bytes));

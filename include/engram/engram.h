@@ -56,6 +56,13 @@ typedef struct engram_store_options {
    * flight; more than one for a drive faster than one ring thread
    * (StoreOptions::io_rings). */
   uint32_t io_rings;
+  /* Rank tables (engram-convert --ranks R OUT.json): manifest_count rank
+   * manifests, opened as tables after table_paths' (in this order), each as
+   * the file it names for `rank` (0..R-1, checked against the manifest). A
+   * nonzero rank without manifests is refused (StoreOptions::rank). */
+  const char* const* manifest_paths;
+  size_t manifest_count;
+  int32_t rank;
 } engram_store_options;
 
 /* The fields of ENGRAM_GATHER_RESULT (engram/counters.h), in its order. */

@@ -17,10 +17,18 @@ struct TableOptions {
   // what is left, proportional to table size. Either way a table gets at
   // most what a cache of all its rows takes; the rest goes to the others.
   uint64_t cache_bytes = 0;
+  // Or a rank manifest (engram-convert --ranks R OUT.json; path must then be
+  // empty): the store opens the file the manifest names for
+  // StoreOptions::rank, after checking that it is that rank's file of this
+  // manifest (fingerprint, manifest_id, rank). Default name: the manifest's.
+  std::string manifest = {};
 };
 
 struct StoreOptions {
   std::vector<TableOptions> tables;
+  // The tensor-parallel rank whose rank tables to open, 0..R-1: required
+  // when a table is given by manifest, refused otherwise; -1 = none.
+  int32_t rank = -1;
 
   // One budget for every table's row cache (rows, index, metadata, sketch).
   // A table's cache never exceeds what holds all its rows; what a small

@@ -68,10 +68,17 @@ Logging
     names it. They do not go through the ``logging`` module.
 
 API
-    ``Store(tables, cache_bytes=1 GiB, policy="default", io_backend="auto",
-    metrics_listen=None, token_map=None, direct_io=True, completion_threads=2, io_rings=1)``
+    ``Store(tables=None, cache_bytes=1 GiB, policy="default", io_backend="auto",
+    metrics_listen=None, token_map=None, direct_io=True, completion_threads=2, io_rings=1,
+    manifest=None, rank=None)``
         A context manager; ``close()``. ``tables`` are table file paths; a table
         is then named by its index or its name (the file's stem).
+        ``manifest=`` (a path, or a list of paths, one per layer) and
+        ``rank=r``: open rank r's tables of layers converted by
+        ``engram-convert --ranks R OUT.json``; each is checked to be that
+        rank's file of its manifest (fingerprint, manifest_id, rank) and named
+        by the manifest's ``name``. They come after ``tables`` (both may be
+        given). ``rank`` is required with ``manifest`` and refused without.
         ``io_rings``: io_uring rings, each with its own thread, sharing the 128
         reads in flight; more than one for a drive faster than one ring thread
         (PCIe Gen4/5 NVMe), on a host with the cores for them.
@@ -198,15 +205,38 @@ def _path_or_array(value):
     return value
 
 
+def _rank_arguments(manifest, rank):
+    """Store's manifest= (a path or a list of paths, one per layer) and rank= (an int, required with manifests)."""
+    if manifest is None:
+        manifests = []
+    elif isinstance(manifest, (str, bytes)) or hasattr(manifest, "__fspath__"):
+        manifests = [_os.fsdecode(manifest)]
+    else:
+        manifests = [_os.fsdecode(m) for m in manifest]
+    if rank is None:
+        if manifests:
+            raise ValueError("manifest= needs rank=: the rank (0..R-1) whose rank tables to open")
+        return manifests, -1
+    if isinstance(rank, bool) or not hasattr(rank, "__index__"):
+        raise TypeError(f"rank must be an integer, not {type(rank).__name__}")
+    rank = rank.__index__()
+    if not manifests:
+        raise ValueError(f"rank={rank} given without manifest=: a rank opens rank tables by their manifests")
+    if not 0 <= rank < 2**31:
+        raise ValueError(f"rank {rank} is negative or too large")
+    return manifests, rank
+
+
 class Store(_Store):
     __doc__ = _Store.__doc__
 
-    def __init__(self, tables, cache_bytes=1 << 30, policy="default", io_backend="auto", metrics_listen=None,
-                 token_map=None, direct_io=True, completion_threads=2, io_rings=1):
+    def __init__(self, tables=None, cache_bytes=1 << 30, policy="default", io_backend="auto", metrics_listen=None,
+                 token_map=None, direct_io=True, completion_threads=2, io_rings=1, manifest=None, rank=None):
         if isinstance(tables, (str, bytes)) or hasattr(tables, "__fspath__"):
             raise ValueError("tables must be a list of table paths")
-        super().__init__([_os.fsdecode(t) for t in tables], cache_bytes, policy, io_backend, metrics_listen,
-                         _path_or_array(token_map), direct_io, completion_threads, io_rings)
+        manifests, rank = _rank_arguments(manifest, rank)
+        super().__init__([_os.fsdecode(t) for t in (tables or [])], cache_bytes, policy, io_backend, metrics_listen,
+                         _path_or_array(token_map), direct_io, completion_threads, io_rings, manifests, rank)
 
     def __enter__(self):
         return self

@@ -104,10 +104,13 @@ PYBIND11_MODULE(_engram_store, m) {
 
   py::class_<PyStore>(m, "Store")
       .def(py::init<const std::vector<std::string>&, uint64_t, const std::string&, const std::string&,
-                    const std::optional<std::string>&, py::handle, bool, uint32_t, uint32_t>(),
+                    const std::optional<std::string>&, py::handle, bool, uint32_t, uint32_t,
+                    const std::vector<std::string>&, int32_t>(),
            py::arg("tables"), py::arg("cache_bytes") = uint64_t(1) << 30, py::arg("policy") = "default",
            py::arg("io_backend") = "auto", py::arg("metrics_listen") = py::none(), py::arg("token_map") = py::none(),
-           py::arg("direct_io") = true, py::arg("completion_threads") = 2, py::arg("io_rings") = 1)
+           py::arg("direct_io") = true, py::arg("completion_threads") = 2, py::arg("io_rings") = 1,
+           // Rank tables: manifests (engram-convert --ranks) opened for `rank`.
+           py::arg("manifests") = std::vector<std::string>{}, py::arg("rank") = -1)
       .def("close", &PyStore::Close)
       .def_property_readonly("closed", &PyStore::closed)
       .def_property_readonly("table_count", &PyStore::table_count)

@@ -119,14 +119,22 @@ StageResult StageHandle::Wait() {
 
 PyStore::PyStore(const std::vector<std::string>& tables, uint64_t cache_bytes, const std::string& policy,
                  const std::string& io_backend, const std::optional<std::string>& metrics_listen,
-                 py::handle token_map, bool direct_io, uint32_t completion_threads, uint32_t io_rings) {
-  if (tables.empty()) throw py::value_error("Store needs at least one table");
+                 py::handle token_map, bool direct_io, uint32_t completion_threads, uint32_t io_rings,
+                 const std::vector<std::string>& manifests, int32_t rank) {
+  if (tables.empty() && manifests.empty()) throw py::value_error("Store needs at least one table or manifest");
   StoreOptions options;
   for (const std::string& path : tables) {
     TableOptions table;
     table.path = path;
     options.tables.push_back(table);
   }
+  // Rank tables: each manifest's file for `rank`, after the plain tables.
+  for (const std::string& path : manifests) {
+    TableOptions table;
+    table.manifest = path;
+    options.tables.push_back(table);
+  }
+  options.rank = rank;
   options.cache_bytes = cache_bytes;
   options.cache_policy = policy;
   options.io_backend = io_backend;

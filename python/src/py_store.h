@@ -81,7 +81,8 @@ class PyStore {
  public:
   PyStore(const std::vector<std::string>& tables, uint64_t cache_bytes, const std::string& policy,
           const std::string& io_backend, const std::optional<std::string>& metrics_listen, pybind11::handle token_map,
-          bool direct_io, uint32_t completion_threads, uint32_t io_rings);
+          bool direct_io, uint32_t completion_threads, uint32_t io_rings, const std::vector<std::string>& manifests,
+          int32_t rank);
 
   void Close();
   bool closed() const { return store_ == nullptr; }

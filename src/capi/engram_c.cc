@@ -124,6 +124,17 @@ engram_status engram_store_open(const engram_store_options* options_in, engram_s
   if (options->trace_path) o.trace_path = options->trace_path;
   o.cache_memory_fraction = options->cache_memory_fraction;
   if (options->io_rings) o.io_rings = options->io_rings;
+  // Rank tables: a struct without these fields reads them as zero (no manifests).
+  if (options->manifest_count > 0 && !options->manifest_paths) {
+    return Report(engram::Status::InvalidArgument("engram_store_open: manifest_paths is null"));
+  }
+  for (size_t i = 0; i < options->manifest_count; ++i) {
+    if (!options->manifest_paths[i]) return Report(engram::Status::InvalidArgument("engram_store_open: null manifest"));
+    engram::TableOptions t;
+    t.manifest = options->manifest_paths[i];
+    o.tables.push_back(std::move(t));
+  }
+  if (options->manifest_count > 0 || options->rank != 0) o.rank = options->rank;
   auto store = engram::Store::Open(o);
   if (!store.ok()) return Report(store.status());
   *out = new engram_store{std::move(store).value()};

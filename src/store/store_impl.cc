@@ -11,6 +11,7 @@
 #include "src/store/reference_reads.h"
 #include "src/store/store_metrics.h"
 #include "storage/io/io_stats.h"
+#include "storage/rank_manifest.h"
 
 namespace engram {
 namespace {
@@ -23,6 +24,48 @@ bool DestinationFits(const std::byte* dst, size_t count, size_t stride, size_t r
   const size_t last = count - 1;
   if (stride != 0 && last > (size_t(PTRDIFF_MAX) - record) / stride) return false;
   return last * stride + record <= UINTPTR_MAX - reinterpret_cast<uintptr_t>(dst);
+}
+
+// A table's file: its path, or the file its rank manifest names for the
+// store's rank (with the manifest, to check the file against once open).
+struct RankTablePick {
+  std::string path;
+  std::optional<RankManifest> manifest;
+};
+
+Result<std::vector<RankTablePick>> PickRankTables(const StoreOptions& options) {
+  bool any_manifest = false;
+  std::vector<RankTablePick> picks;
+  for (const TableOptions& t : options.tables) {
+    RankTablePick pick;
+    if (t.manifest.empty()) {
+      pick.path = t.path;
+      picks.push_back(std::move(pick));
+      continue;
+    }
+    any_manifest = true;
+    if (!t.path.empty()) {
+      return Status::InvalidArgument("store: table '" + t.path + "' also gives manifest '" + t.manifest +
+                                     "': give a path or a manifest, not both");
+    }
+    if (options.rank < 0) {
+      return Status::InvalidArgument("store: table given by rank manifest '" + t.manifest +
+                                     "' but no rank: set the rank (0..R-1) whose tables to open");
+    }
+    ENGRAM_ASSIGN_OR_RETURN(RankManifest m, ReadRankManifest(t.manifest));
+    if (static_cast<uint32_t>(options.rank) >= m.ranks) {
+      return Status::InvalidArgument("store: rank " + std::to_string(options.rank) + " but manifest '" + t.manifest +
+                                     "' has ranks 0.." + std::to_string(m.ranks - 1));
+    }
+    pick.path = m.rank_files[options.rank].path;
+    pick.manifest = std::move(m);
+    picks.push_back(std::move(pick));
+  }
+  if (!any_manifest && options.rank != -1) {
+    return Status::InvalidArgument("store: rank " + std::to_string(options.rank) +
+                                   " given, but no table is given by rank manifest");
+  }
+  return picks;
 }
 
 }  // namespace
@@ -66,18 +109,30 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
   ENGRAM_ASSIGN_OR_RETURN(store->read_buffers_, ReadBufferPool::Create(options.read_buffer_bytes, *store->engine_));
   spdlog::info("store: I/O backend {}", store->engine_->Describe());
 
+  // Tables given by rank manifest: this rank's file of each.
+  ENGRAM_ASSIGN_OR_RETURN(std::vector<RankTablePick> picks, PickRankTables(options));
   std::vector<uint64_t> explicit_bytes, weights;
-  for (const TableOptions& t : options.tables) {
+  for (size_t i = 0; i < options.tables.size(); ++i) {
+    const TableOptions& t = options.tables[i];
+    const std::string& path = picks[i].path;
     auto state = std::make_unique<TableState>();
-    ENGRAM_ASSIGN_OR_RETURN(state->file, TableFile::Open(t.path, {options.verify_shard_fingerprints}));
+    auto file = TableFile::Open(path, {options.verify_shard_fingerprints});
+    if (!file.ok() && picks[i].manifest) return file.status().WithContext("rank manifest " + t.manifest);
+    ENGRAM_ASSIGN_OR_RETURN(state->file, std::move(file));
+    if (picks[i].manifest) {
+      ENGRAM_RETURN_IF_ERROR(CheckRankTable(*picks[i].manifest, static_cast<uint32_t>(options.rank), *state->file)
+                                 .WithContext("rank manifest " + t.manifest));
+    }
     if (state->file->is_reference()) {
       ENGRAM_RETURN_IF_ERROR(OpenReferenceShards(*state, *store->engine_));
     } else {
-      auto fid = store->engine_->OpenFile(t.path);
-      if (!fid.ok()) return fid.status().WithContext("open table " + t.path);
+      auto fid = store->engine_->OpenFile(path);
+      if (!fid.ok()) return fid.status().WithContext("open table " + path);
       state->file_id = *fid;
     }
-    state->name = t.name.empty() ? std::filesystem::path(t.path).stem().string() : t.name;
+    state->name = !t.name.empty() ? t.name
+                  : picks[i].manifest ? picks[i].manifest->name
+                                      : std::filesystem::path(path).stem().string();
     for (const auto& other : store->tables_) {
       if (other->name == state->name) return Status::InvalidArgument("two tables named '" + state->name + "'");
     }
