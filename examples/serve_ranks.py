@@ -30,9 +30,12 @@ With ``--tables`` (the unsharded tables of the same layers), rank 0 also stages
 every step from the unsharded tables. It checks the rebuilt step against that
 bit for bit, and the run exits 1 on any difference.
 
-    PYTHONPATH=build/python /usr/bin/python3 examples/serve_ranks.py \\
-        --manifest l1.json l14.json --tables l1.engram l14.engram \\
-        --token-map tests/fixtures/engram-hash/token-map.u32
+    PYTHONPATH=build/python /usr/bin/python3 examples/serve_ranks.py --ranks 4
+    ... --manifest l1.json l14.json --tables l1.engram l14.engram
+
+Without ``--manifest`` it generates two scaled V4.1 layers with engram-gen,
+converts each with ``engram-convert --table ... --ranks R``, and checks
+against the generated tables.
 """
 
 import argparse
@@ -40,6 +43,8 @@ import json
 import os
 import sys
 import tempfile
+
+import subprocess
 
 import numpy as np
 
@@ -140,10 +145,32 @@ def serve(rank, args, world):
     dist.destroy_process_group()
 
 
+def generate(args):
+    """Two scaled V4.1 layers (reused when present) and their rank manifests."""
+    from engram_store.scaled_tables import write_generated_tables
+
+    work = os.path.join(args.work_dir, f"scaled-{args.rows_per_table}")
+    args.tables, _ = write_generated_tables(os.path.join(args.build_dir, "engram-gen"),
+                                            os.path.join(FIXTURES, "engram-hash", "layout-v41.json"), work,
+                                            args.rows_per_table)
+    args.manifest = []
+    for table in args.tables:
+        manifest = f"{os.path.splitext(table)[0]}-{args.ranks}-ranks.json"
+        if not os.path.exists(manifest):
+            subprocess.run([os.path.join(args.build_dir, "engram-convert"), "--table", table, "--ranks",
+                            str(args.ranks), manifest], check=True)
+        args.manifest.append(manifest)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--manifest", nargs="+", required=True, help="one rank manifest per Engram layer, in layer order")
+    p.add_argument("--manifest", nargs="+",
+                   help="one rank manifest per Engram layer, in layer order (default: generate and convert two)")
     p.add_argument("--tables", nargs="+", help="the unsharded tables of the same layers: check every step against them")
+    p.add_argument("--ranks", type=int, default=2, help="ranks to convert into when generating")
+    p.add_argument("--build-dir", default=os.path.join(ROOT, "build"), help="where engram-gen and engram-convert are")
+    p.add_argument("--work-dir", default=os.path.join(tempfile.gettempdir(), "engram-serve-ranks"))
+    p.add_argument("--rows-per-table", type=int, default=200000, help="size of the generated tables")
     p.add_argument("--tokens", default=os.path.join(FIXTURES, "traces", "deepspeed", "req1.u32"),
                    help="little-endian uint32 token file, served as one request")
     p.add_argument("--token-map", default=os.path.join(FIXTURES, "engram-hash", "token-map.u32"))
@@ -152,6 +179,10 @@ def main():
     p.add_argument("--cache-mib", type=int, default=64, help="cache per rank store")
     p.add_argument("--io-backend", default="auto")
     args = p.parse_args()
+    if not args.manifest:
+        if args.tables:
+            p.error("--tables needs --manifest (the rank manifests of those tables)")
+        generate(args)
     if args.tables and len(args.tables) != len(args.manifest):
         p.error(f"{len(args.manifest)} manifests but {len(args.tables)} tables: give one of each per layer")
     world = load_manifests(args.manifest)[0]["ranks"]

@@ -1,10 +1,9 @@
 """A rank's store: stage for its slots only, refuse an out shaped for another
 rank, and examples/serve_ranks.py run as real torch.distributed processes.
 
-The tables: two V4.1-shaped layers (the conftest's scaled layout) of fp8
-weights and ue8m0 scales in safetensors, converted by engram-convert once
-unsharded and once per rank count (``--ranks R OUT.json``: rank tables and
-their manifest)."""
+The tables: the conftest's two generated V4.1-shaped layers (engram-gen),
+converted by engram-convert --table IN --ranks R OUT.json into rank tables and
+their manifest."""
 
 import json
 import os
@@ -15,38 +14,25 @@ import numpy as np
 import pytest
 
 import engram_store
-from conftest import RECORD_BYTES, TOKEN_MAP, tool, write_safetensors
+from conftest import RECORD_BYTES, TOKEN_MAP, tool
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "serve_ranks.py")
 
 
 @pytest.fixture(scope="module")
 def layers(tables, tmp_path_factory):
-    """Per layer: the unsharded table and a function giving the manifest for R ranks."""
+    """Per layer: the unsharded table and a function giving its manifest for R ranks."""
     d = tmp_path_factory.mktemp("ranks")
-    with open(tables["layout"]) as f:
-        layout = json.load(f)
     out = []
-    for index, layer in enumerate(layout["layers"]):
-        rows = layer["total_rows"]
-        rng = np.random.default_rng(40 + index)
-        weight = rng.integers(0, 0x7e, size=(rows, 256), dtype=np.uint8)
-        scale = rng.integers(110, 140, size=(rows, 8), dtype=np.uint8)
-        st = d / f"layer{index}.safetensors"
-        write_safetensors(st, {"w": ("F8_E4M3", weight), "s": ("F8_E8M0", scale)})
-        source = ["--safetensors", str(st), "--weight", "w", "--scale", "s", "--layout", tables["layout"],
-                  "--layer", str(layer["layer_id"])]
-        unsharded = d / f"layer{index}.engram"
-        subprocess.run([tool("engram-convert"), *source, str(unsharded)], check=True, capture_output=True)
-
-        def manifest(ranks, source=source, index=index):
+    for index, table in enumerate(tables["layers"]):
+        def manifest(ranks, table=table, index=index):
             path = d / f"layer{index}-{ranks}.json"
             if not path.exists():
-                subprocess.run([tool("engram-convert"), *source, "--ranks", str(ranks), str(path)], check=True,
-                               capture_output=True)
+                subprocess.run([tool("engram-convert"), "--table", table, "--ranks", str(ranks), str(path)],
+                               check=True, capture_output=True)
             return str(path)
 
-        out.append({"table": str(unsharded), "manifest": manifest})
+        out.append({"table": table, "manifest": manifest})
     return out
 
 
