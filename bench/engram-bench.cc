@@ -11,6 +11,9 @@
 //   miss    all-miss gathers on a fresh store vs raw reads and fio
 //           (miss_ratio_raw, miss_ratio_fio, latency at QD 1); both in
 //           bench/hit_miss_command.h
+//   ranks   missed-row reads per tensor-parallel rank on the report's
+//           requests, strided against contiguous slot assignment
+//           (src/replay/rank_balance.h)
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,6 +37,7 @@
 #include "src/common/logging.h"
 #include "src/common/stdout_written.h"
 #include "src/iobench/read_benchmark.h"
+#include "src/replay/rank_balance.h"
 #include "src/workload/report_workload.h"
 #include "storage/table_file.h"
 
@@ -237,13 +241,54 @@ CLI::App* RegisterReadCommand(CLI::App& app, ReadArgs& a) {
 // gather: the report's workload through a real store
 // ============================================================================
 
-struct GatherArgs {
+// Where the report's workload comes from, for the subcommands that replay it
+// (gather, ranks): the hash layout, the token map and the requests, each
+// defaulting to the shipped fixtures.
+struct WorkloadSourceArgs {
   std::string fixtures = ENGRAM_FIXTURE_DIR;
   std::string traces;     // folder with req1..req5.u32; default: the shipped deepspeed fixture
   std::vector<std::string> requests;  // FILE[@SPLIT], replaces the five requests
   std::string layout;     // default: fixtures/engram-hash/layout-v41.json
   std::string token_map;  // default: fixtures/engram-hash/token-map.u32
   bool identity = false;
+};
+
+struct WorkloadSource {
+  std::string layout_path;
+  std::string token_map_path;  // "" = raw token IDs
+  std::vector<engram::replay::RequestSpec> requests;
+  bool report_requests = false;  // the five requests of the report (else the --request files)
+};
+
+void AddWorkloadSourceOptions(CLI::App* cmd, WorkloadSourceArgs& a) {
+  cmd->add_option("--fixtures", a.fixtures, "Folder with engram-hash/ and traces/")->capture_default_str();
+  auto* traces = cmd->add_option("--traces", a.traces,
+                                 "Folder with req1.u32..req5.u32 (default: fixtures/traces/deepspeed)");
+  cmd->add_option("--request", a.requests, "FILE[@SPLIT] token file (uint32 LE), repeatable; replaces the five requests")
+      ->excludes(traces);
+  cmd->add_option("--layout", a.layout, "Hash layout JSON (default: fixtures/engram-hash/layout-v41.json)");
+  auto* map = cmd->add_option("--token-map", a.token_map, "Token map (default: fixtures/engram-hash/token-map.u32)");
+  cmd->add_flag("--identity", a.identity, "Hash raw token IDs instead of the token map")->excludes(map);
+}
+
+engram::Result<WorkloadSource> ResolveWorkloadSource(const WorkloadSourceArgs& a) {
+  WorkloadSource w;
+  w.layout_path = a.layout.empty() ? a.fixtures + "/engram-hash/layout-v41.json" : a.layout;
+  if (!a.identity) w.token_map_path = a.token_map.empty() ? a.fixtures + "/engram-hash/token-map.u32" : a.token_map;
+  w.report_requests = a.requests.empty();
+  if (w.report_requests) {
+    ENGRAM_ASSIGN_OR_RETURN(w.requests, engram::ReportRequests(a.traces.empty() ? a.fixtures + "/traces/deepspeed"
+                                                                                : a.traces));
+  }
+  for (const auto& spec : a.requests) {
+    ENGRAM_ASSIGN_OR_RETURN(engram::replay::RequestSpec r, engram::replay::RequestSpec::Parse(spec));
+    w.requests.push_back(std::move(r));
+  }
+  return w;
+}
+
+struct GatherArgs {
+  WorkloadSourceArgs source;
   uint32_t tables = 1;
   uint64_t rows_per_table = 4'000'000;
   std::string work_dir = "out/bench-gather";
@@ -264,25 +309,17 @@ int RunGather(const GatherArgs& a) {
     std::fprintf(stderr, "engram-bench gather: %s\n", s.ToString().c_str());
     return 1;
   };
+  auto source = ResolveWorkloadSource(a.source);
+  if (!source.ok()) return fail(source.status());
   ReportWorkloadOptions wo;
   wo.work_dir = a.work_dir;
-  wo.layout_path = a.layout.empty() ? a.fixtures + "/engram-hash/layout-v41.json" : a.layout;
-  if (!a.identity) wo.token_map_path = a.token_map.empty() ? a.fixtures + "/engram-hash/token-map.u32" : a.token_map;
+  wo.layout_path = source->layout_path;
+  wo.token_map_path = source->token_map_path;
   wo.layers.clear();
   for (uint32_t t = 0; t < a.tables; ++t) wo.layers.push_back(t);
   wo.rows_per_table = a.rows_per_table;
-  if (a.requests.empty()) {
-    auto r = ReportRequests(a.traces.empty() ? a.fixtures + "/traces/deepspeed" : a.traces);
-    if (!r.ok()) return fail(r.status());
-    wo.requests = *r;
-    wo.request_names = ReportRequestNames();
-  } else {
-    for (const auto& spec : a.requests) {
-      auto r = replay::RequestSpec::Parse(spec);
-      if (!r.ok()) return fail(r.status());
-      wo.requests.push_back(*r);
-    }
-  }
+  wo.requests = source->requests;
+  if (source->report_requests) wo.request_names = ReportRequestNames();
   auto workload = PrepareReportWorkload(wo, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
   if (!workload.ok()) return fail(workload.status());
 
@@ -348,14 +385,7 @@ int RunGather(const GatherArgs& a) {
 CLI::App* RegisterGatherCommand(CLI::App& app, GatherArgs& a) {
   CLI::App* cmd = app.add_subcommand(
       "gather", "The row-cache report's five requests through a real store on generated V4.1-shaped tables");
-  cmd->add_option("--fixtures", a.fixtures, "Folder with engram-hash/ and traces/")->capture_default_str();
-  auto* traces = cmd->add_option("--traces", a.traces,
-                                 "Folder with req1.u32..req5.u32 (default: fixtures/traces/deepspeed)");
-  cmd->add_option("--request", a.requests, "FILE[@SPLIT] token file (uint32 LE), repeatable; replaces the five requests")
-      ->excludes(traces);
-  cmd->add_option("--layout", a.layout, "Hash layout JSON (default: fixtures/engram-hash/layout-v41.json)");
-  auto* map = cmd->add_option("--token-map", a.token_map, "Token map (default: fixtures/engram-hash/token-map.u32)");
-  cmd->add_flag("--identity", a.identity, "Hash raw token IDs instead of the token map")->excludes(map);
+  AddWorkloadSourceOptions(cmd, a.source);
   cmd->add_option("--tables", a.tables, "Tables: layers 0..N-1 of the layout (at most its layer count; V4.1 has 2)")
       ->capture_default_str()->check(CLI::Range(1, 16));
   cmd->add_option("--rows-per-table", a.rows_per_table, "Table size (the layout is scaled to it)")
@@ -384,6 +414,68 @@ CLI::App* RegisterGatherCommand(CLI::App& app, GatherArgs& a) {
   return cmd;
 }
 
+// ============================================================================
+// ranks: per-rank missed rows, strided against contiguous slots
+// ============================================================================
+
+struct RanksArgs {
+  WorkloadSourceArgs source;
+  uint32_t tables = 2;
+  uint64_t rows_per_table = 0;
+  std::vector<uint32_t> ranks{2, 4};
+  std::string policy = "default";
+  double pressure = 0.78;
+  uint64_t capacity_rows = 0;
+  bool json = false;
+};
+
+int RunRanks(const RanksArgs& a) {
+  using namespace engram;
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "engram-bench ranks: %s\n", s.ToString().c_str());
+    return s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kNotFound ? 2 : 1;
+  };
+  auto source = ResolveWorkloadSource(a.source);
+  if (!source.ok()) return fail(source.status());
+  replay::RankBalanceOptions o;
+  o.layout_path = source->layout_path;
+  o.token_map_path = source->token_map_path;
+  o.layers.clear();
+  for (uint32_t t = 0; t < a.tables; ++t) o.layers.push_back(t);
+  o.rows_per_table = a.rows_per_table;
+  o.requests = source->requests;
+  o.rank_counts = a.ranks;
+  o.policy = a.policy;
+  o.pressure = a.pressure;
+  if (a.capacity_rows) o.capacity_rows = a.capacity_rows;
+  auto report = replay::RunRankBalance(o);
+  if (!report.ok()) return fail(report.status());
+  std::printf("%s", (a.json ? replay::FormatRankBalanceJsonLines(*report) : replay::FormatRankBalanceTable(*report))
+                        .c_str());
+  return Flushed("ranks");
+}
+
+CLI::App* RegisterRanksCommand(CLI::App& app, RanksArgs& a) {
+  CLI::App* cmd = app.add_subcommand(
+      "ranks", "Missed-row reads per tensor-parallel rank on the report's requests: strided vs contiguous slots");
+  AddWorkloadSourceOptions(cmd, a.source);
+  cmd->add_option("--tables", a.tables, "Layers 0..N-1 of the layout, each rank holding the same slots of each")
+      ->capture_default_str()->check(CLI::Range(1, 16));
+  cmd->add_option("--rows-per-table", a.rows_per_table,
+                  "Scale the layout to this many rows per table, as engram-demo does (default: the layout's primes)")
+      ->check(CLI::Range(uint64_t(1000), uint64_t(1) << 34));
+  cmd->add_option("--ranks", a.ranks, "Rank counts (1..slots per token), each split strided and contiguous")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
+  cmd->add_option("--policy", a.policy, "Cache policy (spec) of every rank's cache")->capture_default_str();
+  auto* capacity = cmd->add_option("--capacity-rows", a.capacity_rows,
+                                   "Unsharded cache rows per layer (default: distinct rows / pressure)")
+                       ->check(CLI::Range(uint64_t(1), std::numeric_limits<uint64_t>::max()));
+  cmd->add_option("--pressure", a.pressure, "Distinct rows / unsharded cache rows (the report: 0.78)")
+      ->capture_default_str()->check(engram::FiniteRange(0.01, 16.0))->excludes(capacity);
+  cmd->add_flag("--json", a.json, "One JSON object per (split, rank) instead of the table");
+  return cmd;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -400,6 +492,8 @@ int main(int argc, char** argv) {
   CLI::App* miss = engram::bench::RegisterMissCommand(app, miss_args);
   engram::bench::InPlaceArgs in_place_args;
   CLI::App* in_place = engram::bench::RegisterInPlaceCommand(app, in_place_args);
+  RanksArgs ranks_args;
+  CLI::App* ranks = RegisterRanksCommand(app, ranks_args);
   std::string log_level;
   engram::AddLogLevelOption(app, log_level);
   // A usage error (a bad value such as a depth of 0, a missing option) is
@@ -418,5 +512,6 @@ int main(int argc, char** argv) {
   if (*hit) return engram::bench::RunHitCommand(hit_args);
   if (*miss) return engram::bench::RunMissCommand(miss_args);
   if (*in_place) return engram::bench::RunInPlaceCommand(in_place_args);
+  if (*ranks) return RunRanks(ranks_args);
   return 2;
 }

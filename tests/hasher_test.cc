@@ -1,6 +1,7 @@
 // The Engram hasher against the public reference vectors (both layers, with
 // the token map and in identity mode), chunked hashing, the exact floor
 // modulo, and layout validation.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -36,16 +37,16 @@ nlohmann::json ReadJson(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
-NgramHasher MakeHasher(uint32_t layer, bool mapped) {
+std::shared_ptr<const TokenMap> V41TokenMap() {
+  auto m = TokenMap::FromFile(kHashDir + "/token-map.u32");
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return std::make_shared<TokenMap>(std::move(*m));
+}
+
+NgramHasher MakeHasher(uint32_t layer, bool mapped, std::vector<uint32_t> slots = {}) {
   auto layout = EngramHashLayout::FromFile(kHashDir + "/layout-v41.json", layer);
   EXPECT_TRUE(layout.ok()) << layout.status().ToString();
-  std::shared_ptr<const TokenMap> map;
-  if (mapped) {
-    auto m = TokenMap::FromFile(kHashDir + "/token-map.u32");
-    EXPECT_TRUE(m.ok()) << m.status().ToString();
-    map = std::make_shared<TokenMap>(std::move(*m));
-  }
-  auto h = NgramHasher::Create(*layout, map);
+  auto h = NgramHasher::Create(*layout, mapped ? V41TokenMap() : nullptr, std::move(slots));
   EXPECT_TRUE(h.ok()) << h.status().ToString();
   return std::move(*h);
 }
@@ -137,6 +138,139 @@ TEST(HasherTest, OutputTooSmallIsAnError) {
   std::vector<uint32_t> tokens = {5, 6};
   std::vector<uint64_t> out(47);
   EXPECT_EQ(hasher.Hash({}, tokens, out).code(), StatusCode::kInvalidArgument);
+}
+
+// The slot subsets a rank may hold: strided for every R the issue names,
+// contiguous splits, single slots and random subsets.
+std::vector<std::vector<uint32_t>> SlotSubsets() {
+  std::vector<std::vector<uint32_t>> subsets;
+  for (uint32_t ranks : {1u, 2u, 3u, 4u, 5u, 6u, 24u}) {
+    for (uint32_t rank = 0; rank < ranks; ++rank) subsets.push_back(*StridedRankSlots(24, ranks, rank));
+  }
+  for (uint32_t first : {0u, 6u, 12u, 18u}) {
+    std::vector<uint32_t> contiguous;
+    for (uint32_t s = first; s < first + 6; ++s) contiguous.push_back(s);
+    subsets.push_back(contiguous);
+  }
+  std::mt19937 rng(44);
+  for (int i = 0; i < 20; ++i) {
+    std::vector<uint32_t> random;
+    for (uint32_t s = 0; s < 24; ++s) {
+      if (rng() % 3 == 0) random.push_back(s);
+    }
+    if (random.empty()) random.push_back(rng() % 24);
+    subsets.push_back(random);
+  }
+  return subsets;
+}
+
+TEST(HasherTest, SlotSubsetIdsAreTheReferenceIdsMovedToThePackedOffsets) {
+  const nlohmann::json manifest = ReadJson(kHashDir + "/vectors/manifest.json");
+  const auto subsets = SlotSubsets();
+  size_t checked = 0;
+  for (bool mapped : {true, false}) {
+    for (uint32_t layer : {0u, 1u}) {
+      for (const auto& slots : subsets) {
+        const NgramHasher rank = MakeHasher(layer, mapped, slots);
+        const EngramHashLayout& layout = rank.layout();
+        ASSERT_EQ(rank.rows_per_token(), slots.size());
+        ASSERT_EQ(rank.slots(), slots);
+        // The packed table: each slot's range in turn, no gaps.
+        std::vector<uint64_t> full_offset, local_offset;
+        uint64_t rows = 0;
+        for (uint32_t s : slots) {
+          full_offset.push_back(layout.offsets[s / layout.heads][s % layout.heads]);
+          local_offset.push_back(rows);
+          rows += layout.primes[s / layout.heads][s % layout.heads];
+        }
+        ASSERT_EQ(rank.table_rows(), rows);
+        for (const auto& seq : manifest["sequences"]) {
+          const auto& files = seq["files"];
+          const auto tokens = ReadU32(kHashDir + "/vectors/" + files["tokens"]["file"].get<std::string>());
+          const auto expected = ReadU32(kHashDir + "/vectors/" +
+                                        files[mapped ? "rows_mapped" : "rows_identity"]["file"].get<std::string>());
+          auto ids = rank.Hash(tokens);
+          ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+          ASSERT_EQ(ids->size(), tokens.size() * slots.size());
+          for (size_t t = 0; t < tokens.size(); ++t) {
+            for (size_t j = 0; j < slots.size(); ++j) {
+              const uint64_t reference = expected[t * 48 + layer * 24 + slots[j]];
+              ASSERT_EQ((*ids)[t * slots.size() + j], reference - full_offset[j] + local_offset[j])
+                  << seq["name"] << (mapped ? " mapped" : " identity") << " layer " << layer << " position " << t
+                  << " slot " << slots[j];
+              ++checked;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 4u * 2000 * 24 * 7);
+}
+
+TEST(HasherTest, SlotSubsetChunkedWithHistoryEqualsWhole) {
+  const auto tokens = ReadU32(kHashDir + "/vectors/english_2000.tokens.u32");
+  const NgramHasher rank = MakeHasher(1, true, {1, 5, 9, 13, 17, 21});
+  auto whole = rank.Hash(tokens);
+  ASSERT_TRUE(whole.ok());
+  std::vector<uint64_t> chunked(whole->size());
+  std::span<const uint32_t> all(tokens);
+  for (size_t start = 0; start < tokens.size(); start += 7) {
+    const size_t n = std::min<size_t>(7, tokens.size() - start);
+    ASSERT_TRUE(rank.Hash(all.subspan(0, start), all.subspan(start, n),
+                          std::span<uint64_t>(chunked).subspan(start * 6, n * 6)).ok());
+  }
+  EXPECT_EQ(chunked, *whole);
+}
+
+TEST(HasherTest, AnEmptySlotListIsEverySlot) {
+  const NgramHasher every = MakeHasher(0, false, {});
+  EXPECT_EQ(every.rows_per_token(), 24u);
+  EXPECT_EQ(every.table_rows(), every.layout().total_rows);
+  const auto tokens = ReadU32(kHashDir + "/vectors/english_2000.tokens.u32");
+  std::vector<uint32_t> all_slots(24);
+  for (uint32_t s = 0; s < 24; ++s) all_slots[s] = s;
+  EXPECT_EQ(*every.Hash(tokens), *MakeHasher(0, false, all_slots).Hash(tokens));
+}
+
+TEST(HasherTest, SlotsOutOfRangeOrNotAscendingAreInvalid) {
+  auto layout = EngramHashLayout::FromFile(kHashDir + "/layout-v41.json", 0);
+  ASSERT_TRUE(layout.ok());
+  for (std::vector<uint32_t> bad : std::vector<std::vector<uint32_t>>{{24}, {3, 3}, {5, 2}, {0, 1u << 31}}) {
+    auto h = NgramHasher::Create(*layout, nullptr, bad);
+    ASSERT_FALSE(h.ok());
+    EXPECT_EQ(h.status().code(), StatusCode::kInvalidArgument) << h.status().ToString();
+  }
+  auto h = NgramHasher::Create(*layout, nullptr, {24});
+  EXPECT_NE(h.status().message().find("slot 24 is out of range"), std::string::npos) << h.status().ToString();
+}
+
+TEST(StridedRankSlotsTest, RanksHoldEverySlotOnceWithSizesDifferingByAtMostOne) {
+  for (uint32_t ranks = 1; ranks <= 24; ++ranks) {
+    std::vector<int> holder(24, -1);
+    for (uint32_t r = 0; r < ranks; ++r) {
+      auto slots = StridedRankSlots(24, ranks, r);
+      ASSERT_TRUE(slots.ok());
+      EXPECT_TRUE(std::is_sorted(slots->begin(), slots->end()));
+      EXPECT_GE(slots->size(), 24 / ranks);
+      EXPECT_LE(slots->size(), (24 + ranks - 1) / ranks);
+      for (uint32_t s : *slots) {
+        EXPECT_EQ(s % ranks, r);
+        EXPECT_EQ(holder[s], -1) << "slot " << s << " held twice";
+        holder[s] = static_cast<int>(r);
+      }
+    }
+    EXPECT_EQ(std::count(holder.begin(), holder.end(), -1), 0) << ranks << " ranks";
+  }
+  EXPECT_EQ(*StridedRankSlots(24, 5, 4), (std::vector<uint32_t>{4, 9, 14, 19}));
+}
+
+TEST(StridedRankSlotsTest, ZeroOrTooManyRanksAndRankPastTheEndAreInvalid) {
+  EXPECT_EQ(StridedRankSlots(24, 0, 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(StridedRankSlots(24, 25, 0).status().code(), StatusCode::kInvalidArgument);
+  auto past = StridedRankSlots(24, 4, 4);
+  EXPECT_EQ(past.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(past.status().message().find("rank 4"), std::string::npos) << past.status().ToString();
 }
 
 TEST(FloorModTest, MatchesInt128FloorModuloOnEdgeAndRandomValues) {

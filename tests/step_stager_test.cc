@@ -14,6 +14,8 @@
 #include "src/ngram/scaled_layout.h"
 #include "src/store/store_impl.h"
 #include "storage/mutex.h"
+#include "storage/rank_shard.h"
+#include "storage/table_writer.h"
 #include "tests/testing/temp_table.h"
 
 namespace engram {
@@ -25,12 +27,13 @@ constexpr uint32_t kRecordBytes = 264;
 class StepStagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    StoreOptions options;
+    std::vector<std::string> paths;
     for (uint32_t layer : {0u, 1u}) {
       auto full = EngramHashLayout::FromFile(kHashDir + "/layout-v41.json", layer);
       ASSERT_TRUE(full.ok()) << full.status().ToString();
       auto scaled = ScaleLayout(*full, 20000 + layer * 3000);
       ASSERT_TRUE(scaled.ok()) << scaled.status().ToString();
+      layouts_.push_back(*scaled);
       GenerateTableOptions g;
       g.rows = scaled->total_rows;
       g.record_bytes = kRecordBytes;
@@ -39,15 +42,10 @@ class StepStagerTest : public ::testing::Test {
       g.metadata["hash_layout"] = nlohmann::json::parse(scaled->ToJson());
       const std::string path = dir_.File("layer" + std::to_string(layer) + ".engram");
       ASSERT_TRUE(GenerateTable(path, g).ok());
-      TableOptions table;
-      table.path = path;
-      options.tables.push_back(table);
+      paths.push_back(path);
     }
-    options.cache_bytes = 4u << 20;
-    options.io_backend = "pread";
-    auto store = Store::Open(options);
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
+    store_ = OpenTables(paths, 4u << 20);
+    ASSERT_NE(store_, nullptr);
     auto map = TokenMap::FromFile(kHashDir + "/token-map.u32");
     ASSERT_TRUE(map.ok());
     map_ = std::make_shared<const TokenMap>(std::move(map).value());
@@ -74,7 +72,48 @@ class StepStagerTest : public ::testing::Test {
     return out;
   }
 
+  // Rank `rank` of `ranks` of a fixture layer, as engram-convert --ranks
+  // writes it: the strided slots' row ranges of the full table, packed in
+  // slot order, with the full layout and a rank_shard.
+  std::string WriteRankTable(uint32_t layer, uint32_t ranks, uint32_t rank) {
+    const EngramHashLayout& layout = layouts_[layer];
+    auto slots = StridedRankSlots(layout.rows_per_token(), ranks, rank);
+    EXPECT_TRUE(slots.ok());
+    TableWriterOptions o;
+    o.record_bytes = kRecordBytes;
+    o.sync = false;
+    o.metadata["hash_layout"] = nlohmann::json::parse(layout.ToJson());
+    o.metadata["rank_shard"] = RankShardJson({ranks, rank, *slots, 0x44, layout.total_rows});
+    const std::string path =
+        dir_.File("layer" + std::to_string(layer) + ".rank" + std::to_string(rank) + "-of-" + std::to_string(ranks) +
+                  ".engram");
+    auto writer = TableWriter::Create(path, o);
+    EXPECT_TRUE(writer.ok()) << writer.status().ToString();
+    for (const SlotRows& range : SlotRowRanges(layout, *slots)) {
+      for (uint64_t row = range.first_row; row < range.first_row + range.rows; ++row) {
+        EXPECT_TRUE((*writer)->AppendRecords(testing::ExpectedRow(100 + layer, row, kRecordBytes)).ok());
+      }
+    }
+    EXPECT_TRUE((*writer)->Finish().ok());
+    return path;
+  }
+
+  std::unique_ptr<Store> OpenTables(const std::vector<std::string>& paths, uint64_t cache_bytes = 2u << 20) {
+    StoreOptions options;
+    for (const std::string& path : paths) {
+      TableOptions table;
+      table.path = path;
+      options.tables.push_back(table);
+    }
+    options.cache_bytes = cache_bytes;
+    options.io_backend = "pread";
+    auto store = Store::Open(options);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(store).value() : nullptr;
+  }
+
   testing::TempDir dir_;
+  std::vector<EngramHashLayout> layouts_;
   std::unique_ptr<Store> store_;
   std::shared_ptr<const TokenMap> map_;
   std::vector<uint32_t> tokens_;
@@ -362,6 +401,57 @@ TEST_F(StepStagerTest, CreateRefusesTablesWithoutHashLayoutOrBadIndex) {
   EXPECT_NE(no_layout.status().message().find("hash_layout"), std::string::npos);
   auto bad_index = StepStager::Create(*store_, {0, 7}, nullptr);
   EXPECT_EQ(bad_index.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(StepStagerTest, EachRanksStageIsTheUnshardedStageAtItsSlots) {
+  auto full = StepStager::Create(*store_, {0, 1}, map_);
+  ASSERT_TRUE(full.ok());
+  std::span<const uint32_t> history(tokens_.data(), 200), step(tokens_.data() + 200, 500);
+  std::vector<std::byte> whole((*full)->OutputBytes(step.size()));
+  ASSERT_TRUE((*full)->Stage(history, step, whole.data()).status.ok());
+  const size_t n = step.size(), record = kRecordBytes;
+  for (uint32_t ranks : {2u, 5u}) {
+    for (uint32_t rank = 0; rank < ranks; ++rank) {
+      auto store = OpenTables({WriteRankTable(0, ranks, rank), WriteRankTable(1, ranks, rank)});
+      ASSERT_NE(store, nullptr);
+      auto stager = StepStager::Create(*store, {0, 1}, map_);
+      ASSERT_TRUE(stager.ok()) << stager.status().ToString();
+      const std::vector<uint32_t> slots = *StridedRankSlots(24, ranks, rank);
+      ASSERT_EQ((*stager)->rows_per_token(), slots.size());
+      ASSERT_EQ((*stager)->hasher(1).slots(), slots);
+      std::vector<std::byte> part((*stager)->OutputBytes(n));
+      ASSERT_EQ(part.size(), n * 2 * slots.size() * record);
+      StageResult r = (*stager)->Stage(history, step, part.data());
+      ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+      EXPECT_EQ(r.rows, n * 2 * slots.size());
+      // The all-gather formula: full[t][l][s] = part[slot_to_rank[s]][t][l][slot_index_in_rank[s]].
+      for (size_t t = 0; t < n; ++t) {
+        for (size_t l = 0; l < 2; ++l) {
+          for (size_t j = 0; j < slots.size(); ++j) {
+            ASSERT_EQ(std::memcmp(part.data() + ((t * 2 + l) * slots.size() + j) * record,
+                                  whole.data() + ((t * 2 + l) * 24 + slots[j]) * record, record),
+                      0)
+                << ranks << " ranks, rank " << rank << " token " << t << " layer " << l << " slot " << slots[j];
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(StepStagerTest, LayersHoldingDifferentSlotsAreRefused) {
+  auto store = OpenTables({WriteRankTable(0, 4, 1), WriteRankTable(1, 4, 2), dir_.File("layer1.engram")});
+  ASSERT_NE(store, nullptr);
+  auto other_rank = StepStager::Create(*store, {0, 1}, map_);
+  ASSERT_EQ(other_rank.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(other_rank.status().message().find("slots [2, 6, 10, 14, 18, 22]"), std::string::npos)
+      << other_rank.status().ToString();
+  EXPECT_NE(other_rank.status().message().find("slots [1, 5, 9, 13, 17, 21]"), std::string::npos)
+      << other_rank.status().ToString();
+  auto unsharded = StepStager::Create(*store, {0, 2}, map_);
+  ASSERT_EQ(unsharded.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(unsharded.status().message().find("every slot"), std::string::npos) << unsharded.status().ToString();
+  EXPECT_TRUE(StepStager::Create(*store, {1}, map_).ok());
 }
 
 }  // namespace

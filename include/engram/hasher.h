@@ -7,7 +7,8 @@
 //   mix_n(t) = XOR_{k<n} tok[t-k] * multipliers[k]       (int64, wrapping)
 //   row(t,n,h) = floor_mod(mix_n(t), primes[n][h]) + offsets[n][h]
 //
-// Row IDs are produced [position][order][head]. Row IDs depend only on the
+// Row IDs are produced [position][order][head], i.e. [position][slot] with
+// slot = order index * heads + head. Row IDs depend only on the
 // token sequence, so hashing a request chunk by chunk (passing the previous
 // tokens of the same request as history) gives the same IDs as hashing it
 // whole.
@@ -74,23 +75,48 @@ class TokenMap {
   std::vector<uint32_t> ids_;
 };
 
+// The slots (order index * heads + head) that rank `rank` of `ranks` holds
+// when a layer's slots are assigned strided: s with s % ranks == rank,
+// ascending. Striding spreads every order over the ranks, so each rank gets
+// a like share of the hot low-order rows. InvalidArgument unless
+// 1 <= ranks <= slot_count and rank < ranks.
+Result<std::vector<uint32_t>> StridedRankSlots(uint32_t slot_count, uint32_t ranks, uint32_t rank);
+
 class NgramHasher {
  public:
   // token_map may be null: raw IDs are then used as compressed IDs (identity
   // mode; products may wrap around int64 exactly as the reference does).
   static Result<NgramHasher> Create(EngramHashLayout layout, std::shared_ptr<const TokenMap> token_map = nullptr);
+  // A hasher for a subset of the layer's slots, as a rank table holds them:
+  // `slots` ascending, each < layout.rows_per_token(); empty = every slot
+  // (the same hasher as above). It produces slots.size() row IDs per token,
+  // [position][j], into the rank table whose rows are the slots' full-table
+  // ranges packed in that order:
+  //   row(t, j) = local_offset[j] + floor_mod(mix(t), prime[slots[j]])
+  // with local_offset the exclusive prefix sum of the chosen slots' primes.
+  // That is the full hasher's ID minus offsets[slots[j]] plus local_offset[j].
+  static Result<NgramHasher> Create(EngramHashLayout layout, std::shared_ptr<const TokenMap> token_map,
+                                    std::vector<uint32_t> slots);
 
+  // The full layer layout (also for a slot subset).
   const EngramHashLayout& layout() const { return layout_; }
   bool identity() const { return token_map_ == nullptr; }
-  uint32_t rows_per_token() const { return layout_.rows_per_token(); }
+  // The hashed slots, ascending (every slot of the layer unless a subset was given).
+  const std::vector<uint32_t>& slots() const { return slots_; }
+  // Row IDs produced per token: slots().size().
+  uint32_t rows_per_token() const { return static_cast<uint32_t>(slots_.size()); }
+  // Rows of the table these IDs index: the layout's total_rows, or the sum
+  // of the chosen slots' primes.
+  uint64_t table_rows() const { return table_rows_; }
   // How many previous tokens of a request affect a chunk's rows.
   uint32_t history_tokens() const { return layout_.max_order() - 1; }
 
   // Hashes `tokens`, which follow `history` (the previous raw tokens of the
   // same request, possibly empty; only its last history_tokens() matter) in
   // one request. Writes tokens.size() * rows_per_token() row IDs to out,
-  // [position][order][head]. OutOfRange names the position and token if a
-  // token (or history token) is outside the token map.
+  // [position][slot] (for every slot: [position][order][head]). OutOfRange
+  // names the position and token if a token (or history token) is outside
+  // the token map.
   Status Hash(std::span<const uint32_t> history, std::span<const uint32_t> tokens, std::span<uint64_t> out) const;
   // A whole request from its first token.
   Result<std::vector<uint64_t>> Hash(std::span<const uint32_t> tokens) const;
@@ -102,6 +128,8 @@ class NgramHasher {
   EngramHashLayout layout_;
   std::shared_ptr<const TokenMap> token_map_;
   std::shared_ptr<const Plan> plan_;
+  std::vector<uint32_t> slots_;
+  uint64_t table_rows_ = 0;
 };
 
 }  // namespace engram

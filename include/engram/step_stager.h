@@ -9,6 +9,17 @@
 //
 //   out[token][layer][slot][record_bytes]     slot = order index * heads + head
 //
+// A rank table (metadata "rank_shard", written by engram-convert --ranks)
+// holds only some slots (its "slots", ascending); the stager then hashes only
+// those, rows_per_token() is their count, and the slot axis of `out` runs
+// over the rank's slots in that order: out[token][layer][j] is slot
+// slots[j]. Gathering every rank's `out` rebuilds the full step as
+//
+//   full[:, :, s] = part[slot_to_rank[s]][:, :, slot_index_in_rank[s]]
+//
+// (the manifest's maps; for the strided assignment slot_to_rank[s] = s % R
+// and slot_index_in_rank[s] = s / R).
+//
 // Deduplication: the rows of one (order, head) slot lie in their own range of
 // the table ([offset, offset + prime)), so rows of different slots never
 // coincide. Each slot's rows for all tokens of the step go to the store as
@@ -126,8 +137,9 @@ class StepStager {
  public:
   // One layer per entry of `tables` (store table indexes, in output order).
   // Each table's metadata must hold a hash_layout; all tables must share
-  // record_bytes and rows_per_token. token_map null = identity mode (raw
-  // token IDs hashed as compressed IDs).
+  // record_bytes and rows_per_token, and hold the same slots (every slot, or
+  // one rank_shard slot list). token_map null = identity mode (raw token IDs
+  // hashed as compressed IDs).
   static Result<std::unique_ptr<StepStager>> Create(Store& store, std::vector<size_t> tables,
                                                     std::shared_ptr<const TokenMap> token_map);
   // Waits until every step it started has started all its layers' gathers.

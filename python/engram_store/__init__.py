@@ -117,9 +117,31 @@ API
     ``StageResult.layers`` holds each layer's result, whose
     ``wait_nanoseconds`` runs from the start of the stage to that layer's
     readiness.
-    ``Hasher(layout_path, layer=0, token_map=None).row_ids(tokens, history=None)``
+        A rank's store (``Store(manifest=..., rank=r)``: rank tables written
+        by ``engram-convert --ranks R``) hashes, caches and reads only the
+        rank's slots, and ``out`` is ``[tokens, layers, len(slots_of_rank),
+        record]`` (``stage_rows_per_token()`` slots); an ``out`` shaped for
+        another rank is a ``ValueError`` naming both shapes. ``out[:, :, j]``
+        is slot ``slots_of_rank[j]`` (ascending; the manifest's
+        ``rank_files[r]["slots"]``). After an all-gather of every rank's
+        ``out``, the model's ``[tokens, layers, 24, record]`` is::
+
+            full[:, :, s] = part[slot_to_rank[s]][:, :, slot_index_in_rank[s]]
+
+        with the manifest's ``slot_to_rank`` and ``slot_index_in_rank`` (for
+        the strided assignment, ``s % R`` and ``s // R``);
+        examples/serve_ranks.py does it with ``torch.distributed``.
+    ``Hasher(layout_path, layer=0, token_map=None, slots=None).row_ids(tokens, history=None)``
         The row IDs of ``engram-hash --layer``: uint64 ``[len(tokens),
-        rows_per_token]`` (24 for V4.1).
+        rows_per_token]`` (24 for V4.1). ``slots``: a rank's slots (ascending
+        ``order_index * heads + head``, e.g. ``strided_rank_slots(R, r)``);
+        the IDs are then ``[len(tokens), len(slots)]`` into that rank's table
+        (its slots' rows packed in slot order): the full ID minus the slot's
+        full-table offset plus the sum of the primes of the rank's earlier
+        slots. ``table_rows``: the rows those IDs index.
+    ``strided_rank_slots(ranks, rank, slot_count=24)``: the slots ``s`` with
+    ``s % ranks == rank``, ascending (what a rank table of ``engram-convert
+    --ranks`` holds).
 """
 
 import asyncio as _asyncio
@@ -133,6 +155,7 @@ from ._engram_store import (  # noqa: F401
     StageLayerResult,
     StageResult,
     _cxx_gather_seconds,
+    strided_rank_slots,
     _cxx_hash_gather_seconds,
 )
 from ._engram_store import Hasher as _Hasher
@@ -150,6 +173,7 @@ __all__ = [
     "Store",
     "get_log_level",
     "set_log_level",
+    "strided_rank_slots",
 ]
 
 # spdlog's level names by the lowest logging-module level each lets through
@@ -231,11 +255,21 @@ class Store(_Store):
         return False
 
 
+def _slot(value):
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"slots must be integers, not {type(value).__name__}")
+    value = value.__index__()
+    if value < 0:
+        raise ValueError(f"slot {value} is negative")
+    return value
+
+
 class Hasher(_Hasher):
     __doc__ = _Hasher.__doc__
 
-    def __init__(self, layout_path, layer=0, token_map=None):
-        super().__init__(_os.fsdecode(layout_path), layer, _path_or_array(token_map))
+    def __init__(self, layout_path, layer=0, token_map=None, slots=None):
+        super().__init__(_os.fsdecode(layout_path), layer, _path_or_array(token_map),
+                         [] if slots is None else [_slot(s) for s in slots])
 
 
 def _await(handle):

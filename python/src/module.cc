@@ -175,13 +175,24 @@ PYBIND11_MODULE(_engram_store, m) {
       .def("history_tokens", &PyStore::history_tokens, py::arg("layers") = py::none());
 
   py::class_<PyHasher>(m, "Hasher")
-      .def(py::init<const std::string&, uint32_t, py::handle>(), py::arg("layout_path"), py::arg("layer") = 0,
-           py::arg("token_map") = py::none())
+      .def(py::init<const std::string&, uint32_t, py::handle, std::vector<uint32_t>>(), py::arg("layout_path"),
+           py::arg("layer") = 0, py::arg("token_map") = py::none(), py::arg("slots") = std::vector<uint32_t>())
       .def("row_ids", &PyHasher::RowIds, py::arg("tokens"), py::arg("history") = py::none())
       .def_property_readonly("rows_per_token", [](const PyHasher& h) { return h.hasher().rows_per_token(); })
       .def_property_readonly("history_tokens", [](const PyHasher& h) { return h.hasher().history_tokens(); })
       .def_property_readonly("layer_id", [](const PyHasher& h) { return h.hasher().layout().layer_id; })
-      .def_property_readonly("total_rows", [](const PyHasher& h) { return h.hasher().layout().total_rows; });
+      .def_property_readonly("total_rows", [](const PyHasher& h) { return h.hasher().layout().total_rows; })
+      // A rank's hasher: the slots it hashes and the rows of its packed table.
+      .def_property_readonly("slots", [](const PyHasher& h) { return h.hasher().slots(); })
+      .def_property_readonly("table_rows", [](const PyHasher& h) { return h.hasher().table_rows(); });
+
+  m.def(
+      "strided_rank_slots",
+      [](uint32_t ranks, uint32_t rank, uint32_t slot_count) {
+        return ValueOrRaise(StridedRankSlots(slot_count, ranks, rank));
+      },
+      py::arg("ranks"), py::arg("rank"), py::arg("slot_count") = 24,
+      "The slots rank `rank` of `ranks` holds under the strided assignment: s with s % ranks == rank, ascending.");
 
   m.def("_set_log_level", &SetLibraryLogLevel, py::arg("level"), "Sets the library's log level by spdlog name.");
   m.def("_log_level", &LibraryLogLevel, "The library's log level, by spdlog name.");

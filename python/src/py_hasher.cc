@@ -11,15 +11,17 @@ namespace py = pybind11;
 namespace engram::python {
 namespace {
 
-NgramHasher Create(const std::string& layout_path, uint32_t layer, py::handle token_map) {
+NgramHasher Create(const std::string& layout_path, uint32_t layer, py::handle token_map,
+                   std::vector<uint32_t> slots) {
   EngramHashLayout layout = ValueOrRaise(EngramHashLayout::FromFile(layout_path, layer));
-  return ValueOrRaise(NgramHasher::Create(std::move(layout), TokenMapArgument(token_map)));
+  return ValueOrRaise(NgramHasher::Create(std::move(layout), TokenMapArgument(token_map), std::move(slots)));
 }
 
 }  // namespace
 
-PyHasher::PyHasher(const std::string& layout_path, uint32_t layer, py::handle token_map)
-    : hasher_(Create(layout_path, layer, token_map)) {}
+PyHasher::PyHasher(const std::string& layout_path, uint32_t layer, py::handle token_map,
+                   std::vector<uint32_t> slots)
+    : hasher_(Create(layout_path, layer, token_map, std::move(slots))) {}
 
 py::array_t<uint64_t> PyHasher::RowIds(py::handle tokens, py::handle history) const {
   const std::vector<uint32_t> step = TokenIds(tokens, "tokens");

@@ -417,10 +417,15 @@ std::unique_ptr<StageHandle> PyStore::StartStage(py::handle tokens, py::handle h
   }
   const std::vector<int64_t> want = {int64_t(n), int64_t(layer_count), int64_t(slots), int64_t(width)};
   if (v.shape() != want) {
+    // A rank's tables hold some of the slots: say so, since an out shaped
+    // for another rank (or for every slot) is the likely mistake.
+    const uint32_t layer_slots = stager->hasher(0).layout().rows_per_token();
+    const std::string slot_axis = slots == layer_slots ? "rows per token"
+                                                       : "this rank's slots, " + std::to_string(slots) + " of " +
+                                                             std::to_string(layer_slots);
     throw py::value_error("out must have shape [" + std::to_string(n) + ", " + std::to_string(layer_count) + ", " +
-                          std::to_string(slots) + ", " + std::to_string(width) +
-                          "] (tokens, layers, rows per token, " + (handle->fp8_ ? "values" : "record_bytes") +
-                          "), got " + v.Describe());
+                          std::to_string(slots) + ", " + std::to_string(width) + "] (tokens, layers, " + slot_axis +
+                          ", " + (handle->fp8_ ? "values" : "record_bytes") + "), got " + v.Describe());
   }
   if (!v.contiguous()) throw py::value_error("out must be C-contiguous: rows are written in place");
   if (async) RefuseMovableOut(v, "stage_async");

@@ -54,3 +54,36 @@ def test_history_makes_chunked_hashing_equal_whole(deepspeed_tokens):
     np.testing.assert_array_equal(np.concatenate(parts), whole)
     # Without history the first rows of a chunk differ (n-grams start at the pad).
     assert not np.array_equal(hasher.row_ids(tokens[97:194]), whole[97:194])
+
+
+@pytest.mark.parametrize("ranks", [2, 4, 5])
+def test_a_ranks_row_ids_are_the_reference_ids_moved_to_its_packed_offsets(ranks):
+    with open(LAYOUT_V41) as f:
+        layer = json.load(f)["layers"][1]
+    primes = np.array(layer["primes"], dtype=np.uint64).reshape(-1)
+    offsets = np.array(layer["offsets"], dtype=np.uint64).reshape(-1)
+    seq = sequences()[0]
+    tokens = np.fromfile(os.path.join(VECTORS, seq["files"]["tokens"]["file"]), dtype="<u4")
+    reference = np.fromfile(os.path.join(VECTORS, seq["files"]["rows_mapped"]["file"]),
+                            dtype="<u4").reshape(len(tokens), 2, 24)[:, 1].astype(np.uint64)
+    for rank in range(ranks):
+        slots = engram_store.strided_rank_slots(ranks, rank)
+        assert slots == [s for s in range(24) if s % ranks == rank]
+        hasher = engram_store.Hasher(LAYOUT_V41, layer=1, token_map=TOKEN_MAP, slots=slots)
+        assert hasher.rows_per_token == len(slots) and hasher.slots == slots
+        local = np.concatenate([[0], np.cumsum(primes[slots])[:-1]]).astype(np.uint64)
+        assert hasher.table_rows == int(primes[slots].sum())
+        np.testing.assert_array_equal(hasher.row_ids(tokens), reference[:, slots] - offsets[slots] + local)
+
+
+def test_bad_slots_and_ranks_are_value_or_type_errors():
+    for bad in ([24], [3, 3], [5, 2], [-1]):
+        with pytest.raises(ValueError):
+            engram_store.Hasher(LAYOUT_V41, slots=bad)
+    with pytest.raises(TypeError):
+        engram_store.Hasher(LAYOUT_V41, slots=[True])
+    with pytest.raises(ValueError, match="rank 4"):
+        engram_store.strided_rank_slots(4, 4)
+    for ranks in (0, 25):
+        with pytest.raises(ValueError):
+            engram_store.strided_rank_slots(ranks, 0)

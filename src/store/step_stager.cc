@@ -19,15 +19,42 @@ uint64_t NowNanoseconds() {
       .count();
 }
 
-Result<EngramHashLayout> TableHashLayout(const Store& store, size_t table) {
+// What a table's metadata says about hashing for it: the full layer layout,
+// and for a rank table ("rank_shard") the slots it holds.
+struct TableHashing {
+  EngramHashLayout layout;
+  std::vector<uint32_t> slots;  // empty: every slot (an unsharded table)
+};
+
+std::string SlotList(const std::vector<uint32_t>& slots) {
+  std::string text = "slots [";
+  for (size_t j = 0; j < slots.size(); ++j) text += (j ? ", " : "") + std::to_string(slots[j]);
+  return text + "]";
+}
+
+Result<TableHashing> ReadTableHashing(const Store& store, size_t table) {
   const std::string where = "table " + std::to_string(table);
   nlohmann::json meta = nlohmann::json::parse(store.metadata_json(table), nullptr, /*allow_exceptions=*/false);
   if (!meta.is_object()) return Status::InvalidArgument(where + ": metadata is not a JSON object");
   auto it = meta.find("hash_layout");
   if (it == meta.end()) return Status::InvalidArgument(where + ": metadata has no hash_layout (needed to hash tokens)");
+  TableHashing hashing;
   auto layout = EngramHashLayout::FromJson(it->dump());
   if (!layout.ok()) return layout.status().WithContext(where + " hash_layout");
-  return layout;
+  hashing.layout = std::move(layout).value();
+  auto shard = meta.find("rank_shard");
+  if (shard == meta.end()) return hashing;
+  const nlohmann::json* slots = shard->is_object() && shard->contains("slots") ? &(*shard)["slots"] : nullptr;
+  if (slots == nullptr || !slots->is_array() || slots->empty()) {
+    return Status::InvalidArgument(where + ": rank_shard has no non-empty \"slots\" array");
+  }
+  for (const nlohmann::json& s : *slots) {
+    if (!s.is_number_unsigned() || s.get<uint64_t>() > UINT32_MAX) {
+      return Status::InvalidArgument(where + ": rank_shard slot " + s.dump() + " is not a slot number");
+    }
+    hashing.slots.push_back(s.get<uint32_t>());
+  }
+  return hashing;
 }
 
 // Adds one gather's counts to its layer's, or one layer's to the step's.
@@ -74,23 +101,43 @@ Result<std::unique_ptr<StepStager>> StepStager::Create(Store& store, std::vector
   if (tables.empty()) return Status::InvalidArgument("StepStager needs at least one table");
   std::vector<NgramHasher> hashers;
   uint32_t rows_per_token = 0, record_bytes = 0;
+  bool first_is_rank_table = false;
   for (size_t i = 0; i < tables.size(); ++i) {
     const size_t t = tables[i];
     if (t >= store.table_count()) {
       return Status::InvalidArgument("table index " + std::to_string(t) + " out of range (store has " +
                                      std::to_string(store.table_count()) + " tables)");
     }
-    ENGRAM_ASSIGN_OR_RETURN(EngramHashLayout layout, TableHashLayout(store, t));
+    ENGRAM_ASSIGN_OR_RETURN(TableHashing hashing, ReadTableHashing(store, t));
+    const bool rank_table = !hashing.slots.empty();
+    ENGRAM_ASSIGN_OR_RETURN(NgramHasher hasher,
+                            NgramHasher::Create(std::move(hashing.layout), token_map, std::move(hashing.slots)));
+    if (rank_table && hasher.table_rows() != store.row_count(t)) {
+      return Status::InvalidArgument("table " + std::to_string(t) + " has " + std::to_string(store.row_count(t)) +
+                                     " rows, but the primes of its rank_shard " + SlotList(hasher.slots()) +
+                                     " sum to " + std::to_string(hasher.table_rows()));
+    }
+    // A step's output has one slot axis for every layer, so every layer must
+    // be hashed for the same slots (a rank's tables all come from one
+    // assignment).
     if (i == 0) {
-      rows_per_token = layout.rows_per_token();
+      first_is_rank_table = rank_table;
+    } else if ((rank_table || first_is_rank_table) && hasher.slots() != hashers[0].slots()) {
+      auto holds = [](bool rank, const NgramHasher& h) { return rank ? SlotList(h.slots()) : "every slot"; };
+      return Status::InvalidArgument("table " + std::to_string(t) + " holds " + holds(rank_table, hasher) +
+                                     "; the first layer (table " + std::to_string(tables[0]) + ") holds " +
+                                     holds(first_is_rank_table, hashers[0]) +
+                                     ": every staged layer must hold the same slots");
+    }
+    if (i == 0) {
+      rows_per_token = hasher.rows_per_token();
       record_bytes = store.record_bytes(t);
-    } else if (layout.rows_per_token() != rows_per_token || store.record_bytes(t) != record_bytes) {
-      return Status::InvalidArgument("table " + std::to_string(t) + " has " + std::to_string(layout.rows_per_token()) +
+    } else if (hasher.rows_per_token() != rows_per_token || store.record_bytes(t) != record_bytes) {
+      return Status::InvalidArgument("table " + std::to_string(t) + " has " + std::to_string(hasher.rows_per_token()) +
                                      " rows per token and " + std::to_string(store.record_bytes(t)) +
                                      "-byte records; the first layer has " + std::to_string(rows_per_token) +
                                      " and " + std::to_string(record_bytes));
     }
-    ENGRAM_ASSIGN_OR_RETURN(NgramHasher hasher, NgramHasher::Create(std::move(layout), token_map));
     hashers.push_back(std::move(hasher));
   }
   return std::unique_ptr<StepStager>(
