@@ -73,8 +73,10 @@ std::string EncodeHotSet(const std::vector<HotSetTable>& tables) {
 
 Result<std::vector<HotSetTable>> DecodeHotSet(const std::string& bytes) {
   auto corrupt = [](const std::string& why) { return Status::Corruption("hot set: " + why); };
+  if (bytes.size() < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
+    return corrupt("not a hot-set file (bad magic)");
+  }
   if (bytes.size() < sizeof kMagic + 8 + 8) return corrupt("truncated (" + std::to_string(bytes.size()) + " B)");
-  if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) return corrupt("not a hot-set file (bad magic)");
   const size_t body = bytes.size() - 8;
   if (LoadLe64(reinterpret_cast<const std::byte*>(bytes.data()) + body) != BlockHash(bytes.data(), body, 0)) {
     return corrupt("checksum mismatch (truncated or corrupt)");
