@@ -17,6 +17,9 @@ namespace {
 
 // How long warming waits for gathers in flight before it issues a batch anyway.
 constexpr auto kYieldToGathers = std::chrono::milliseconds(1);
+// Rows taken at a time from the hot set, most valuable first, and read in
+// row order.
+constexpr size_t kWarmChunkRows = 4096;
 
 }  // namespace
 
@@ -108,46 +111,66 @@ void HotSetKeeper::Warm(std::vector<std::vector<HotSetRow>> rows) {
 size_t HotSetKeeper::WarmTable(size_t table, const std::vector<HotSetRow>& rows) {
   TableState& t = store_->table_state(table);
   RowCache& cache = *t.cache;
-  const size_t batch_rows = std::clamp<size_t>(store_->queue_depth() / 8, 1, 16);
-  size_t next = 0;
-  while (next < rows.size()) {
-    {
-      MutexLock lock(&mu_);
-      const auto give_up = std::chrono::steady_clock::now() + kYieldToGathers;
-      while (!stop_ && store_->GathersInFlight() > 0 && std::chrono::steady_clock::now() < give_up) {
-        changed_.WaitUntil(&mu_, std::min(give_up, std::chrono::steady_clock::now() + std::chrono::microseconds(50)));
+  const TableGeometry& g = t.file->geometry();
+  const size_t busy_blocks = std::clamp<size_t>(store_->queue_depth() / 8, 1, 16);
+  const size_t idle_blocks = std::clamp<size_t>(store_->queue_depth() / 2, 1, 64);
+  size_t done = 0;
+  while (done < rows.size()) {
+    // The next most valuable rows, in row order: rows sharing a block are
+    // then read by one read (a hot set names many rows of each block).
+    const size_t chunk_end = std::min(rows.size(), done + kWarmChunkRows);
+    std::vector<HotSetRow> chunk(rows.begin() + done, rows.begin() + chunk_end);
+    std::sort(chunk.begin(), chunk.end(), [](const HotSetRow& a, const HotSetRow& b) { return a.row_id < b.row_id; });
+    size_t next = 0;
+    while (next < chunk.size()) {
+      bool busy;
+      {
+        MutexLock lock(&mu_);
+        const auto give_up = std::chrono::steady_clock::now() + kYieldToGathers;
+        while (!stop_ && store_->GathersInFlight() > 0 && std::chrono::steady_clock::now() < give_up) {
+          changed_.WaitUntil(&mu_, std::min(give_up, std::chrono::steady_clock::now() + std::chrono::microseconds(50)));
+        }
+        if (stop_) return done + next;
+        busy = store_->GathersInFlight() > 0;
       }
-      if (stop_) break;
-    }
-    if (cache.Stats().resident_rows >= cache.capacity_rows()) break;
-    const size_t end = std::min(rows.size(), next + batch_rows);
-    std::vector<HotSetRow> batch(rows.begin() + next, rows.begin() + end);
-    std::vector<uint64_t> ids;
-    for (const HotSetRow& r : batch) ids.push_back(r.row_id);
-    {
+      if (cache.Stats().resident_rows >= cache.capacity_rows()) return done + next;
+      // The rows of at most `blocks` blocks: fewer while gathers are in flight.
+      const size_t blocks = busy ? busy_blocks : idle_blocks;
+      size_t end = next, blocks_taken = 0;
+      for (uint64_t last_block = UINT64_MAX; end < chunk.size(); ++end) {
+        const uint64_t block = g.BlockOfRow(chunk[end].row_id);
+        if (block != last_block && ++blocks_taken > blocks) break;
+        last_block = block;
+      }
+      std::span<const HotSetRow> batch(chunk.data() + next, end - next);
+      std::vector<uint64_t> ids;
+      for (const HotSetRow& r : batch) ids.push_back(r.row_id);
+      {
+        MutexLock lock(&mu_);
+        batch_pending_ = 1;
+      }
+      ReadRowsVerified(
+          store_, table, std::move(ids), "warm start",
+          [&t, batch](uint64_t row, bool ok, std::span<const std::byte> bytes) {
+            // batch is in row order.
+            auto it = std::lower_bound(batch.begin(), batch.end(), row,
+                                       [](const HotSetRow& r, uint64_t id) { return r.row_id < id; });
+            const uint32_t estimate = it != batch.end() && it->row_id == row ? it->estimate : 0;
+            const bool warmed = ok && t.cache->InsertIntoFreeWay(row, bytes, estimate);
+            t.counters.Add(warmed ? t.counters.warm_rows : t.counters.warm_skipped_rows, 1);
+          },
+          [this] {
+            MutexLock lock(&mu_);
+            batch_pending_ = 0;
+            changed_.SignalAll();
+          });
       MutexLock lock(&mu_);
-      batch_pending_ = 1;
+      while (batch_pending_ != 0) changed_.Wait(&mu_);
+      next = end;
     }
-    ReadRowsVerified(
-        store_, table, std::move(ids), "warm start",
-        [&t, batch](uint64_t row, bool ok, std::span<const std::byte> bytes) {
-          uint32_t estimate = 0;
-          for (const HotSetRow& r : batch) {
-            if (r.row_id == row) estimate = r.estimate;
-          }
-          const bool warmed = ok && t.cache->InsertIntoFreeWay(row, bytes, estimate);
-          t.counters.Add(warmed ? t.counters.warm_rows : t.counters.warm_skipped_rows, 1);
-        },
-        [this] {
-          MutexLock lock(&mu_);
-          batch_pending_ = 0;
-          changed_.SignalAll();
-        });
-    MutexLock lock(&mu_);
-    while (batch_pending_ != 0) changed_.Wait(&mu_);
-    next = end;
+    done = chunk_end;
   }
-  return next;
+  return done;
 }
 
 void HotSetKeeper::SaveEvery(double interval_seconds) {

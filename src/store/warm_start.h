@@ -3,10 +3,13 @@
 // hot_set_interval_seconds, and at open reads the saved rows back into the
 // caches in the background.
 //
-// Warming yields to gathers: it keeps at most a few blocks in flight (an
-// eighth of queue_depth, at most 16), waits while gathers are in flight
-// (for a millisecond at most, then issues one more batch, so that it still
-// advances under constant load), and places rows only into free ways
+// Warming yields to gathers: it has one batch of reads in flight at a time,
+// of at most an eighth of queue_depth blocks (16 at most) while gathers are
+// in flight and half of it (64 at most) while none are; before each batch it
+// waits while gathers are in flight (for a millisecond at most, then issues a
+// small batch, so that it still advances under constant load). It takes the
+// saved rows most valuable first, 4,096 at a time, each group read in row
+// order so that rows of one block share a read; and it places rows only into free ways
 // (RowCache::InsertIntoFreeWay): it never evicts a row a gather brought in,
 // and stops for a table once its cache is full. Rows are read through the
 // verified block path (ReadRowsVerified), so the hot set names rows, never
