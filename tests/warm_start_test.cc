@@ -71,6 +71,29 @@ size_t HotSetWarnings(const std::string& log) {
   return n;
 }
 
+// Opens a store, waits for its warm-up, gathers 300 random rows exactly and
+// closes it; returns the rows it warmed.
+uint64_t WarmUpAndGather(const StoreOptions& options, uint64_t seed) {
+  auto store = Store::Open(options);
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  if (!store.ok()) return 0;
+  (*store)->WaitForWarmUp();
+  const uint64_t warmed = (*store)->Stats(0).warm_rows;
+  GatherExact(**store, RandomRows(300, seed));
+  return warmed;
+}
+
+// The stores of these tests: one small table, a cache of a third of it, pread.
+StoreOptions WarmStartOptions(const std::string& table, const std::string& hot_set, double interval_seconds = 0) {
+  StoreOptions o;
+  o.tables = {TableOptions{table, "", 0}};
+  o.hot_set_path = hot_set;
+  o.hot_set_interval_seconds = interval_seconds;
+  o.cache_bytes = kCacheBytes;
+  o.io_backend = "pread";
+  return o;
+}
+
 class WarmStartTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -79,14 +102,7 @@ class WarmStartTest : public ::testing::Test {
     hot_set_ = dir_.File("hot.set");
   }
 
-  StoreOptions Options() const {
-    StoreOptions o;
-    o.tables.push_back({table_, "", 0});
-    o.cache_bytes = kCacheBytes;
-    o.io_backend = "pread";
-    o.hot_set_path = hot_set_;
-    return o;
-  }
+  StoreOptions Options() const { return WarmStartOptions(table_, hot_set_); }
 
   // Runs a store over `ids` and closes it (saving the hot set); returns the
   // rows it held at close.
@@ -127,13 +143,7 @@ TEST_F(WarmStartTest, RowsResidentAtCloseAreByteExactHitsAfterReopenAndWarmUp) {
 
 TEST_F(WarmStartTest, MissingHotSetIsAColdStartWithoutWarning) {
   testing::CapturedLog log;
-  {
-    auto store = Store::Open(Options());
-    ASSERT_TRUE(store.ok());
-    (*store)->WaitForWarmUp();
-    EXPECT_EQ((*store)->Stats(0).warm_rows, 0u);
-    GatherExact(**store, RandomRows(200, 2));
-  }
+  EXPECT_EQ(WarmUpAndGather(Options(), 2), 0u);
   EXPECT_EQ(HotSetWarnings(log.text()), 0u) << log.text();
   EXPECT_NE(log.text().find("no hot set"), std::string::npos) << log.text();
   EXPECT_TRUE(std::filesystem::exists(hot_set_)) << "the close saved one";
@@ -259,13 +269,8 @@ TEST_F(WarmStartTest, PeriodicSavesReplaceTheHotSetWhileTheStoreRuns) {
 TEST(WarmStartChild, SavesHotSetsUntilKilled) {
   const char* dir = std::getenv("ENGRAM_HOT_SET_CHILD");
   if (dir == nullptr) GTEST_SKIP() << "started by WarmStartTest.KillDuringSaveLeavesAHotSetThatLoads";
-  StoreOptions o;
-  o.tables.push_back({std::string(dir) + "/layer1.engram", "", 0});
-  o.cache_bytes = kCacheBytes;
-  o.io_backend = "pread";
-  o.hot_set_path = std::string(dir) + "/hot.set";
-  o.hot_set_interval_seconds = 0.0001;
-  auto store = Store::Open(o);
+  auto store =
+      Store::Open(WarmStartOptions(std::string(dir) + "/layer1.engram", std::string(dir) + "/hot.set", 0.0001));
   ASSERT_TRUE(store.ok());
   std::vector<std::byte> buf(512 * kRecord);
   for (uint64_t g = 0;; ++g) {
@@ -315,15 +320,7 @@ TEST_F(WarmStartTest, KillDuringSaveLeavesAHotSetThatLoads) {
     EXPECT_FALSE((*saved)[0].rows.empty());
     // It loads: a store warms from it without a warning.
     testing::CapturedLog log;
-    StoreOptions o = Options();
-    o.hot_set_path = hot_set_;
-    {
-      auto store = Store::Open(o);
-      ASSERT_TRUE(store.ok());
-      (*store)->WaitForWarmUp();
-      EXPECT_GT((*store)->Stats(0).warm_rows, 0u);
-      GatherExact(**store, RandomRows(300, 5));
-    }
+    EXPECT_GT(WarmUpAndGather(Options(), 5), 0u);
     EXPECT_EQ(HotSetWarnings(log.text()), 0u) << log.text();
   }
   // How many kills landed mid-save (a temporary file left behind): reported,

@@ -85,23 +85,27 @@ std::string RestartReport::Format() const {
                 first_gathers, before.HitRate(0, first_gathers), before.HitRate(0, before.hits.size()),
                 before.hits.size());
   out += line;
-  std::snprintf(line, sizeof line, "%-22s %12s %10s %16s %14s %12s %12s\n", "after restart", "first hits", "x ref",
-                "gathers to 95%", "seconds to 95%", "warm rows", "warm-up s");
+  std::snprintf(line, sizeof line, "%-16s %10s %7s %14s %16s %18s %10s %10s\n", "after restart", "first hits",
+                "x ref", "gathers to 95%", "s to 95% (open)", "s to 95% (1st gather)", "warm rows", "warm-up s");
   out += line;
   const size_t cold_reach = after.empty() ? 0 : GathersToReach(after[0]);
   for (const RestartCurve& c : after) {
     const double first = c.HitRate(0, first_gathers);
     const double ref = before.HitRate(0, first_gathers);
     const size_t reach_g = GathersToReach(c);
-    std::snprintf(line, sizeof line, "%-22s %12.4f %10.3f %16s %14s %12llu %12.3f\n", c.name.c_str(), first,
+    std::snprintf(line, sizeof line, "%-16s %10.4f %7.3f %14s %16s %18s %10llu %10.3f\n", c.name.c_str(), first,
                   ref > 0 ? first / ref : 0.0, reach_g ? std::to_string(reach_g).c_str() : "never",
-                  reach_g ? std::to_string(c.seconds[reach_g - 1]).c_str() : "-", (unsigned long long)c.warm_rows,
-                  c.warm_up_seconds);
+                  reach_g ? std::to_string(c.seconds[reach_g - 1]).c_str() : "-",
+                  reach_g ? std::to_string(c.seconds[reach_g - 1] - c.warm_up_seconds).c_str() : "-",
+                  (unsigned long long)c.warm_rows, c.warm_up_seconds);
     out += line;
     if (&c != &after[0] && reach_g && cold_reach) {
-      std::snprintf(line, sizeof line, "%-22s %s reaches 95%% %.1fx sooner than cold in gathers, %.1fx in seconds\n", "",
+      std::snprintf(line, sizeof line,
+                    "  %s reaches 95%% %.1fx sooner than cold in gathers, %.2fx in seconds since open, %.1fx in "
+                    "seconds since its first gather\n",
                     c.name.c_str(), double(cold_reach) / double(reach_g),
-                    after[0].seconds[cold_reach - 1] / c.seconds[reach_g - 1]);
+                    after[0].seconds[cold_reach - 1] / c.seconds[reach_g - 1],
+                    after[0].seconds[cold_reach - 1] / std::max(1e-9, c.seconds[reach_g - 1] - c.warm_up_seconds));
       out += line;
     }
   }
