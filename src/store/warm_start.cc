@@ -20,6 +20,8 @@ constexpr auto kYieldToGathers = std::chrono::milliseconds(1);
 // Rows taken at a time from the hot set, most valuable first, and read in
 // row order.
 constexpr size_t kWarmChunkRows = 4096;
+// Batches in flight at once while no gather is.
+constexpr size_t kIdleBatchesInFlight = 4;
 
 }  // namespace
 
@@ -122,6 +124,12 @@ size_t HotSetKeeper::WarmTable(size_t table, const std::vector<HotSetRow>& rows)
     std::vector<HotSetRow> chunk(rows.begin() + done, rows.begin() + chunk_end);
     std::sort(chunk.begin(), chunk.end(), [](const HotSetRow& a, const HotSetRow& b) { return a.row_id < b.row_id; });
     size_t next = 0;
+    // Batches of this chunk still in flight land before the chunk (which
+    // their landing reads) goes, and before this returns.
+    auto drain = [this] {
+      MutexLock lock(&mu_);
+      while (batch_pending_ != 0) changed_.Wait(&mu_);
+    };
     while (next < chunk.size()) {
       bool busy;
       {
@@ -130,10 +138,25 @@ size_t HotSetKeeper::WarmTable(size_t table, const std::vector<HotSetRow>& rows)
         while (!stop_ && store_->GathersInFlight() > 0 && std::chrono::steady_clock::now() < give_up) {
           changed_.WaitUntil(&mu_, std::min(give_up, std::chrono::steady_clock::now() + std::chrono::microseconds(50)));
         }
-        if (stop_) return done + next;
         busy = store_->GathersInFlight() > 0;
+        // One batch in flight beside gathers, a few when the device is ours.
+        const size_t max_in_flight = busy ? 1 : kIdleBatchesInFlight;
+        while (!stop_ && batch_pending_ >= max_in_flight) changed_.Wait(&mu_);
+        if (stop_) {
+          lock.Unlock();
+          drain();
+          return done + next;
+        }
+        ++batch_pending_;
       }
-      if (cache.Stats().resident_rows >= cache.capacity_rows()) return done + next;
+      if (cache.Stats().resident_rows >= cache.capacity_rows()) {
+        {
+          MutexLock lock(&mu_);
+          --batch_pending_;
+        }
+        drain();
+        return done + next;
+      }
       // The rows of at most `blocks` blocks: fewer while gathers are in flight.
       const size_t blocks = busy ? busy_blocks : idle_blocks;
       size_t end = next, blocks_taken = 0;
@@ -145,10 +168,6 @@ size_t HotSetKeeper::WarmTable(size_t table, const std::vector<HotSetRow>& rows)
       std::span<const HotSetRow> batch(chunk.data() + next, end - next);
       std::vector<uint64_t> ids;
       for (const HotSetRow& r : batch) ids.push_back(r.row_id);
-      {
-        MutexLock lock(&mu_);
-        batch_pending_ = 1;
-      }
       ReadRowsVerified(
           store_, table, std::move(ids), "warm start",
           [&t, batch](uint64_t row, bool ok, std::span<const std::byte> bytes) {
@@ -161,13 +180,12 @@ size_t HotSetKeeper::WarmTable(size_t table, const std::vector<HotSetRow>& rows)
           },
           [this] {
             MutexLock lock(&mu_);
-            batch_pending_ = 0;
+            --batch_pending_;
             changed_.SignalAll();
           });
-      MutexLock lock(&mu_);
-      while (batch_pending_ != 0) changed_.Wait(&mu_);
       next = end;
     }
+    drain();
     done = chunk_end;
   }
   return done;

@@ -3,9 +3,9 @@
 // hot_set_interval_seconds, and at open reads the saved rows back into the
 // caches in the background.
 //
-// Warming yields to gathers: it has one batch of reads in flight at a time,
-// of at most an eighth of queue_depth blocks (16 at most) while gathers are
-// in flight and half of it (64 at most) while none are; before each batch it
+// Warming yields to gathers: while gathers are in flight it has one batch of
+// reads in flight, of at most an eighth of queue_depth blocks (16 at most);
+// while none are, up to 4 batches of half of it (64 at most); before each batch it
 // waits while gathers are in flight (for a millisecond at most, then issues a
 // small batch, so that it still advances under constant load). It takes the
 // saved rows most valuable first, 4,096 at a time, each group read in row
@@ -72,7 +72,7 @@ class HotSetKeeper {
   CondVar changed_;
   bool stop_ GUARDED_BY(mu_) = false;
   bool warm_done_ GUARDED_BY(mu_) = false;
-  // Rows of the warming batch in flight that have not landed yet.
+  // Warming batches issued and not yet landed.
   size_t batch_pending_ GUARDED_BY(mu_) = 0;
 
   Mutex save_mu_;  // serializes Save (the periodic thread and close)
