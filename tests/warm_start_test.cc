@@ -208,6 +208,22 @@ TEST_F(WarmStartTest, HotSetThatIsNotAHotSetIsIgnoredWithOneWarning) {
   ExpectIgnoredWithOneWarning(Options(), "bad magic");
 }
 
+TEST_F(WarmStartTest, HotSetPathThatIsTheTableIsRefusedAndTheTableKeepsItsBytes) {
+  const auto size = std::filesystem::file_size(table_);
+  const std::string link = dir_.File("link.set");
+  std::filesystem::create_symlink(table_, link);
+  for (const std::string& path : {table_, link}) {
+    StoreOptions o = Options();
+    o.hot_set_path = path;
+    auto store = Store::Open(o);
+    ASSERT_FALSE(store.ok()) << path;
+    EXPECT_EQ(store.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(store.status().message().find("hot_set_path"), std::string::npos) << store.status().ToString();
+  }
+  EXPECT_EQ(std::filesystem::file_size(table_), size);
+  GatherExact(**Store::Open(WarmStartOptions(table_, "")), RandomRows(100, 9));
+}
+
 TEST_F(WarmStartTest, EveryTruncationOfAHotSetIsRefusedAsCorrupt) {
   HotSetTable t{0x1234, 100, kRecord, "default", 64, {{5, 3}, {7, 1}, {99, 0}}};
   const std::string bytes = EncodeHotSet({t, t});

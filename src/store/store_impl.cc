@@ -1,6 +1,7 @@
 #include "src/store/store_impl.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -127,15 +128,18 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
     ENGRAM_ASSIGN_OR_RETURN(HttpEndpointOptions parsed, ParseListenAddress(options.metrics_listen));
     http = parsed;
   }
-  if (!options.trace_path.empty()) {
-    // The trace must not be any file the store reads.
-    std::vector<std::string> inputs;
-    for (const auto& t : store->tables_) {
-      inputs.push_back(t->file->path());
-      if (t->file->is_reference()) {
-        for (const ReferenceShard& shard : t->file->reference()->shards()) inputs.push_back(shard.path);
-      }
+  // The files the store writes (trace, hot set) must not be any it reads.
+  std::vector<std::string> inputs;
+  for (const auto& t : store->tables_) {
+    inputs.push_back(t->file->path());
+    if (t->file->is_reference()) {
+      for (const ReferenceShard& shard : t->file->reference()->shards()) inputs.push_back(shard.path);
     }
+  }
+  if (struct stat st {}; !options.hot_set_path.empty() && ::stat(options.hot_set_path.c_str(), &st) == 0) {
+    ENGRAM_RETURN_IF_ERROR(CheckNotAnInput("hot_set_path", options.hot_set_path, st, inputs));
+  }
+  if (!options.trace_path.empty()) {
     ENGRAM_ASSIGN_OR_RETURN(store->trace_, TraceWriter::Open(options.trace_path, inputs));
   }
   if (http) {
