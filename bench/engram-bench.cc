@@ -7,6 +7,7 @@
 //   gather  the row-cache report's five-request workload through a real store
 //           on generated tables: per request hit rate, evictions, refusals,
 //           wall time, rows/s and readiness wait split into cache and disk
+//   restart the hit rate after a restart, cold against warm (hot set)
 //   hit     gathers of resident rows vs a flat memcpy gather (hit_ratio)
 //   miss    all-miss gathers on a fresh store vs raw reads and fio
 //           (miss_ratio_raw, miss_ratio_fio, latency at QD 1); both in
@@ -39,6 +40,7 @@
 #include "src/iobench/read_benchmark.h"
 #include "src/replay/rank_balance.h"
 #include "src/workload/report_workload.h"
+#include "src/workload/restart_run.h"
 #include "storage/table_file.h"
 
 namespace {
@@ -303,39 +305,50 @@ struct GatherArgs {
   bool json = false;
 };
 
+// The workload and the per-table budget the gather and restart commands run:
+// the report's requests (each cut into chunks of chunk_tokens when nonzero)
+// or --request files, on generated tables.
+engram::Result<engram::ReportWorkload> PrepareWorkload(const GatherArgs& a, uint64_t chunk_tokens, uint64_t* budget) {
+  using namespace engram;
+  ENGRAM_ASSIGN_OR_RETURN(WorkloadSource source, ResolveWorkloadSource(a.source));
+  ReportWorkloadOptions wo;
+  wo.work_dir = a.work_dir;
+  wo.layout_path = source.layout_path;
+  wo.token_map_path = source.token_map_path;
+  wo.layers.clear();
+  for (uint32_t t = 0; t < a.tables; ++t) wo.layers.push_back(t);
+  wo.rows_per_table = a.rows_per_table;
+  wo.requests = source.requests;
+  if (source.report_requests) wo.request_names = ReportRequestNames();
+  if (chunk_tokens != 0) {
+    for (auto& r : wo.requests) r.split = {replay::SplitSpec::Kind::kChunkTokens, chunk_tokens};
+  }
+  auto log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  ENGRAM_ASSIGN_OR_RETURN(ReportWorkload workload, PrepareReportWorkload(wo, log));
+
+  // Budget: explicit bytes, or the bytes at which the legacy cache has the
+  // requested number of slots (by default: distinct rows / pressure, the
+  // report's 1 GiB fill). Every policy gets the same bytes.
+  *budget = uint64_t(a.budget_mib * 1048576.0);
+  uint64_t capacity = a.capacity_rows ? a.capacity_rows : uint64_t(double(workload.distinct_rows_max) / a.pressure);
+  if (*budget == 0) {
+    ENGRAM_ASSIGN_OR_RETURN(*budget, BudgetForCapacity("legacy", capacity, workload.record_bytes));
+  }
+  std::fprintf(stderr, "%zu table(s) of %llu rows; %llu distinct rows per table; budget %.2f MiB per table\n",
+               workload.table_paths.size(), (unsigned long long)workload.layouts[0].total_rows,
+               (unsigned long long)workload.distinct_rows_max, double(*budget) / 1048576.0);
+  return workload;
+}
+
 int RunGather(const GatherArgs& a) {
   using namespace engram;
   auto fail = [](const Status& s) {
     std::fprintf(stderr, "engram-bench gather: %s\n", s.ToString().c_str());
     return 1;
   };
-  auto source = ResolveWorkloadSource(a.source);
-  if (!source.ok()) return fail(source.status());
-  ReportWorkloadOptions wo;
-  wo.work_dir = a.work_dir;
-  wo.layout_path = source->layout_path;
-  wo.token_map_path = source->token_map_path;
-  wo.layers.clear();
-  for (uint32_t t = 0; t < a.tables; ++t) wo.layers.push_back(t);
-  wo.rows_per_table = a.rows_per_table;
-  wo.requests = source->requests;
-  if (source->report_requests) wo.request_names = ReportRequestNames();
-  auto workload = PrepareReportWorkload(wo, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+  uint64_t budget = 0;
+  auto workload = PrepareWorkload(a, 0, &budget);
   if (!workload.ok()) return fail(workload.status());
-
-  // Budget: explicit bytes, or the bytes at which the legacy cache has the
-  // requested number of slots (by default: distinct rows / pressure, the
-  // report's 1 GiB fill). Every policy gets the same bytes.
-  uint64_t budget = uint64_t(a.budget_mib * 1048576.0);
-  uint64_t capacity = a.capacity_rows ? a.capacity_rows : uint64_t(double(workload->distinct_rows_max) / a.pressure);
-  if (budget == 0) {
-    auto b = BudgetForCapacity("legacy", capacity, workload->record_bytes);
-    if (!b.ok()) return fail(b.status());
-    budget = *b;
-  }
-  std::fprintf(stderr, "%zu table(s) of %llu rows; %llu distinct rows per table; budget %.2f MiB per table\n",
-               workload->table_paths.size(), (unsigned long long)workload->layouts[0].total_rows,
-               (unsigned long long)workload->distinct_rows_max, double(budget) / 1048576.0);
 
   std::unique_ptr<WorkloadMetricsServer> metrics;
   if (!a.listen.empty()) {
@@ -382,9 +395,9 @@ int RunGather(const GatherArgs& a) {
   return 0;
 }
 
-CLI::App* RegisterGatherCommand(CLI::App& app, GatherArgs& a) {
-  CLI::App* cmd = app.add_subcommand(
-      "gather", "The row-cache report's five requests through a real store on generated V4.1-shaped tables");
+// The options that choose the workload, its tables and their cache (gather
+// and restart).
+void AddWorkloadOptions(CLI::App* cmd, GatherArgs& a) {
   AddWorkloadSourceOptions(cmd, a.source);
   cmd->add_option("--tables", a.tables, "Tables: layers 0..N-1 of the layout (at most its layer count; V4.1 has 2)")
       ->capture_default_str()->check(CLI::Range(1, 16));
@@ -405,7 +418,13 @@ CLI::App* RegisterGatherCommand(CLI::App& app, GatherArgs& a) {
   cmd->add_option("--pressure", a.pressure, "Default budget: distinct rows / legacy slots (the report: 0.78)")
       ->capture_default_str()->check(engram::FiniteRange(0.01, 16.0))->excludes(budget)->excludes(capacity);
   cmd->add_option("--io-backend", a.backend, "auto, io_uring, pread or mmap")->capture_default_str();
-  cmd->add_flag("--warm", a.warm, "Keep the tables in page cache (default: dropped before each policy)");
+  cmd->add_flag("--warm", a.warm, "Keep the tables in page cache (default: dropped before each store opens)");
+}
+
+CLI::App* RegisterGatherCommand(CLI::App& app, GatherArgs& a) {
+  CLI::App* cmd = app.add_subcommand(
+      "gather", "The row-cache report's five requests through a real store on generated V4.1-shaped tables");
+  AddWorkloadOptions(cmd, a);
   auto* listen = cmd->add_option("--metrics-listen", a.listen, "Serve /metrics at HOST:PORT while running");
   cmd->add_option("--linger", a.linger, "Keep serving /metrics this many seconds after the run")
       ->check(engram::FiniteRange(0.0, 86400.0))
@@ -476,6 +495,57 @@ CLI::App* RegisterRanksCommand(CLI::App& app, RanksArgs& a) {
   return cmd;
 }
 
+// ============================================================================
+// restart: the warm start (hot set) against a cold restart
+// ============================================================================
+
+struct RestartArgs : GatherArgs {
+  std::string hot_set;
+  uint64_t chunk_tokens = 64;
+  size_t first_gathers = 1000;
+  size_t window = 50;
+};
+
+int RunRestartCommand(RestartArgs& a) {
+  using namespace engram;
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "engram-bench restart: %s\n", s.ToString().c_str());
+    return 1;
+  };
+  uint64_t budget = 0;
+  auto workload = PrepareWorkload(a, a.chunk_tokens, &budget);
+  if (!workload.ok()) return fail(workload.status());
+  RestartRunOptions o;
+  o.policy = a.policies.front();
+  o.budget_per_table = budget;
+  o.io_backend = a.backend;
+  o.hot_set_path = a.hot_set.empty() ? a.work_dir + "/restart.hotset" : a.hot_set;
+  o.first_gathers = a.first_gathers;
+  o.window = a.window;
+  o.drop_page_cache = !a.warm;
+  std::fprintf(stderr, "%zu gathers per pass (%llu-token chunks); policy %s; hot set %s\n",
+               workload->traces[0].gathers(), (unsigned long long)a.chunk_tokens, o.policy.c_str(),
+               o.hot_set_path.c_str());
+  auto report = RunRestart(*workload, o);
+  if (!report.ok()) return fail(report.status());
+  std::printf("%s", report->Format().c_str());
+  return Flushed("restart");
+}
+
+CLI::App* RegisterRestartCommand(CLI::App& app, RestartArgs& a) {
+  CLI::App* cmd = app.add_subcommand(
+      "restart", "Hit rate after a restart, cold against warm (StoreOptions::hot_set_path), on the report's workload");
+  AddWorkloadOptions(cmd, a);
+  cmd->add_option("--hot-set", a.hot_set, "Hot-set file (default: WORK_DIR/restart.hotset)");
+  cmd->add_option("--chunk-tokens", a.chunk_tokens, "Tokens per gather (the requests are cut into such chunks)")
+      ->capture_default_str()->check(CLI::Range(uint64_t(1), uint64_t(1) << 20));
+  cmd->add_option("--first-gathers", a.first_gathers, "Gathers after the restart whose hit rate is compared")
+      ->capture_default_str()->check(CLI::Range(size_t(1), size_t(1) << 30));
+  cmd->add_option("--window", a.window, "Gathers in the moving hit rate that must reach 95 % of the reference")
+      ->capture_default_str()->check(CLI::Range(size_t(1), size_t(1) << 20));
+  return cmd;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -486,6 +556,8 @@ int main(int argc, char** argv) {
   CLI::App* read = RegisterReadCommand(app, read_args);
   GatherArgs gather_args;
   CLI::App* gather = RegisterGatherCommand(app, gather_args);
+  RestartArgs restart_args;
+  CLI::App* restart = RegisterRestartCommand(app, restart_args);
   engram::bench::HitArgs hit_args;
   CLI::App* hit = engram::bench::RegisterHitCommand(app, hit_args);
   engram::bench::MissArgs miss_args;
@@ -509,6 +581,7 @@ int main(int argc, char** argv) {
   }
   if (*read) return RunRead(read_args);
   if (*gather) return RunGather(gather_args);
+  if (*restart) return RunRestartCommand(restart_args);
   if (*hit) return engram::bench::RunHitCommand(hit_args);
   if (*miss) return engram::bench::RunMissCommand(miss_args);
   if (*in_place) return engram::bench::RunInPlaceCommand(in_place_args);

@@ -13,8 +13,8 @@
  * adds it to the C++ and C stats, the exposition and the binding at once --
  * except for one rule: the C engram_table_stats lays these out before the
  * cache statistics added after them (engram/cache_stats.h), and a struct from
- * an older header must stay a prefix, so a new counter goes into a new list
- * expanded at the end of engram_table_stats (the CapiLayout tests in tests/stats_faces_test.cc pin it).
+ * an older header must stay a prefix, so a new counter goes into
+ * ENGRAM_TABLE_COUNTERS_ADDED, expanded at the end of engram_table_stats (the CapiLayout tests in tests/stats_faces_test.cc pin it).
  * Plain C preprocessor: the C API (engram.h) expands it too. */
 #ifndef ENGRAM_COUNTERS_H_
 #define ENGRAM_COUNTERS_H_
@@ -22,7 +22,7 @@
 #define ENGRAM_UNIT_COUNT 0
 #define ENGRAM_UNIT_NANOSECONDS 1
 
-#define ENGRAM_TABLE_COUNTERS(X)                                                                                \
+#define ENGRAM_TABLE_COUNTERS_FIRST(X)                                                                          \
   X(gathers, "engram_gathers_total", ENGRAM_UNIT_COUNT, "Gathers served.")                                      \
   X(failed_gathers, "engram_gather_failures_total", ENGRAM_UNIT_COUNT,                                          \
     "Gathers that failed (bad row ID, I/O error, corrupt block).")                                              \
@@ -47,6 +47,20 @@
   X(io_errors, "engram_io_errors_total", ENGRAM_UNIT_COUNT, "Block reads that failed.")                         \
   X(checksum_failures, "engram_checksum_failures_total", ENGRAM_UNIT_COUNT,                                     \
     "Blocks that failed checksum verification.")
+
+/* Counters added after the first release: the C engram_table_stats lays
+ * them out after the cache statistics added since (ENGRAM_CACHE_STATS_ADDED).
+ * Warm start (StoreOptions::hot_set_path): rows of the saved hot set placed
+ * in the cache at open, and those not placed (the table's entry did not
+ * match, the cache was full, the row was resident already or its read
+ * failed, or the store closed first). */
+#define ENGRAM_TABLE_COUNTERS_ADDED(X)                                                                         \
+  X(warm_rows, "engram_warm_rows_total", ENGRAM_UNIT_COUNT,                                                   \
+    "Rows of the saved hot set read back into the cache at open (warm start).")                               \
+  X(warm_skipped_rows, "engram_warm_rows_skipped_total", ENGRAM_UNIT_COUNT,                                   \
+    "Rows of the saved hot set not read back (hot set mismatch, cache full, already resident, read failed).")
+
+#define ENGRAM_TABLE_COUNTERS(X) ENGRAM_TABLE_COUNTERS_FIRST(X) ENGRAM_TABLE_COUNTERS_ADDED(X)
 
 /* What one gather did: engram::GatherResult, the C engram_gather_result and
  * the Python GatherResult's attributes all expand this table (in this order,

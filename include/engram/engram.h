@@ -65,6 +65,12 @@ typedef struct engram_store_options {
   const char* const* manifest_paths;
   size_t manifest_count;
   int32_t rank;
+  /* Warm start (StoreOptions::hot_set_path, hot_set_interval_seconds): NULL =
+   * off; else the file the store saves its hot set to at close (and every
+   * hot_set_interval_seconds; 0 = only at close) and warms its caches from at
+   * open, in the background. */
+  const char* hot_set_path;
+  double hot_set_interval_seconds;
 } engram_store_options;
 
 /* The fields of ENGRAM_GATHER_RESULT (engram/counters.h), in its order. */
@@ -87,14 +93,16 @@ typedef struct engram_gather_result {
 
 /* Its layout is every older header's, then what was added since (see
  * engram/cache_stats.h): the row cache's first statistics, the table's
- * counters (engram/counters.h), then the cache statistics added since. */
+ * counters (engram/counters.h), then the cache statistics and the table
+ * counters added since. */
 typedef struct engram_table_stats {
   size_t size; /* sizeof(engram_table_stats) */
   uint64_t row_count;
   uint32_t record_bytes;
   ENGRAM_CACHE_STATS_FIRST(ENGRAM_C_CACHE_STAT)
-  ENGRAM_TABLE_COUNTERS(ENGRAM_C_TABLE_COUNTER)
+  ENGRAM_TABLE_COUNTERS_FIRST(ENGRAM_C_TABLE_COUNTER)
   ENGRAM_CACHE_STATS_ADDED(ENGRAM_C_CACHE_STAT)
+  ENGRAM_TABLE_COUNTERS_ADDED(ENGRAM_C_TABLE_COUNTER)
 } engram_table_stats;
 #undef ENGRAM_C_CACHE_STAT_COUNTER
 #undef ENGRAM_C_CACHE_STAT_GAUGE
@@ -138,6 +146,9 @@ void engram_read_ahead_release(engram_store* store, size_t table, const uint64_t
  * open is committed (Store::WaitForCacheMemory). Gathers never need it; it
  * keeps that commit from running beside the first gathers. NULL: no-op. */
 void engram_cache_memory_wait(engram_store* store);
+/* Blocks until the warm start (hot_set_path) has read back what it will
+ * (Store::WaitForWarmUp). Gathers never need it. NULL: no-op. */
+void engram_warm_up_wait(engram_store* store);
 
 engram_status engram_table_stats_get(const engram_store* store, size_t table, engram_table_stats* out);
 /* The Prometheus exposition; returns its length. Writes at most capacity

@@ -104,6 +104,21 @@ struct StoreOptions {
   // trace's temporary file is removed at shutdown, with an error in the log.
   std::string trace_path;
 
+  // Warm start. If set, the store saves each table's resident rows (their
+  // IDs, most valuable first, with the table's fingerprint and the cache's
+  // policy and capacity) to this file when it is destroyed, and every
+  // hot_set_interval_seconds (0 = only then); the file is replaced
+  // atomically (temporary file, fsync, rename), so a crash leaves the
+  // previous one whole. At open the store reads the saved rows back into
+  // the caches in the background, at a small share of the I/O, yielding to
+  // gathers and only into free cache ways; Open never waits for it
+  // (Store::WaitForWarmUp does). The rows are read and verified like any
+  // miss. A hot set that does not fit (another table, policy or capacity; a
+  // truncated or corrupt file) is ignored with one warning; a missing file
+  // is a cold start. Format: src/store/hot_set.h.
+  std::string hot_set_path;
+  double hot_set_interval_seconds = 0.0;
+
   // If set ("127.0.0.1:9464"), the store serves GET /metrics and /healthz.
   std::string metrics_listen;
 };

@@ -87,7 +87,8 @@ struct TableStats {
   // rows_requested, failed_rows (misses whose read or checksum failed, never
   // offered to the cache), the readiness wait and its cache and disk parts,
   // read-ahead rows delivered / used / wasted (read_ahead_rows ==
-  // used + wasted + rows still pinned for a gather), and I/O.
+  // used + wasted + rows still pinned for a gather), I/O, and the warm
+  // start's rows warmed and skipped.
 #define ENGRAM_X(member, metric, unit, help) uint64_t member = 0;
   ENGRAM_TABLE_COUNTERS(ENGRAM_X)
 #undef ENGRAM_X
@@ -199,6 +200,11 @@ class Store {
   // collapsed into huge pages), and for benchmarks that time gathers, not
   // opening.
   virtual void WaitForCacheMemory() = 0;
+  // Waits until the warm start (StoreOptions::hot_set_path) has read back
+  // every saved row it will, or given up on them; at once without a hot set.
+  // Gathers never need it: for tests, benchmarks and runtimes that want to
+  // start serving from a warm cache.
+  virtual void WaitForWarmUp() {}
   // Unpins rows that were read_ahead_pinned and not consumed (counted as wasted).
   // Waits first for this table's read-ahead still in flight, so no pin lands
   // after it (never for other tables' reads).

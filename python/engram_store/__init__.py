@@ -70,7 +70,7 @@ Logging
 API
     ``Store(tables=None, cache_bytes=1 GiB, policy="default", io_backend="auto",
     metrics_listen=None, token_map=None, direct_io=True, completion_threads=2, io_rings=1,
-    manifest=None, rank=None)``
+    manifest=None, rank=None, hot_set=None, hot_set_interval=0.0)``
         A context manager; ``close()``. ``tables`` are table file paths; a table
         is then named by its index or its name (the file's stem).
         ``manifest=`` (a path, or a list of paths, one per layer) and
@@ -84,6 +84,12 @@ API
         (PCIe Gen4/5 NVMe), on a host with the cores for them.
         ``token_map`` (a token-map.u32 path or an integer array; None = raw token
         IDs) is used by ``stage``.
+        ``hot_set`` (a path; None = off): warm start. The store saves each
+        table's resident rows there at ``close()`` (and every
+        ``hot_set_interval`` seconds; 0 = only at close), atomically, and at
+        open reads them back into the caches in the background (open does not
+        wait; ``wait_for_warm_up()`` does). A hot set of another table, policy
+        or cache size, or a corrupt one, is ignored with one warning.
     ``record_bytes(table)``, ``row_count(table)``, ``stats()`` (a dict per table
     name: every counter of engram/counters.h, and ``cache_<name>`` for every
     statistic of engram/cache_stats.h, refusals also per reason as
@@ -99,6 +105,8 @@ API
     ``wait_for_cache_memory()``: blocks (GIL released) until the cache memory
     committed in the background after opening is in place, so that the first
     gathers do not run beside that commit; gathers never need it.
+    ``wait_for_warm_up()``: blocks (GIL released) until the warm start
+    (``hot_set``) has read back the saved rows; gathers never need it.
     ``stage(tokens, history, out, *, layers=None) -> StageResult`` and
     ``stage_async(...) -> StageHandle`` (returns at once: the step is hashed
     and gathered on the store's staging thread, steps in issue order): hashes
@@ -240,12 +248,14 @@ class Store(_Store):
     __doc__ = _Store.__doc__
 
     def __init__(self, tables=None, cache_bytes=1 << 30, policy="default", io_backend="auto", metrics_listen=None,
-                 token_map=None, direct_io=True, completion_threads=2, io_rings=1, manifest=None, rank=None):
+                 token_map=None, direct_io=True, completion_threads=2, io_rings=1, manifest=None, rank=None,
+                 hot_set=None, hot_set_interval=0.0):
         if isinstance(tables, (str, bytes)) or hasattr(tables, "__fspath__"):
             raise ValueError("tables must be a list of table paths")
         manifests, rank = _rank_arguments(manifest, rank)
         super().__init__([_os.fsdecode(t) for t in (tables or [])], cache_bytes, policy, io_backend, metrics_listen,
-                         _path_or_array(token_map), direct_io, completion_threads, io_rings, manifests, rank)
+                         _path_or_array(token_map), direct_io, completion_threads, io_rings, manifests, rank,
+                         None if hot_set is None else _os.fsdecode(hot_set), hot_set_interval)
 
     def __enter__(self):
         return self

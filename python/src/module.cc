@@ -139,12 +139,16 @@ PYBIND11_MODULE(_engram_store, m) {
   py::class_<PyStore>(m, "Store")
       .def(py::init<const std::vector<std::string>&, uint64_t, const std::string&, const std::string&,
                     const std::optional<std::string>&, py::handle, bool, uint32_t, uint32_t,
-                    const std::vector<std::string>&, int32_t>(),
+                    const std::vector<std::string>&, int32_t,
+                    // warm start
+                    const std::optional<std::string>&, double>(),
            py::arg("tables"), py::arg("cache_bytes") = uint64_t(1) << 30, py::arg("policy") = "default",
            py::arg("io_backend") = "auto", py::arg("metrics_listen") = py::none(), py::arg("token_map") = py::none(),
            py::arg("direct_io") = true, py::arg("completion_threads") = 2, py::arg("io_rings") = 1,
            // Rank tables: manifests (engram-convert --ranks) opened for `rank`.
-           py::arg("manifests") = std::vector<std::string>{}, py::arg("rank") = -1)
+           py::arg("manifests") = std::vector<std::string>{}, py::arg("rank") = -1,
+           // warm start
+           py::arg("hot_set") = py::none(), py::arg("hot_set_interval") = 0.0)
       .def("close", &PyStore::Close)
       .def_property_readonly("closed", &PyStore::closed)
       .def_property_readonly("table_count", &PyStore::table_count)
@@ -163,6 +167,7 @@ PYBIND11_MODULE(_engram_store, m) {
       .def("release_read_ahead", &PyStore::ReleaseReadAhead, py::arg("table"), py::arg("row_ids"))
       .def("wait_for_read_aheads", &PyStore::WaitForReadAheads)
       .def("wait_for_cache_memory", &PyStore::WaitForCacheMemory)
+      .def("wait_for_warm_up", &PyStore::WaitForWarmUp)
       .def("stage", &PyStore::Stage, py::arg("tokens"), py::arg("history"), py::arg("out"), py::kw_only(),
            py::arg("layers") = py::none())
       .def("stage_async", &PyStore::StageAsync, py::arg("tokens"), py::arg("history"), py::arg("out"), py::kw_only(),

@@ -195,7 +195,9 @@ StageResult StageHandle::Wait() {
 PyStore::PyStore(const std::vector<std::string>& tables, uint64_t cache_bytes, const std::string& policy,
                  const std::string& io_backend, const std::optional<std::string>& metrics_listen,
                  py::handle token_map, bool direct_io, uint32_t completion_threads, uint32_t io_rings,
-                 const std::vector<std::string>& manifests, int32_t rank) {
+                 const std::vector<std::string>& manifests, int32_t rank,
+                 // warm start
+                 const std::optional<std::string>& hot_set, double hot_set_interval) {
   if (tables.empty() && manifests.empty()) throw py::value_error("Store needs at least one table or manifest");
   StoreOptions options;
   for (const std::string& path : tables) {
@@ -217,6 +219,9 @@ PyStore::PyStore(const std::vector<std::string>& tables, uint64_t cache_bytes, c
   options.direct_io = direct_io;
   options.completion_threads = completion_threads;
   options.io_rings = io_rings;
+  // Warm start.
+  options.hot_set_path = hot_set.value_or("");
+  options.hot_set_interval_seconds = hot_set_interval;
   token_map_ = TokenMapArgument(token_map);
   Result<std::unique_ptr<Store>> opened = Status::Internal("not opened");
   {
@@ -375,6 +380,12 @@ void PyStore::WaitForCacheMemory() {
   const std::shared_ptr<Store> s = store();
   py::gil_scoped_release release;
   s->WaitForCacheMemory();
+}
+
+void PyStore::WaitForWarmUp() {
+  const std::shared_ptr<Store> s = store();
+  py::gil_scoped_release release;
+  s->WaitForWarmUp();
 }
 
 std::shared_ptr<const StepStager> PyStore::Stager(py::handle layers) {

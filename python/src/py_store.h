@@ -112,7 +112,9 @@ class PyStore {
   PyStore(const std::vector<std::string>& tables, uint64_t cache_bytes, const std::string& policy,
           const std::string& io_backend, const std::optional<std::string>& metrics_listen, pybind11::handle token_map,
           bool direct_io, uint32_t completion_threads, uint32_t io_rings, const std::vector<std::string>& manifests,
-          int32_t rank);
+          int32_t rank,
+          // warm start
+          const std::optional<std::string>& hot_set, double hot_set_interval);
 
   void Close();
   bool closed() const { return store_ == nullptr; }
@@ -135,6 +137,7 @@ class PyStore {
   void ReleaseReadAhead(pybind11::handle table, pybind11::handle row_ids);
   void WaitForReadAheads();
   void WaitForCacheMemory();
+  void WaitForWarmUp();
 
   StageResult Stage(pybind11::handle tokens, pybind11::handle history, pybind11::object out,
                     pybind11::handle layers);

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "engram/status.h"
 #include "src/cache/cache_config.h"
@@ -112,6 +113,34 @@ class RowCache {
   virtual InsertOutcome InsertPinned(uint64_t row_id, std::span<const std::byte> row) = 0;
   // Releases a read-ahead pin; returns false if the row was not pinned.
   virtual bool Unpin(uint64_t row_id) = 0;
+
+  // ---- Warm start: a store saves the rows it holds and refills a fresh
+  // cache from them after a restart (src/store/hot_set.h). ----
+
+  // A resident row and what it is worth to keep: the frequency sketch's
+  // estimate, and its age in ticks since its last access.
+  struct ResidentRow {
+    uint64_t row_id;
+    uint32_t estimate;
+    uint32_t age;
+  };
+  // Every resident row, most valuable first: higher estimate, then more
+  // recently used (then row ID, so the order is deterministic). Locks one
+  // set at a time: concurrent gathers go on, and a row they move meanwhile
+  // may be listed once, twice or not at all.
+  virtual std::vector<ResidentRow> ResidentRowsByValue() { return {}; }
+  // Places a row only in a free way of its candidate sets: it evicts and
+  // relocates no one, and is unpinned (an ordinary resident row). The sketch
+  // is credited with up to `estimate` accesses (capped at what its counters
+  // hold), so that a restored row is valued like the row it was rather than
+  // like a row never seen. Counts no lookup, miss or insert (the identity
+  // misses == inserts + refusals is about gathers); it counts as resident.
+  // Returns true if the row was placed; false when it was resident already
+  // or no candidate set had a free way.
+  virtual bool InsertIntoFreeWay(uint64_t row_id, std::span<const std::byte> row, uint32_t estimate) {
+    (void)row_id, (void)row, (void)estimate;
+    return false;
+  }
 
   // Commits the cache's memory now, in the background, instead of page by
   // page as rows arrive (and maps it with huge pages where the kernel

@@ -478,3 +478,51 @@ RowCacheStats SetAssociativeRowCache::Stats() const {
 }
 
 }  // namespace engram::cache
+
+namespace engram::cache {
+
+std::vector<RowCache::ResidentRow> SetAssociativeRowCache::ResidentRowsByValue() {
+  std::vector<ResidentRow> rows;
+  const uint32_t now = static_cast<uint32_t>(clock_.load(std::memory_order_relaxed));
+  for (uint64_t set = 0; set < num_sets_; ++set) {
+    SetView s = View(set);
+    s.Lock();
+    for (uint32_t w = 0; w < layout_.ways; ++w) {
+      if (((s.occupied() >> w) & 1) == 0) continue;
+      const uint64_t id = s.keys()[w];
+      rows.push_back({id, sketch_.Estimate(hasher_.Hash(id)), AgeOf(now, s.stamp(w))});
+    }
+    s.Unlock(/*changed=*/false);
+  }
+  std::sort(rows.begin(), rows.end(), [](const ResidentRow& a, const ResidentRow& b) {
+    if (a.estimate != b.estimate) return a.estimate > b.estimate;
+    if (a.age != b.age) return a.age < b.age;
+    return a.row_id < b.row_id;
+  });
+  return rows;
+}
+
+bool SetAssociativeRowCache::InsertIntoFreeWay(uint64_t row_id, std::span<const std::byte> row, uint32_t estimate) {
+  const uint64_t hash = hasher_.Hash(row_id);
+  const uint32_t now = static_cast<uint32_t>(Tick64());
+  LockedSets l = LockCandidates(hash);
+  uint64_t set;
+  int found_way;
+  if (FindLocked(l, row_id, &set, &found_way)) {
+    UnlockCandidates(l);
+    return false;
+  }
+  const uint64_t candidates[2] = {l.sets.first, l.sets.second};
+  uint32_t way;
+  const bool placed = FreeWay::Find(Storage(), candidates, l.two ? 2 : 1, &set, &way);
+  if (placed) WriteEntry(set, way, row_id, now, row, /*pinned=*/false);
+  UnlockCandidates(l);
+  if (!placed) return false;
+  // The sketch is lock-free; credited after the sets are released.
+  for (uint32_t i = 0, n = std::min(estimate, sketch_.max_count()); i < n; ++i) sketch_.Increment(hash);
+  Shard().resident_delta.fetch_add(1, std::memory_order_relaxed);
+  SlotFilled();
+  return true;
+}
+
+}  // namespace engram::cache

@@ -77,6 +77,8 @@ class SetAssociativeRowCache final : public RowCache {
                    std::span<InsertOutcome> outcomes) override;
   InsertOutcome InsertPinned(uint64_t row_id, std::span<const std::byte> row) override;
   bool Unpin(uint64_t row_id) override;
+  std::vector<ResidentRow> ResidentRowsByValue() override;
+  bool InsertIntoFreeWay(uint64_t row_id, std::span<const std::byte> row, uint32_t estimate) override;
 
   void CommitMemory() override { huge_pages_.Start(MemoryRegions(), /*populate=*/true); }
   void WaitForMemory() override { huge_pages_.Wait(); }

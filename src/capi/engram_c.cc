@@ -167,6 +167,9 @@ engram_status engram_store_open(const engram_store_options* options_in, engram_s
     o.tables.push_back(std::move(t));
   }
   if (options->manifest_count > 0 || options->rank != 0) o.rank = options->rank;
+  // Warm start (fields zero in an older caller's struct: off).
+  if (options->hot_set_path) o.hot_set_path = options->hot_set_path;
+  o.hot_set_interval_seconds = options->hot_set_interval_seconds;
   auto store = engram::Store::Open(o);
   if (!store.ok()) return Report(store.status());
   *out = new engram_store{std::move(store).value()};
@@ -256,6 +259,10 @@ void engram_read_ahead_wait(engram_store* store) {
 
 void engram_cache_memory_wait(engram_store* store) {
   if (store) store->store->WaitForCacheMemory();
+}
+
+void engram_warm_up_wait(engram_store* store) {
+  if (store) store->store->WaitForWarmUp();
 }
 
 void engram_read_ahead_release(engram_store* store, size_t table, const uint64_t* row_ids, size_t count) {

@@ -1,6 +1,7 @@
 #include "src/store/store_impl.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -87,6 +88,10 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
   ENGRAM_ASSIGN_OR_RETURN(RowCacheConfig cache_config, RowCacheConfig::FromSpec(options.cache_policy));
   ENGRAM_ASSIGN_OR_RETURN(io::IoBackend backend, io::ParseIoBackend(options.io_backend));
 
+  if (!(options.hot_set_interval_seconds >= 0.0) || options.hot_set_interval_seconds > 1e9) {
+    return Status::InvalidArgument("store: hot_set_interval_seconds must be in [0, 1e9], got " +
+                                   std::to_string(options.hot_set_interval_seconds));
+  }
   if (options.completion_threads < 1 || options.completion_threads > 256) {
     return Status::InvalidArgument("store: completion_threads must be in [1, 256], got " +
                                    std::to_string(options.completion_threads));
@@ -178,15 +183,18 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
     ENGRAM_ASSIGN_OR_RETURN(HttpEndpointOptions parsed, ParseListenAddress(options.metrics_listen));
     http = parsed;
   }
-  if (!options.trace_path.empty()) {
-    // The trace must not be any file the store reads.
-    std::vector<std::string> inputs;
-    for (const auto& t : store->tables_) {
-      inputs.push_back(t->file->path());
-      if (t->file->is_reference()) {
-        for (const ReferenceShard& shard : t->file->reference()->shards()) inputs.push_back(shard.path);
-      }
+  // The files the store writes (trace, hot set) must not be any it reads.
+  std::vector<std::string> inputs;
+  for (const auto& t : store->tables_) {
+    inputs.push_back(t->file->path());
+    if (t->file->is_reference()) {
+      for (const ReferenceShard& shard : t->file->reference()->shards()) inputs.push_back(shard.path);
     }
+  }
+  if (struct stat st {}; !options.hot_set_path.empty() && ::stat(options.hot_set_path.c_str(), &st) == 0) {
+    ENGRAM_RETURN_IF_ERROR(CheckNotAnInput("hot_set_path", options.hot_set_path, st, inputs));
+  }
+  if (!options.trace_path.empty()) {
     ENGRAM_ASSIGN_OR_RETURN(store->trace_, TraceWriter::Open(options.trace_path, inputs));
   }
   if (http) {
@@ -198,14 +206,25 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
     }
     store->endpoint_ = std::move(endpoint).value();
   }
+  // Warm start: last, once the store can serve; warming runs beside gathers.
+  if (!options.hot_set_path.empty()) {
+    store->hot_set_ = std::make_unique<HotSetKeeper>(store.get(), options.hot_set_path,
+                                                     options.hot_set_interval_seconds);
+  }
   return store;
 }
 
 StoreImpl::~StoreImpl() {
+  // Warming and periodic saves end first: they read through the engine.
+  if (hot_set_) hot_set_->Stop();
   endpoint_.reset();  // no scrape may run while the store is torn down
   if (engine_) engine_->Shutdown();  // every pending callback has run after this
   // ... and posted its disk phase here: drain it while the tables still exist.
   if (completion_pool_) completion_pool_->join();
+  if (hot_set_) {
+    // Every gather has finished: the caches hold what the store ends with.
+    if (Status s = hot_set_->Save(); !s.ok()) spdlog::error("store: the hot set was not saved: {}", s.ToString());
+  }
   if (trace_) {
     // The store has no other way to report it: the log says the trace is
     // missing or incomplete, and why.
@@ -233,6 +252,7 @@ std::string StoreImpl::metadata_json(size_t table) const {
 std::shared_ptr<GatherState> StoreImpl::Begin(size_t table, std::span<const uint64_t> row_ids,
                                                       std::byte* dst, size_t stride,
                                                       std::function<void(GatherResult)> done) {
+  if (table < tables_.size()) tables_[table]->gathers_begun.fetch_add(1, std::memory_order_relaxed);
   std::shared_ptr<GatherState> st = GatherState::Acquire();
   st->Init(this, table, row_ids, dst, stride, std::move(done));
   Status bad;
@@ -294,6 +314,21 @@ Status StoreImpl::ReadAhead(size_t table, std::span<const uint64_t> row_ids) {
 
 void StoreImpl::WaitForCacheMemory() {
   for (auto& t : tables_) t->cache->WaitForMemory();
+}
+
+void StoreImpl::WaitForWarmUp() {
+  if (hot_set_) hot_set_->WaitForWarmUp();
+}
+
+uint64_t StoreImpl::GathersInFlight() const {
+  uint64_t in_flight = 0;
+  for (const auto& t : tables_) {
+    // Finished first: a gather is begun before it finishes, so this never underflows.
+    const uint64_t finished = t->counters.gathers.load(std::memory_order_relaxed);
+    const uint64_t begun = t->gathers_begun.load(std::memory_order_relaxed);
+    in_flight += begun > finished ? begun - finished : 0;
+  }
+  return in_flight;
 }
 
 void StoreImpl::WaitForReadAheads() {

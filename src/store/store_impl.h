@@ -16,6 +16,7 @@
 #include "src/store/read_buffer_pool.h"
 #include "src/store/table_state.h"
 #include "src/store/trace_writer.h"
+#include "src/store/warm_start.h"
 #include "storage/io/io_engine.h"
 
 namespace engram {
@@ -48,6 +49,7 @@ class StoreImpl final : public Store {
   Status ReadAhead(size_t table, std::span<const uint64_t> row_ids) override;
   void WaitForReadAheads() override;
   void WaitForCacheMemory() override;
+  void WaitForWarmUp() override;
   void ReleaseReadAhead(size_t table, std::span<const uint64_t> row_ids) override;
 
   TableStats Stats(size_t table) const override;
@@ -62,6 +64,9 @@ class StoreImpl final : public Store {
   // StoreOptions::completion_threads).
   boost::asio::thread_pool& completion_pool() { return *completion_pool_; }
   ReadBufferPool& read_buffers() { return *read_buffers_; }
+  // For the warm start: gathers begun and not yet finished, over all tables.
+  uint64_t GathersInFlight() const;
+  uint32_t queue_depth() const { return options_.queue_depth; }
 
  private:
   StoreImpl() = default;
@@ -77,6 +82,8 @@ class StoreImpl final : public Store {
   std::unique_ptr<TraceWriter> trace_;
   std::unique_ptr<MetricsHttpEndpoint> endpoint_;
   std::unique_ptr<boost::asio::thread_pool> completion_pool_;
+  // Warm start (StoreOptions::hot_set_path); null when off.
+  std::unique_ptr<HotSetKeeper> hot_set_;
 };
 
 // Store::Open with a custom I/O engine (see IoEngineFactory).

@@ -3,6 +3,7 @@
 // read-ahead.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,6 +35,9 @@ struct TableState {
   LogRateLimiter block_error_log;
   // Rows read ahead: pinned in `cache` until a gather consumes them.
   ReadAheadTracker read_ahead{*this};
+  // Gathers begun on this table (counters.gathers counts those finished):
+  // the warm start yields while the two differ.
+  std::atomic<uint64_t> gathers_begun{0};
 };
 
 }  // namespace engram

@@ -18,28 +18,27 @@ namespace {
 // little lost if the process dies.
 constexpr size_t kWriteBytes = 64 << 10;
 
-// InvalidArgument if `path` (stat()ed as `st`) is the same file as one of
-// `inputs`.
-Status CheckNotAnInput(const std::string& path, const struct stat& st, const std::vector<std::string>& inputs) {
+}  // namespace
+
+Status CheckNotAnInput(const std::string& option, const std::string& path, const struct stat& st,
+                       const std::vector<std::string>& inputs) {
   for (const std::string& input : inputs) {
     struct stat in {};
     if (::stat(input.c_str(), &in) != 0) continue;  // gone: nothing of it to overwrite
     if (in.st_dev == st.st_dev && in.st_ino == st.st_ino) {
-      return Status::InvalidArgument("trace_path " + path + " is the same file as " + input +
-                                     ", which the store reads: the trace would overwrite it");
+      return Status::InvalidArgument(option + " " + path + " is the same file as " + input +
+                                     ", which the store reads: writing it would overwrite it");
     }
   }
   return Status::OK();
 }
-
-}  // namespace
 
 Result<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string& path,
                                                        const std::vector<std::string>& inputs) {
   if (path.empty()) return Status::InvalidArgument("trace_path is empty");
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
-    ENGRAM_RETURN_IF_ERROR(CheckNotAnInput(path, st, inputs));
+    ENGRAM_RETURN_IF_ERROR(CheckNotAnInput("trace_path", path, st, inputs));
     if (S_ISCHR(st.st_mode)) {
       // A device (/dev/null, /dev/full, a terminal): written as it is.
       int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);

@@ -25,6 +25,8 @@
 // close or rename failure as a Status, and the store logs it at shutdown.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -35,6 +37,12 @@
 #include "engram/status.h"
 
 namespace engram {
+
+// InvalidArgument if `path` (stat()ed as `st`) is, by device and inode (so
+// through symlinks and hard links too), one of `inputs`: a file the store
+// writes (`option` names it in the message) must never be one it reads.
+Status CheckNotAnInput(const std::string& option, const std::string& path, const struct stat& st,
+                       const std::vector<std::string>& inputs);
 
 class TraceWriter {
  public:

@@ -1,0 +1,65 @@
+// Hot set: the rows each table's cache held, saved so that a restarted store
+// can read them back ahead of demand (StoreOptions::hot_set_path).
+//
+// File format (little-endian, version 1):
+//
+//   magic    8 B  "ENGRAMHS"
+//   version  u32  1
+//   tables   u32  number of table entries
+//   per table entry:
+//     fingerprint    u64  TableFile::fingerprint() of the table it was saved from
+//     row_count      u64  the table's rows
+//     record_bytes   u32  bytes of a row
+//     policy_bytes   u32  length of the policy text below
+//     capacity_rows  u64  the cache's capacity in rows
+//     rows           u64  number of row entries
+//     policy         policy_bytes B: the cache policy's canonical spec (RowCacheConfig::ToSpec)
+//     rows x { row_id u64, estimate u32 }  most valuable first (RowCache::ResidentRowsByValue)
+//   checksum u64  XXH3-64 (seed 0) of every byte before it
+//
+// A hot set applies to a table only if fingerprint, row count, record bytes,
+// policy and capacity all match: with another capacity or policy the saved
+// order says little about what the new cache should hold. Any row ID out of
+// range, a length that runs past the end, a wrong checksum or trailing bytes
+// make the whole file corrupt. The file is replaced atomically: written to a
+// temporary file beside it, fsynced, renamed over it, and the directory
+// fsynced, so a crash while saving leaves the previous hot set whole.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engram/status.h"
+
+namespace engram {
+
+struct HotSetRow {
+  uint64_t row_id = 0;
+  uint32_t estimate = 0;  // the frequency sketch's estimate when saved
+};
+
+struct HotSetTable {
+  uint64_t fingerprint = 0;
+  uint64_t row_count = 0;
+  uint32_t record_bytes = 0;
+  std::string policy;  // canonical spec
+  uint64_t capacity_rows = 0;
+  std::vector<HotSetRow> rows;  // most valuable first
+};
+
+std::string EncodeHotSet(const std::vector<HotSetTable>& tables);
+// Corruption naming what is wrong for any file EncodeHotSet did not write
+// whole.
+Result<std::vector<HotSetTable>> DecodeHotSet(const std::string& bytes);
+
+// Writes atomically (see above).
+Status WriteHotSetFile(const std::string& path, const std::vector<HotSetTable>& tables);
+// NotFound when there is no file; otherwise reads at most max_bytes and decodes.
+Result<std::vector<HotSetTable>> ReadHotSetFile(const std::string& path, uint64_t max_bytes);
+
+// Why `saved` cannot warm a table with these properties ("" when it can).
+std::string HotSetMismatch(const HotSetTable& saved, uint64_t row_count, uint32_t record_bytes,
+                           const std::string& policy, uint64_t capacity_rows);
+
+}  // namespace engram
