@@ -55,12 +55,6 @@ GatherResult GatherExact(Store& store, const std::vector<uint64_t>& ids, uint64_
   return r;
 }
 
-size_t Count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 // Warnings about the hot set in a captured log.
 size_t HotSetWarnings(const std::string& log) {
   size_t n = 0;

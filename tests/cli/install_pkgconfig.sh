@@ -29,6 +29,8 @@ boosty=$(grep -l 'include <boost/' "$work/prefix"/include/engram/*.h | grep -v '
 mv "$work/prefix" "$work/moved"
 export PKG_CONFIG_PATH=$(dirname "${pc/$work\/prefix/$work/moved}")
 flags=$(pkg-config --cflags --libs engram)
-cc -std=gnu11 -o "$work/capi" "$src/tests/capi_test.c" $flags
+# -I "$src": only for the test's own CHECK macro (tests/testing/capi_check.h);
+# everything of the library comes from the .pc.
+cc -std=gnu11 -I "$src" -o "$work/capi" "$src/tests/capi_test.c" $flags
 "$work/capi" "$build" | grep -q "all checks passed" || { echo "FAIL: capi_test linked via pkg-config failed" >&2; exit 1; }
 echo "install_pkgconfig: ok ($flags)"
