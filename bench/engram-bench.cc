@@ -504,6 +504,7 @@ struct RestartArgs : GatherArgs {
   uint64_t chunk_tokens = 64;
   size_t first_gathers = 1000;
   size_t window = 50;
+  double compute_ms = 0;
 };
 
 int RunRestartCommand(RestartArgs& a) {
@@ -522,6 +523,7 @@ int RunRestartCommand(RestartArgs& a) {
   o.hot_set_path = a.hot_set.empty() ? a.work_dir + "/restart.hotset" : a.hot_set;
   o.first_gathers = a.first_gathers;
   o.window = a.window;
+  o.compute_ms = a.compute_ms;
   o.drop_page_cache = !a.warm;
   std::fprintf(stderr, "%zu gathers per pass (%llu-token chunks); policy %s; hot set %s\n",
                workload->traces[0].gathers(), (unsigned long long)a.chunk_tokens, o.policy.c_str(),
@@ -543,6 +545,9 @@ CLI::App* RegisterRestartCommand(CLI::App& app, RestartArgs& a) {
       ->capture_default_str()->check(CLI::Range(size_t(1), size_t(1) << 30));
   cmd->add_option("--window", a.window, "Gathers in the moving hit rate that must reach 95 % of the reference")
       ->capture_default_str()->check(CLI::Range(size_t(1), size_t(1) << 20));
+  cmd->add_option("--compute-ms", a.compute_ms,
+                  "Milliseconds of compute between gathers after the restart (a forward step; 0 = back to back)")
+      ->capture_default_str()->check(engram::FiniteRange(0.0, 10000.0));
   return cmd;
 }
 

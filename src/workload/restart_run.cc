@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <thread>
 
 #include "storage/file_util.h"
 
@@ -18,7 +19,8 @@ double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>
 // Runs every gather of the traces (gather g of every table at once) through
 // `store`; records them in *curve (if given) from gather `record_from` on,
 // and stops after `limit` gathers.
-Status RunPass(Store& store, const ReportWorkload& w, Clock::time_point t0, RestartCurve* curve, size_t limit) {
+Status RunPass(Store& store, const ReportWorkload& w, Clock::time_point t0, RestartCurve* curve, size_t limit,
+               double compute_ms = 0) {
   const size_t tables = w.traces.size();
   const size_t gathers = std::min(limit, w.traces[0].gathers());
   std::vector<std::vector<std::byte>> bufs(tables);
@@ -42,6 +44,7 @@ Status RunPass(Store& store, const ReportWorkload& w, Clock::time_point t0, Rest
       curve->lookups.push_back(lookups);
       curve->seconds.push_back(SecondsSince(t0));
     }
+    if (compute_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(compute_ms));
   }
   return Status::OK();
 }
@@ -162,7 +165,7 @@ Result<RestartReport> RunRestart(const ReportWorkload& w, const RestartRunOption
       store->WaitForWarmUp();
       c.warm_up_seconds = SecondsSince(t0);
     }
-    ENGRAM_RETURN_IF_ERROR(RunPass(*store, w, t0, &c, SIZE_MAX));
+    ENGRAM_RETURN_IF_ERROR(RunPass(*store, w, t0, &c, SIZE_MAX, o.compute_ms));
     store->WaitForWarmUp();
     AddWarmCounts(*store, &c);
     report.after.push_back(std::move(c));

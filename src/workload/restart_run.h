@@ -36,6 +36,11 @@ struct RestartRunOptions {
   size_t window = 50;
   double reach = 0.95;
   bool drop_page_cache = true;
+  // Milliseconds the runtime computes between gathers after the restart (a
+  // forward step): the device idles then, as it mostly does in serving, and
+  // a warm-up that yields to gathers reads. 0 = gathers back to back, the
+  // warm-up's worst case.
+  double compute_ms = 0;
 };
 
 struct RestartCurve {
