@@ -99,96 +99,108 @@ std::vector<std::vector<HotSetRow>> HotSetKeeper::Load() {
 }
 
 void HotSetKeeper::Warm(std::vector<std::vector<HotSetRow>> rows) {
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (rows[i].empty()) continue;
-    const size_t reached = WarmTable(i, rows[i]);
+  // The tables take turns, one chunk of their most valuable rows each: every
+  // layer of a step then gets its hottest rows first, rather than the last
+  // table waiting for the whole of the others.
+  const size_t n = rows.size();
+  std::vector<size_t> reached(n, 0);
+  std::vector<bool> finished(n, false);
+  for (bool any = true; any;) {
+    any = false;
+    for (size_t i = 0; i < n; ++i) {
+      if (finished[i] || reached[i] >= rows[i].size()) continue;
+      any = true;
+      bool table_finished = false;
+      reached[i] += WarmChunk(i, rows[i], reached[i], &table_finished);
+      finished[i] = table_finished;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
     TableCounters& c = store_->table_state(i).counters;
-    c.Add(c.warm_skipped_rows, rows[i].size() - reached);
+    c.Add(c.warm_skipped_rows, rows[i].size() - reached[i]);
   }
   MutexLock lock(&mu_);
   warm_done_ = true;
   changed_.SignalAll();
 }
 
-size_t HotSetKeeper::WarmTable(size_t table, const std::vector<HotSetRow>& rows) {
+size_t HotSetKeeper::WarmChunk(size_t table, const std::vector<HotSetRow>& rows, size_t done, bool* finished) {
   TableState& t = store_->table_state(table);
   RowCache& cache = *t.cache;
   const TableGeometry& g = t.file->geometry();
   const size_t busy_blocks = std::clamp<size_t>(store_->queue_depth() / 8, 1, 16);
   const size_t idle_blocks = std::clamp<size_t>(store_->queue_depth() / 2, 1, 64);
-  size_t done = 0;
-  while (done < rows.size()) {
-    // The next most valuable rows, in row order: rows sharing a block are
-    // then read by one read (a hot set names many rows of each block).
-    const size_t chunk_end = std::min(rows.size(), done + kWarmChunkRows);
-    std::vector<HotSetRow> chunk(rows.begin() + done, rows.begin() + chunk_end);
-    std::sort(chunk.begin(), chunk.end(), [](const HotSetRow& a, const HotSetRow& b) { return a.row_id < b.row_id; });
-    size_t next = 0;
-    // Batches of this chunk still in flight land before the chunk (which
-    // their landing reads) goes, and before this returns.
-    auto drain = [this] {
+  // The next most valuable rows, in row order: rows sharing a block are
+  // then read by one read (a hot set names many rows of each block).
+  const size_t chunk_end = std::min(rows.size(), done + kWarmChunkRows);
+  std::vector<HotSetRow> chunk(rows.begin() + done, rows.begin() + chunk_end);
+  std::sort(chunk.begin(), chunk.end(), [](const HotSetRow& a, const HotSetRow& b) { return a.row_id < b.row_id; });
+  size_t next = 0;
+  // Batches of this chunk still in flight land before the chunk (which
+  // their landing reads) goes, and before this returns.
+  auto drain = [this] {
+    MutexLock lock(&mu_);
+    while (batch_pending_ != 0) changed_.Wait(&mu_);
+  };
+  while (next < chunk.size()) {
+    bool busy;
+    {
       MutexLock lock(&mu_);
-      while (batch_pending_ != 0) changed_.Wait(&mu_);
-    };
-    while (next < chunk.size()) {
-      bool busy;
+      const auto give_up = std::chrono::steady_clock::now() + kYieldToGathers;
+      while (!stop_ && store_->GathersInFlight() > 0 && std::chrono::steady_clock::now() < give_up) {
+        changed_.WaitUntil(&mu_, std::min(give_up, std::chrono::steady_clock::now() + std::chrono::microseconds(50)));
+      }
+      busy = store_->GathersInFlight() > 0;
+      // One batch in flight beside gathers, a few when the device is ours.
+      const size_t max_in_flight = busy ? 1 : kIdleBatchesInFlight;
+      while (!stop_ && batch_pending_ >= max_in_flight) changed_.Wait(&mu_);
+      if (stop_) {
+        lock.Unlock();
+        drain();
+        *finished = true;
+        return next;
+      }
+      ++batch_pending_;
+    }
+    if (cache.Stats().resident_rows >= cache.capacity_rows()) {
       {
         MutexLock lock(&mu_);
-        const auto give_up = std::chrono::steady_clock::now() + kYieldToGathers;
-        while (!stop_ && store_->GathersInFlight() > 0 && std::chrono::steady_clock::now() < give_up) {
-          changed_.WaitUntil(&mu_, std::min(give_up, std::chrono::steady_clock::now() + std::chrono::microseconds(50)));
-        }
-        busy = store_->GathersInFlight() > 0;
-        // One batch in flight beside gathers, a few when the device is ours.
-        const size_t max_in_flight = busy ? 1 : kIdleBatchesInFlight;
-        while (!stop_ && batch_pending_ >= max_in_flight) changed_.Wait(&mu_);
-        if (stop_) {
-          lock.Unlock();
-          drain();
-          return done + next;
-        }
-        ++batch_pending_;
+        --batch_pending_;
       }
-      if (cache.Stats().resident_rows >= cache.capacity_rows()) {
-        {
+      drain();
+      *finished = true;
+      return next;
+    }
+    // The rows of at most `blocks` blocks: fewer while gathers are in flight.
+    const size_t blocks = busy ? busy_blocks : idle_blocks;
+    size_t end = next, blocks_taken = 0;
+    for (uint64_t last_block = UINT64_MAX; end < chunk.size(); ++end) {
+      const uint64_t block = g.BlockOfRow(chunk[end].row_id);
+      if (block != last_block && ++blocks_taken > blocks) break;
+      last_block = block;
+    }
+    std::span<const HotSetRow> batch(chunk.data() + next, end - next);
+    std::vector<uint64_t> ids;
+    for (const HotSetRow& r : batch) ids.push_back(r.row_id);
+    ReadRowsVerified(
+        store_, table, std::move(ids), "warm start",
+        [&t, batch](uint64_t row, bool ok, std::span<const std::byte> bytes) {
+          // batch is in row order.
+          auto it = std::lower_bound(batch.begin(), batch.end(), row,
+                                     [](const HotSetRow& r, uint64_t id) { return r.row_id < id; });
+          const uint32_t estimate = it != batch.end() && it->row_id == row ? it->estimate : 0;
+          const bool warmed = ok && t.cache->InsertIntoFreeWay(row, bytes, estimate);
+          t.counters.Add(warmed ? t.counters.warm_rows : t.counters.warm_skipped_rows, 1);
+        },
+        [this] {
           MutexLock lock(&mu_);
           --batch_pending_;
-        }
-        drain();
-        return done + next;
-      }
-      // The rows of at most `blocks` blocks: fewer while gathers are in flight.
-      const size_t blocks = busy ? busy_blocks : idle_blocks;
-      size_t end = next, blocks_taken = 0;
-      for (uint64_t last_block = UINT64_MAX; end < chunk.size(); ++end) {
-        const uint64_t block = g.BlockOfRow(chunk[end].row_id);
-        if (block != last_block && ++blocks_taken > blocks) break;
-        last_block = block;
-      }
-      std::span<const HotSetRow> batch(chunk.data() + next, end - next);
-      std::vector<uint64_t> ids;
-      for (const HotSetRow& r : batch) ids.push_back(r.row_id);
-      ReadRowsVerified(
-          store_, table, std::move(ids), "warm start",
-          [&t, batch](uint64_t row, bool ok, std::span<const std::byte> bytes) {
-            // batch is in row order.
-            auto it = std::lower_bound(batch.begin(), batch.end(), row,
-                                       [](const HotSetRow& r, uint64_t id) { return r.row_id < id; });
-            const uint32_t estimate = it != batch.end() && it->row_id == row ? it->estimate : 0;
-            const bool warmed = ok && t.cache->InsertIntoFreeWay(row, bytes, estimate);
-            t.counters.Add(warmed ? t.counters.warm_rows : t.counters.warm_skipped_rows, 1);
-          },
-          [this] {
-            MutexLock lock(&mu_);
-            --batch_pending_;
-            changed_.SignalAll();
-          });
-      next = end;
-    }
-    drain();
-    done = chunk_end;
+          changed_.SignalAll();
+        });
+    next = end;
   }
-  return done;
+  drain();
+  return chunk_end - done;
 }
 
 void HotSetKeeper::SaveEvery(double interval_seconds) {

@@ -57,8 +57,10 @@ class HotSetKeeper {
   // The saved rows of each table (by store index) that may warm it.
   std::vector<std::vector<HotSetRow>> Load();
   void Warm(std::vector<std::vector<HotSetRow>> rows) EXCLUDES(mu_);
-  // Warms one table; returns how many of `rows` it got to (the rest are skipped).
-  size_t WarmTable(size_t table, const std::vector<HotSetRow>& rows) EXCLUDES(mu_);
+  // Warms the next chunk of `table`'s rows from `done` on; returns how many
+  // of them it reached, and sets *finished when the table is done early (the
+  // store stops, or its cache is full).
+  size_t WarmChunk(size_t table, const std::vector<HotSetRow>& rows, size_t done, bool* finished) EXCLUDES(mu_);
   void SaveEvery(double interval_seconds) EXCLUDES(mu_);
   bool stopping() EXCLUDES(mu_);
 
