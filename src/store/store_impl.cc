@@ -252,7 +252,10 @@ std::string StoreImpl::metadata_json(size_t table) const {
 std::shared_ptr<GatherState> StoreImpl::Begin(size_t table, std::span<const uint64_t> row_ids,
                                                       std::byte* dst, size_t stride,
                                                       std::function<void(GatherResult)> done) {
-  if (table < tables_.size()) tables_[table]->gathers_begun.fetch_add(1, std::memory_order_relaxed);
+  // Only a warm-up asks how many gathers are in flight (GathersInFlight), so
+  // only a store with a hot set pays this locked add on every gather. hot_set_
+  // is set in Open, before any gather can begin.
+  if (hot_set_ && table < tables_.size()) tables_[table]->gathers_begun.fetch_add(1, std::memory_order_relaxed);
   std::shared_ptr<GatherState> st = GatherState::Acquire();
   st->Init(this, table, row_ids, dst, stride, std::move(done));
   Status bad;

@@ -64,7 +64,8 @@ class StoreImpl final : public Store {
   // StoreOptions::completion_threads).
   boost::asio::thread_pool& completion_pool() { return *completion_pool_; }
   ReadBufferPool& read_buffers() { return *read_buffers_; }
-  // For the warm start: gathers begun and not yet finished, over all tables.
+  // For the warm start: gathers begun and not yet finished, over all tables
+  // (counted only in a store with a hot set; 0 otherwise).
   uint64_t GathersInFlight() const;
   uint32_t queue_depth() const { return options_.queue_depth; }
 
