@@ -1,11 +1,8 @@
 #include "src/store/hot_set.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 
 #include "storage/block_hash.h"
 #include "storage/byte_order.h"
@@ -113,24 +110,7 @@ Result<std::vector<HotSetTable>> DecodeHotSet(const std::string& bytes) {
 }
 
 Status WriteHotSetFile(const std::string& path, const std::vector<HotSetTable>& tables) {
-  const std::string bytes = EncodeHotSet(tables);
-  std::string temp = fileutil::TempPathFor(path);
-  const int raw = mkostemp(temp.data(), O_CLOEXEC);
-  if (raw < 0) return Status::IOError("hot set: cannot create a temporary file beside " + path + ": " + strerror(errno));
-  fileutil::ScopedFd fd(raw);
-  auto fail = [&](Status s) {
-    unlink(temp.c_str());
-    return s;
-  };
-  if (fchmod(fd.get(), 0644) != 0) return fail(Status::IOError("hot set: chmod " + temp + ": " + strerror(errno)));
-  Status s = fileutil::WriteAll(fd.get(), {reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}, temp);
-  if (!s.ok()) return fail(s);
-  if (fsync(fd.get()) != 0) return fail(Status::IOError("hot set: fsync " + temp + ": " + strerror(errno)));
-  fd = fileutil::ScopedFd();
-  if (rename(temp.c_str(), path.c_str()) != 0) {
-    return fail(Status::IOError("hot set: rename to " + path + ": " + strerror(errno)));
-  }
-  return fileutil::SyncParentDir(path);
+  return fileutil::WriteFileAtomically(path, EncodeHotSet(tables)).WithContext("hot set");
 }
 
 Result<std::vector<HotSetTable>> ReadHotSetFile(const std::string& path, uint64_t max_bytes) {
