@@ -101,6 +101,7 @@ layer "src/cache/ (no I/O)" \
 layer "src/ngram/" 'engram/ src/ngram/ storage/' 'any' src/ngram
 layer "src/metrics/" 'engram/ src/metrics/' 'any' src/metrics
 layer "src/store/" 'engram/ src/store/ src/cache/ src/metrics/ src/ngram/ storage/' 'any' src/store
+layer "src/node/ (the node service and its client)" 'engram/ src/node/ src/store/ src/cache/ src/metrics/ storage/' 'any' src/node
 layer "src/capi/ (the C API)" 'engram/' 'any' src/capi
 layer "python/ (the binding)" 'engram/ python/' 'any' python
 # engram_tools and what stands on it: anything below, but never tests/ (a

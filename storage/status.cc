@@ -17,6 +17,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kResourceExhausted: return "Resource exhausted";
     case StatusCode::kCancelled: return "Cancelled";
     case StatusCode::kInternal: return "Internal error";
+    case StatusCode::kUnavailable: return "Unavailable";
   }
   return "Unknown";
 }

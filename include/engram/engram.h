@@ -33,7 +33,8 @@ typedef enum engram_status {
   ENGRAM_UNSUPPORTED = 6,
   ENGRAM_RESOURCE_EXHAUSTED = 7,
   ENGRAM_CANCELLED = 8,
-  ENGRAM_INTERNAL = 9
+  ENGRAM_INTERNAL = 9,
+  ENGRAM_UNAVAILABLE = 10 /* the node service (engram-served) is gone or restarting */
 } engram_status;
 
 typedef struct engram_store engram_store;
@@ -71,6 +72,14 @@ typedef struct engram_store_options {
    * open, in the background. */
   const char* hot_set_path;
   double hot_set_interval_seconds;
+  /* One store per node (StoreOptions::node): NULL = off; else the Unix
+   * socket of an engram-served this store is a client of (its tables and
+   * rank must be the service's; the cache, I/O and warm-start fields are
+   * the service's and are not used). node_client_name: the client's label
+   * in the service's /metrics; NULL = the process ID. While the service is
+   * gone, calls fail with ENGRAM_UNAVAILABLE. */
+  const char* node;
+  const char* node_client_name;
 } engram_store_options;
 
 /* The fields of ENGRAM_GATHER_RESULT (engram/counters.h), in its order. */

@@ -121,6 +121,21 @@ struct StoreOptions {
 
   // If set ("127.0.0.1:9464"), the store serves GET /metrics and /healthz.
   std::string metrics_listen;
+
+  // One store per node: the path of the Unix socket of an engram-served
+  // (tools/engram-served) to be a client of, instead of opening a store of
+  // this process's own. The service owns the caches and the reads; the
+  // client maps the caches read-only and serves its hits itself (no system
+  // call), and sends its misses, read-aheads and stats to the service. The
+  // tables (and rank) must be those the service serves, by name and file;
+  // the cache, I/O, warm-start, trace and metrics options are the service's
+  // and are not used here. If the service goes away, the client's calls fail
+  // with StatusCode::kUnavailable until it is back, and it reconnects by
+  // itself.
+  std::string node;
+  // The client's name in the service's /metrics (label `client`); default:
+  // its process ID.
+  std::string node_client_name;
 };
 
 }  // namespace engram

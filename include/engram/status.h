@@ -25,6 +25,7 @@ enum class StatusCode : uint8_t {
   kResourceExhausted, // out of memory, queue slots, locked memory, ...
   kCancelled,         // the operation was abandoned (shutdown)
   kInternal,          // a broken invariant: a bug in Engram Store
+  kUnavailable,       // a service the store depends on is not there (engram-served gone or restarting)
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -44,6 +45,7 @@ class [[nodiscard]] Status {
   static Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
   static Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+  static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
   // An I/O error from errno, e.g. FromErrno("open table.engram", errno).
   static Status FromErrno(std::string_view what, int err);
 

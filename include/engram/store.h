@@ -147,8 +147,11 @@ class GatherTicket {
   // invalid ticket gives InvalidArgument.
   GatherResult Wait();
 
- private:
+  // Opaque: the gather in flight, defined by the implementation (a store's
+  // own gathers, or a node client's).
   struct State;
+
+ private:
   friend struct GatherTicketAccess;  // the store's implementation
   explicit GatherTicket(std::shared_ptr<State> s) : state_(std::move(s)) {}
   std::shared_ptr<State> state_;

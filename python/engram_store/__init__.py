@@ -70,7 +70,7 @@ Logging
 API
     ``Store(tables=None, cache_bytes=1 GiB, policy="default", io_backend="auto",
     metrics_listen=None, token_map=None, direct_io=True, completion_threads=2, io_rings=1,
-    manifest=None, rank=None, hot_set=None, hot_set_interval=0.0)``
+    manifest=None, rank=None, hot_set=None, hot_set_interval=0.0, node=None, client_name=None)``
         A context manager; ``close()``. ``tables`` are table file paths; a table
         is then named by its index or its name (the file's stem).
         ``manifest=`` (a path, or a list of paths, one per layer) and
@@ -90,6 +90,16 @@ API
         open reads them back into the caches in the background (open does not
         wait; ``wait_for_warm_up()`` does). A hot set of another table, policy
         or cache size, or a corrupt one, is ignored with one warning.
+        ``node`` (a Unix socket path; None = off): one store per node. The
+        store is then a client of the ``engram-served`` serving that socket:
+        it maps the service's row cache read-only and serves hits itself (no
+        system call), and sends misses, read-aheads and stats to the service.
+        ``tables``/``manifest``/``rank`` must be what the service serves;
+        the cache, I/O and warm-start arguments are the service's and are
+        ignored. ``client_name`` labels this client's series in the service's
+        ``/metrics`` (default: the process ID). If the service is missing,
+        stopped or restarting, calls raise ``OSError`` (the store reconnects
+        by itself once it is back).
     ``record_bytes(table)``, ``row_count(table)``, ``stats()`` (a dict per table
     name: every counter of engram/counters.h, and ``cache_<name>`` for every
     statistic of engram/cache_stats.h, refusals also per reason as
@@ -249,13 +259,17 @@ class Store(_Store):
 
     def __init__(self, tables=None, cache_bytes=1 << 30, policy="default", io_backend="auto", metrics_listen=None,
                  token_map=None, direct_io=True, completion_threads=2, io_rings=1, manifest=None, rank=None,
-                 hot_set=None, hot_set_interval=0.0):
+                 hot_set=None, hot_set_interval=0.0, node=None, client_name=None):
         if isinstance(tables, (str, bytes)) or hasattr(tables, "__fspath__"):
             raise ValueError("tables must be a list of table paths")
         manifests, rank = _rank_arguments(manifest, rank)
+        if client_name is not None and node is None:
+            raise ValueError("client_name= names a client of a node service: give node= too")
         super().__init__([_os.fsdecode(t) for t in (tables or [])], cache_bytes, policy, io_backend, metrics_listen,
                          _path_or_array(token_map), direct_io, completion_threads, io_rings, manifests, rank,
-                         None if hot_set is None else _os.fsdecode(hot_set), hot_set_interval)
+                         None if hot_set is None else _os.fsdecode(hot_set), hot_set_interval,
+                         None if node is None else _os.fsdecode(node),
+                         None if client_name is None else str(client_name))
 
     def __enter__(self):
         return self

@@ -19,6 +19,7 @@ PyObject* ExceptionType(StatusCode code) {
     case StatusCode::kIOError:
     case StatusCode::kUnsupported:
     case StatusCode::kResourceExhausted:
+    case StatusCode::kUnavailable:
       return PyExc_OSError;
     default:
       return PyExc_RuntimeError;

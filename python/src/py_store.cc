@@ -197,7 +197,9 @@ PyStore::PyStore(const std::vector<std::string>& tables, uint64_t cache_bytes, c
                  py::handle token_map, bool direct_io, uint32_t completion_threads, uint32_t io_rings,
                  const std::vector<std::string>& manifests, int32_t rank,
                  // warm start
-                 const std::optional<std::string>& hot_set, double hot_set_interval) {
+                 const std::optional<std::string>& hot_set, double hot_set_interval,
+                 // one store per node
+                 const std::optional<std::string>& node, const std::optional<std::string>& client_name) {
   if (tables.empty() && manifests.empty()) throw py::value_error("Store needs at least one table or manifest");
   StoreOptions options;
   for (const std::string& path : tables) {
@@ -222,6 +224,9 @@ PyStore::PyStore(const std::vector<std::string>& tables, uint64_t cache_bytes, c
   // Warm start.
   options.hot_set_path = hot_set.value_or("");
   options.hot_set_interval_seconds = hot_set_interval;
+  // One store per node: a client of the engram-served at this socket.
+  options.node = node.value_or("");
+  options.node_client_name = client_name.value_or("");
   token_map_ = TokenMapArgument(token_map);
   Result<std::unique_ptr<Store>> opened = Status::Internal("not opened");
   {

@@ -114,7 +114,9 @@ class PyStore {
           bool direct_io, uint32_t completion_threads, uint32_t io_rings, const std::vector<std::string>& manifests,
           int32_t rank,
           // warm start
-          const std::optional<std::string>& hot_set, double hot_set_interval);
+          const std::optional<std::string>& hot_set, double hot_set_interval,
+          // one store per node
+          const std::optional<std::string>& node, const std::optional<std::string>& client_name);
 
   void Close();
   bool closed() const { return store_ == nullptr; }

@@ -10,19 +10,30 @@
 namespace engram::cache {
 
 AnonymousMemory::~AnonymousMemory() {
-  if (data_ != nullptr) munmap(data_, size_);
+  if (data_ != nullptr && owned_) munmap(data_, size_);
 }
 
 AnonymousMemory::AnonymousMemory(AnonymousMemory&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      owned_(std::exchange(other.owned_, true)) {}
 
 AnonymousMemory& AnonymousMemory::operator=(AnonymousMemory&& other) noexcept {
   if (this != &other) {
-    if (data_ != nullptr) munmap(data_, size_);
+    if (data_ != nullptr && owned_) munmap(data_, size_);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    owned_ = std::exchange(other.owned_, true);
   }
   return *this;
+}
+
+AnonymousMemory AnonymousMemory::Unowned(uint8_t* data, uint64_t size) {
+  AnonymousMemory m;
+  m.data_ = data;
+  m.size_ = size;
+  m.owned_ = false;
+  return m;
 }
 
 Result<AnonymousMemory> AnonymousMemory::Allocate(uint64_t bytes, const char* what) {

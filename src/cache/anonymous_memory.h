@@ -33,6 +33,10 @@ class AnonymousMemory {
   // when the region cannot be mapped (SetAssociativeRowCache::Make turns
   // that into ResourceExhausted).
   static AnonymousMemory AllocateOrThrow(uint64_t bytes, const char* what);
+  // A region of a mapping someone else owns and unmaps (the node service's
+  // shared cache memory, src/node/shared_cache_memory.h): zero-filled like
+  // fresh anonymous memory, and not unmapped here.
+  static AnonymousMemory Unowned(uint8_t* data, uint64_t size);
 
   // Huge pages are not asked for at allocation: a huge page is committed
   // whole on first touch, so rows scattered by hash over a fresh region would
@@ -45,6 +49,7 @@ class AnonymousMemory {
  private:
   uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
+  bool owned_ = true;
 };
 
 }  // namespace engram::cache

@@ -11,14 +11,15 @@
 namespace engram {
 
 Result<std::unique_ptr<RowCache>> RowCache::Create(const RowCacheConfig& config, uint64_t budget_bytes,
-                                                   uint32_t row_bytes, uint64_t max_rows) {
+                                                   uint32_t row_bytes, uint64_t max_rows,
+                                                   const CacheRegionAllocator& regions) {
   if (row_bytes == 0) {
     return Status::InvalidArgument(
         "row cache: a byte budget needs row_bytes > 0; for an index-only cache use CapacityForBudget with the real "
         "row size, then CreateWithCapacity(..., row_bytes = 0)");
   }
   ENGRAM_ASSIGN_OR_RETURN(uint64_t capacity, CapacityForBudget(config, budget_bytes, row_bytes, max_rows));
-  ENGRAM_ASSIGN_OR_RETURN(auto cache, cache::SetAssociativeRowCache::Make(config, capacity / config.ways, row_bytes));
+  ENGRAM_ASSIGN_OR_RETURN(auto cache, cache::SetAssociativeRowCache::Make(config, capacity / config.ways, row_bytes, regions));
   return std::unique_ptr<RowCache>(std::move(cache));
 }
 

@@ -27,12 +27,16 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "engram/status.h"
+#include "src/cache/anonymous_memory.h"
 #include "src/cache/cache_config.h"
+#include "src/cache/shared_cache_geometry.h"
 
 namespace engram {
 
@@ -49,6 +53,11 @@ enum class PinAction : uint8_t {
   kConsume,  // a hit on a pinned row unpins it (the gather that used the read-ahead)
 };
 
+// Where a cache's index and row slab come from when not its own anonymous
+// memory: zero-filled regions, 2 MiB-aligned, of `bytes` (`what` names the
+// region in errors).
+using CacheRegionAllocator = std::function<Result<cache::AnonymousMemory>(uint64_t bytes, const char* what)>;
+
 class RowCache {
  public:
   // A cache holding as many rows of row_bytes as fit in budget_bytes after the
@@ -63,8 +72,11 @@ class RowCache {
   // a large cache costs no RSS and no time until rows arrive or
   // CommitMemory() is called.
   static constexpr uint64_t kNoRowLimit = ~uint64_t{0};
+  // `regions`, if given, provides the index and the row slab (the node
+  // service's shared memory); the sketch and history stay private.
   static Result<std::unique_ptr<RowCache>> Create(const RowCacheConfig& config, uint64_t budget_bytes,
-                                                  uint32_t row_bytes, uint64_t max_rows = kNoRowLimit);
+                                                  uint32_t row_bytes, uint64_t max_rows = kNoRowLimit,
+                                                  const CacheRegionAllocator& regions = {});
   // The capacity_rows Create() would give for this budget, without allocating:
   // lets the emulator size an index-only cache (row_bytes = 0 in
   // CreateWithCapacity) exactly like a real cache of row_bytes rows.
@@ -158,6 +170,21 @@ class RowCache {
   virtual uint32_t row_bytes() const = 0;
   // Bytes of memory the cache itself uses (rows + index + metadata + sketch).
   virtual uint64_t memory_bytes() const = 0;
+
+  // ---- Sharing: the node service puts its caches' index and slab in shared
+  // memory (CacheRegionAllocator), and readers in other processes serve hits
+  // from it (SharedRowCacheReader) without touching the policy. ----
+
+  // What a reader needs to find rows in this cache's index and slab; nothing
+  // for a cache that cannot be read that way.
+  virtual std::optional<cache::SharedCacheGeometry> SharedGeometry() const { return std::nullopt; }
+  virtual const uint8_t* index_data() const { return nullptr; }
+  virtual const uint8_t* slab_data() const { return nullptr; }
+  // Hits a reader elsewhere has already served (copied), reported for the
+  // policy: each row, in order, counts as a lookup and a hit, raises its
+  // sketch estimate and, if still resident, is stamped as just used, as
+  // Lookup would have done -- without a copy and without touching pins.
+  virtual void RecordHits(std::span<const uint64_t> row_ids) { (void)row_ids; }
 };
 
 }  // namespace engram

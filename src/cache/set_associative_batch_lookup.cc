@@ -38,6 +38,8 @@
 
 #include "src/cache/set_associative_cache.h"
 
+using engram::cache::set_associative_internal::PrefetchRange;
+
 namespace engram::cache {
 namespace {
 
@@ -46,15 +48,6 @@ constexpr size_t kFirstSetAhead = 4;
 constexpr size_t kSecondSetAhead = 2;
 constexpr size_t kRing = 16;  // > kIndexAhead, power of two
 static_assert(kRing > kIndexAhead && (kRing & (kRing - 1)) == 0);
-
-[[gnu::always_inline]] inline void PrefetchRange(const void* p, size_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  const uintptr_t first = reinterpret_cast<uintptr_t>(c) & ~uintptr_t{63};
-  const uintptr_t last = reinterpret_cast<uintptr_t>(c + bytes - 1) & ~uintptr_t{63};
-  for (uintptr_t line = first; line <= last; line += 64) {
-    __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 3);
-  }
-}
 
 }  // namespace
 
@@ -185,6 +178,41 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
   }
   counts.AddTo(Shard());
   return counts.hits;
+}
+
+void SetAssociativeRowCache::RecordHits(std::span<const uint64_t> row_ids) {
+  const size_t n = row_ids.size();
+  if (n == 0) return;
+  // The same bookkeeping as the last stage of LookupBatchIn for a hit: one
+  // tick and one sketch increment per row, the batch's ticks taken at once;
+  // the index lines are prefetched kIndexAhead rows ahead.
+  const bool two = hasher_.two_candidates();
+  uint64_t hashes[kRing];
+  auto prepare = [&](size_t j) __attribute__((always_inline)) {
+    hashes[j % kRing] = hasher_.Hash(row_ids[j]);
+    PrefetchSet<0>(hasher_.First(hashes[j % kRing]));
+    sketch_.Prefetch(hashes[j % kRing]);
+  };
+  for (size_t j = 0; j < std::min(n, kIndexAhead); ++j) prepare(j);
+  const uint64_t first_tick = TakeTicks(n);
+  uint64_t next_halving = FirstHalvingFrom(first_tick);
+  LookupCounts counts;
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kIndexAhead < n) prepare(i + kIndexAhead);
+    const uint64_t h = hashes[i % kRing];
+    sketch_.Increment(h);
+    TickUpkeep(first_tick + i, &next_halving);
+    const uint64_t first = hasher_.First(h);
+    uint64_t set = first;
+    int way = FindWayHint<0>(first, row_ids[i]);
+    if (way < 0 && two) {
+      set = hasher_.Second(h, first);
+      way = FindWayHint<0>(set, row_ids[i]);
+    }
+    if (way >= 0) View(set).set_stamp(uint32_t(way), static_cast<uint32_t>(first_tick + i));
+    ++counts.hits;
+  }
+  counts.AddTo(Shard());
 }
 
 }  // namespace engram::cache

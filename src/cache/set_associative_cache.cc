@@ -41,14 +41,16 @@ uint64_t HalvingPeriod(const RowCacheConfig& c, uint64_t capacity_rows) {
 }  // namespace
 
 Result<std::unique_ptr<SetAssociativeRowCache>> SetAssociativeRowCache::Make(const RowCacheConfig& config,
-                                                                             uint64_t num_sets, uint32_t row_bytes) {
+                                                                             uint64_t num_sets, uint32_t row_bytes,
+                                                                             const CacheRegionAllocator& regions) {
   ENGRAM_RETURN_IF_ERROR(config.Validate());
   if (num_sets == 0 || num_sets > kMaxSets) {
     return Status::InvalidArgument("row cache: set count " + std::to_string(num_sets) + " must be in 1..2^40");
   }
   CacheFootprint footprint = FootprintFor(config, num_sets, row_bytes);
-  ENGRAM_ASSIGN_OR_RETURN(AnonymousMemory index, AnonymousMemory::Allocate(footprint.index_bytes, "index"));
-  ENGRAM_ASSIGN_OR_RETURN(AnonymousMemory slab, AnonymousMemory::Allocate(footprint.slab_bytes, "row slab"));
+  auto allocate = regions ? regions : CacheRegionAllocator(&AnonymousMemory::Allocate);
+  ENGRAM_ASSIGN_OR_RETURN(AnonymousMemory index, allocate(footprint.index_bytes, "index"));
+  ENGRAM_ASSIGN_OR_RETURN(AnonymousMemory slab, allocate(footprint.slab_bytes, "row slab"));
   // The sketch and the ghost history map their own anonymous memory in
   // their constructors, which throw std::bad_alloc when it cannot be
   // mapped: a budget the machine cannot back is a status here, not an
@@ -137,6 +139,19 @@ StatShard& SetAssociativeRowCache::Shard() const {
   static std::atomic<uint32_t> next_thread{0};
   thread_local const uint32_t mine = next_thread.fetch_add(1, std::memory_order_relaxed) % kStatShards;
   return shards_[mine];
+}
+
+std::optional<SharedCacheGeometry> SetAssociativeRowCache::SharedGeometry() const {
+  if (row_bytes_ == 0) return std::nullopt;  // an index-only (emulator) cache has no rows to share
+  SharedCacheGeometry g;
+  g.ways = layout_.ways;
+  g.num_sets = num_sets_;
+  g.seed = config_.seed;
+  g.candidate_sets = config_.candidate_sets;
+  g.row_bytes = row_bytes_;
+  g.index_bytes = index_.size();
+  g.slab_bytes = slab_.size();
+  return g;
 }
 
 void SetAssociativeRowCache::LookupCounts::AddTo(StatShard& shard) const {

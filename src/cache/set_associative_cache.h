@@ -52,6 +52,7 @@
 #include "src/cache/row_cache.h"
 #include "src/cache/set_hasher.h"
 #include "src/cache/set_layout.h"
+#include "src/cache/set_probe.h"
 #include "src/cache/set_storage.h"
 #include "src/cache/stat_shard.h"
 #include "src/cache/victim_choice.h"
@@ -61,8 +62,10 @@ namespace engram::cache {
 class SetAssociativeRowCache final : public RowCache {
  public:
   // config must be valid; num_sets >= 1.
+  // `regions`, if given, provides the index and the row slab (RowCache::Create).
   static Result<std::unique_ptr<SetAssociativeRowCache>> Make(const RowCacheConfig& config, uint64_t num_sets,
-                                                              uint32_t row_bytes);
+                                                              uint32_t row_bytes,
+                                                              const CacheRegionAllocator& regions = {});
 
   bool Lookup(uint64_t row_id, std::span<std::byte> dst, PinAction pin = PinAction::kConsume) override;
   // Pipelined (set_associative_batch_lookup.cc): index lines are prefetched
@@ -87,6 +90,15 @@ class SetAssociativeRowCache final : public RowCache {
   uint64_t capacity_rows() const override { return num_sets_ * layout_.ways; }
   uint32_t row_bytes() const override { return row_bytes_; }
   uint64_t memory_bytes() const override { return footprint_.total(); }
+
+  std::optional<SharedCacheGeometry> SharedGeometry() const override;
+  const uint8_t* index_data() const override { return index_.data(); }
+  const uint8_t* slab_data() const override { return slab_.data(); }
+  // Batched like LookupBatch (set_associative_batch_lookup.cc): the batch's
+  // ticks are taken at once, and each row's way is found by the unlocked
+  // hints and stamped without the set's lock (a row moved meanwhile keeps
+  // its old stamp: policy, never correctness).
+  void RecordHits(std::span<const uint64_t> row_ids) override;
 
   // ---- introspection for tests and tools (no stats, no sketch, no clock) ----
   uint64_t num_sets() const { return num_sets_; }
@@ -365,28 +377,6 @@ class SetAssociativeRowCache final : public RowCache {
   HugePagePromotion huge_pages_;
 };
 
-namespace set_associative_internal {
-// The mask of ways w < ways whose key (key_at(w)) is row_id. The usual widths
-// are fixed at compile time, so the compare unrolls into branch-free code.
-template <uint32_t W, typename KeyAt>
-inline uint32_t MatchFixed(uint32_t ways, uint64_t row_id, const KeyAt& key_at) {
-  uint32_t match = 0;
-#pragma GCC unroll 16
-  for (uint32_t w = 0; w < (W != 0 ? W : ways); ++w) match |= uint32_t{key_at(w) == row_id} << w;
-  return match;
-}
-template <uint32_t kWays, typename KeyAt>
-inline uint32_t MatchKeys(uint32_t ways, uint64_t row_id, const KeyAt& key_at) {
-  if constexpr (kWays != 0) return MatchFixed<kWays>(kWays, row_id, key_at);
-  switch (ways) {
-    case 4: return MatchFixed<4>(ways, row_id, key_at);
-    case 5: return MatchFixed<5>(ways, row_id, key_at);
-    case 8: return MatchFixed<8>(ways, row_id, key_at);
-    case 16: return MatchFixed<16>(ways, row_id, key_at);
-    default: return MatchFixed<0>(ways, row_id, key_at);
-  }
-}
-}  // namespace set_associative_internal
 
 template <uint32_t kWays>
 inline int SetAssociativeRowCache::FindWay(const SetView& s, uint64_t row_id) const {

@@ -124,13 +124,14 @@ void FillStage(const Figures& r, uint64_t tokens, uint64_t hash_nanoseconds, eng
 }  // namespace
 
 static_assert(int(engram::StatusCode::kInternal) == ENGRAM_INTERNAL, "C status codes follow StatusCode");
+static_assert(int(engram::StatusCode::kUnavailable) == ENGRAM_UNAVAILABLE, "C status codes follow StatusCode");
 
 extern "C" {
 
 const char* engram_last_error(void) { return g_last_error.c_str(); }
 
 const char* engram_status_string(engram_status status) {
-  if (status < ENGRAM_OK || status > ENGRAM_INTERNAL) return "Unknown";
+  if (status < ENGRAM_OK || status > ENGRAM_UNAVAILABLE) return "Unknown";
   return engram::StatusCodeName(static_cast<engram::StatusCode>(status));
 }
 
@@ -170,6 +171,9 @@ engram_status engram_store_open(const engram_store_options* options_in, engram_s
   // Warm start (fields zero in an older caller's struct: off).
   if (options->hot_set_path) o.hot_set_path = options->hot_set_path;
   o.hot_set_interval_seconds = options->hot_set_interval_seconds;
+  // One store per node (NULL in an older caller's struct: a private store).
+  if (options->node) o.node = options->node;
+  if (options->node_client_name) o.node_client_name = options->node_client_name;
   auto store = engram::Store::Open(o);
   if (!store.ok()) return Report(store.status());
   *out = new engram_store{std::move(store).value()};

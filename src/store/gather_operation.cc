@@ -13,17 +13,17 @@
 
 using engram::GatherTicket;
 
-std::shared_ptr<GatherTicket::State> GatherTicket::State::Acquire() {
-  thread_local std::shared_ptr<State> spare;
+std::shared_ptr<engram::GatherOperation> engram::GatherOperation::Acquire() {
+  thread_local std::shared_ptr<GatherOperation> spare;
   if (spare && spare.use_count() == 1 && spare->plan_.next_pos.capacity() <= kRecycledRows) {
     spare->Reset();
     return spare;
   }
-  spare = std::make_shared<State>();
+  spare = std::make_shared<GatherOperation>();
   return spare;
 }
 
-void GatherTicket::State::Reset() {
+void engram::GatherOperation::Reset() {
   {
     // Every other holder has let go, and each one's last use of the state
     // was under mu_ (a waiter's, a callback's Finish, an engine's OnLanded):
@@ -59,7 +59,7 @@ void GatherTicket::State::Reset() {
   if (staged_.capacity() > kKeptStagedBytes) std::vector<std::byte>().swap(staged_);
 }
 
-void GatherTicket::State::Init(StoreImpl* store, size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
+void engram::GatherOperation::Init(StoreImpl* store, size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
                                size_t stride, std::function<void(GatherResult)> done) {
   t0_ = io::MonotonicNanos();
   store_ = store;
@@ -70,7 +70,7 @@ void GatherTicket::State::Init(StoreImpl* store, size_t table, std::span<const u
   done_ = std::move(done);
 }
 
-void GatherTicket::State::Reject(Status why) {
+void engram::GatherOperation::Reject(Status why) {
   result_.status = std::move(why);
   result_.rows = row_ids_.size();
   if (table_ < store_->table_count()) return Finish();
@@ -89,8 +89,8 @@ void GatherTicket::State::Reject(Status why) {
 // that the compiler may fold them back into Start: a hit-only gather then
 // costs what it cost as one function.
 // The cache phase, then the reads of the misses.
-void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
-  State& st = *self;
+void engram::GatherOperation::Start(const std::shared_ptr<GatherOperation>& self) {
+  GatherOperation& st = *self;
   st.PlanDistinctRows();
   CachePhase phase = st.BeginCachePhase();
   // Pipelined batch lookups (RowCache::LookupBatch overlaps the memory
@@ -109,13 +109,13 @@ void GatherTicket::State::Start(const std::shared_ptr<State>& self) {
   SubmitBlockReads(self, phase);
 }
 
-inline void GatherTicket::State::PlanDistinctRows() {
+inline void engram::GatherOperation::PlanDistinctRows() {
   plan_.Build(row_ids_);
   result_.rows = row_ids_.size();
   result_.distinct_rows = plan_.distinct.size();
 }
 
-inline GatherTicket::State::CachePhase GatherTicket::State::BeginCachePhase() {
+inline engram::GatherOperation::CachePhase engram::GatherOperation::BeginCachePhase() {
   const size_t distinct = plan_.distinct.size();
   thread_local std::vector<std::byte*> outs;
   thread_local std::vector<uint8_t> hit;
@@ -129,7 +129,7 @@ inline GatherTicket::State::CachePhase GatherTicket::State::BeginCachePhase() {
                     /*batch_ready=*/false, /*no_buffer=*/Status()};
 }
 
-inline void GatherTicket::State::LookUpSegment(size_t begin, size_t n, CachePhase& phase) {
+inline void engram::GatherOperation::LookUpSegment(size_t begin, size_t n, CachePhase& phase) {
   TableState& table = store_->table_state(table_);
   const uint32_t record = table.file->record_bytes();
   const std::span<const uint64_t> ids = std::span<const uint64_t>(plan_.distinct).subspan(begin, n);
@@ -177,14 +177,14 @@ inline void GatherTicket::State::LookUpSegment(size_t begin, size_t n, CachePhas
   }
 }
 
-inline void GatherTicket::State::EndCachePhase(const CachePhase& phase) {
+inline void engram::GatherOperation::EndCachePhase(const CachePhase& phase) {
   result_.misses = phase.reference ? phase.reference_misses.size() : batch_.rows.size();
   t1_ = io::MonotonicNanos();
   result_.cache_nanoseconds = t1_ - t0_;
 }
 
-void GatherTicket::State::SubmitBlockReads(const std::shared_ptr<State>& self, CachePhase& phase) {
-  State& st = *self;
+void engram::GatherOperation::SubmitBlockReads(const std::shared_ptr<GatherOperation>& self, CachePhase& phase) {
+  GatherOperation& st = *self;
   st.block_ok_.assign(st.batch_.blocks.size(), 0);
   st.checked_.assign(st.chunks(), 0);
   if (!phase.submit_early && phase.stream_chunks != 0 && st.chunks() > phase.stream_chunks) {
@@ -204,9 +204,9 @@ void GatherTicket::State::SubmitBlockReads(const std::shared_ptr<State>& self, C
   SetLandings(self, st.chunks_submitted_);
 }
 
-void GatherTicket::State::StartReferenceReads(const std::shared_ptr<State>& self,
+void engram::GatherOperation::StartReferenceReads(const std::shared_ptr<GatherOperation>& self,
                                               std::vector<std::pair<uint64_t, uint32_t>> missed) {
-  State& st = *self;
+  GatherOperation& st = *self;
   TableState& table = st.store_->table_state(st.table_);
   const size_t missed_rows = missed.size();
   st.reference_ = std::make_shared<ReferenceBatch>();
@@ -223,8 +223,8 @@ void GatherTicket::State::StartReferenceReads(const std::shared_ptr<State>& self
   st.store_->engine().SubmitBatch(st.reference_->blocks.reads, [self] { OnLanded(self); });
 }
 
-engram::Status GatherTicket::State::SubmitReadyChunks(const std::shared_ptr<State>& self, bool all) {
-  State& st = *self;
+engram::Status engram::GatherOperation::SubmitReadyChunks(const std::shared_ptr<GatherOperation>& self, bool all) {
+  GatherOperation& st = *self;
   const TableState& table = st.store_->table_state(st.table_);
   const size_t blocks = st.batch_.blocks.size();
   for (;;) {
@@ -237,8 +237,8 @@ engram::Status GatherTicket::State::SubmitReadyChunks(const std::shared_ptr<Stat
   }
 }
 
-engram::Status GatherTicket::State::StartStreaming(const std::shared_ptr<State>& self, size_t ring_chunks) {
-  State& st = *self;
+engram::Status engram::GatherOperation::StartStreaming(const std::shared_ptr<GatherOperation>& self, size_t ring_chunks) {
+  GatherOperation& st = *self;
   const TableState& table = st.store_->table_state(st.table_);
   ENGRAM_RETURN_IF_ERROR(st.batch_.PrepareReads(table.file_id, table.file->geometry(), st.store_->read_buffers(),
                                                 st.batch_.blocks.size(), ring_chunks * kChunkBlocks));
@@ -250,25 +250,25 @@ engram::Status GatherTicket::State::StartStreaming(const std::shared_ptr<State>&
   return Status::OK();
 }
 
-void GatherTicket::State::SubmitChunk(const std::shared_ptr<State>& self, size_t c) {
+void engram::GatherOperation::SubmitChunk(const std::shared_ptr<GatherOperation>& self, size_t c) {
   // The engine holds `batch_.reads` and the buffer until the callback runs,
   // and the callback holds the state.
-  State& st = *self;
+  GatherOperation& st = *self;
   const size_t first = c * kChunkBlocks;
   st.store_->engine().SubmitBatch(
       std::span<io::BlockRead>(st.batch_.reads).subspan(first, std::min(kChunkBlocks, st.batch_.reads.size() - first)),
       [self, c = static_cast<uint32_t>(c)] { OnLanded(self, c); });
 }
 
-void GatherTicket::State::FailUnsubmittedBlocks(const Status& why) {
+void engram::GatherOperation::FailUnsubmittedBlocks(const Status& why) {
   result_.status = why;
   const size_t submitted_blocks = std::min(batch_.blocks.size(), chunks_submitted_ * kChunkBlocks);
   for (size_t b = submitted_blocks; b < batch_.blocks.size(); ++b) FailBlockRows(b);
   for (size_t c = chunks_submitted_; c < chunks(); ++c) checked_[c] = 1;
 }
 
-void GatherTicket::State::SetLandings(const std::shared_ptr<State>& self, size_t n) {
-  State& st = *self;
+void engram::GatherOperation::SetLandings(const std::shared_ptr<GatherOperation>& self, size_t n) {
+  GatherOperation& st = *self;
   bool post;
   {
     MutexLock lock(&st.mu_);
@@ -280,9 +280,9 @@ void GatherTicket::State::SetLandings(const std::shared_ptr<State>& self, size_t
   if (post) PostDiskPhase(self);
 }
 
-void GatherTicket::State::PostDiskPhase(const std::shared_ptr<State>& self) {
+void engram::GatherOperation::PostDiskPhase(const std::shared_ptr<GatherOperation>& self) {
   boost::asio::post(self->store_->completion_pool(), [self] {
-    State& st = *self;
+    GatherOperation& st = *self;
     {
       MutexLock lock(&st.mu_);
       // A waiter arrived (it runs the disk phase), or one already took it.
@@ -293,8 +293,8 @@ void GatherTicket::State::PostDiskPhase(const std::shared_ptr<State>& self) {
   });
 }
 
-void GatherTicket::State::Drain(const std::shared_ptr<State>& self) {
-  State& st = *self;
+void engram::GatherOperation::Drain(const std::shared_ptr<GatherOperation>& self) {
+  GatherOperation& st = *self;
   for (;;) {
     std::vector<uint32_t> landed;
     {
@@ -322,8 +322,8 @@ void GatherTicket::State::Drain(const std::shared_ptr<State>& self) {
   }
 }
 
-void GatherTicket::State::OnLanded(const std::shared_ptr<State>& self, uint32_t c) {
-  State& st = *self;
+void engram::GatherOperation::OnLanded(const std::shared_ptr<GatherOperation>& self, uint32_t c) {
+  GatherOperation& st = *self;
   {
     MutexLock lock(&st.mu_);
     ++st.chunks_landed_;
@@ -350,7 +350,7 @@ void GatherTicket::State::OnLanded(const std::shared_ptr<State>& self, uint32_t 
   PostDiskPhase(self);
 }
 
-void GatherTicket::State::CheckChunk(uint32_t c) {
+void engram::GatherOperation::CheckChunk(uint32_t c) {
   TableState& table = store_->table_state(table_);
   const uint32_t record = table.file->record_bytes();
   const TableGeometry& g = table.file->geometry();
@@ -375,7 +375,7 @@ void GatherTicket::State::CheckChunk(uint32_t c) {
   checked_[c] = 1;
 }
 
-void GatherTicket::State::OfferCheckedPrefix() {
+void engram::GatherOperation::OfferCheckedPrefix() {
   const TableGeometry& g = store_->table_state(table_).file->geometry();
   const uint32_t record = store_->table_state(table_).file->record_bytes();
   // Per-thread scratch, as in Start.
@@ -396,7 +396,7 @@ void GatherTicket::State::OfferCheckedPrefix() {
   Offer(ids, rows);
 }
 
-void GatherTicket::State::Offer(std::span<const uint64_t> ids, std::span<const std::byte* const> bytes) {
+void engram::GatherOperation::Offer(std::span<const uint64_t> ids, std::span<const std::byte* const> bytes) {
   if (ids.empty()) return;
   thread_local std::vector<InsertOutcome> outcomes;
   outcomes.resize(ids.size());
@@ -410,16 +410,16 @@ void GatherTicket::State::Offer(std::span<const uint64_t> ids, std::span<const s
   }
 }
 
-void GatherTicket::State::CopyOut(uint32_t d, const std::byte* bytes, uint32_t record) {
+void engram::GatherOperation::CopyOut(uint32_t d, const std::byte* bytes, uint32_t record) {
   std::memcpy(dst_ + size_t(plan_.first_pos[d]) * stride_, bytes, record);
   CopyToDuplicates(d, bytes, record);
 }
 
-void GatherTicket::State::CopyToDuplicates(uint32_t d, const std::byte* bytes, uint32_t record) {
+void engram::GatherOperation::CopyToDuplicates(uint32_t d, const std::byte* bytes, uint32_t record) {
   plan_.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(dst_ + size_t(p) * stride_, bytes, record); });
 }
 
-void GatherTicket::State::OnBlocksRead() {
+void engram::GatherOperation::OnBlocksRead() {
   TableState& table = store_->table_state(table_);
   const uint32_t record = table.file->record_bytes();
   if (reference_) {
@@ -460,7 +460,7 @@ void GatherTicket::State::OnBlocksRead() {
   Finish();
 }
 
-void GatherTicket::State::FailBlockRows(size_t b) {
+void engram::GatherOperation::FailBlockRows(size_t b) {
   TableCounters& c = store_->table_state(table_).counters;
   batch_.ForEachRowOf(b, [&](uint32_t k) {
     c.Add(c.failed_rows, 1);
@@ -468,17 +468,17 @@ void GatherTicket::State::FailBlockRows(size_t b) {
   });
 }
 
-void GatherTicket::State::AddFailedRow(uint32_t d) {
+void engram::GatherOperation::AddFailedRow(uint32_t d) {
   result_.failed_positions.push_back(plan_.first_pos[d]);
   plan_.ForEachDuplicate(d, [&](uint32_t p) { result_.failed_positions.push_back(p); });
 }
 
-void GatherTicket::State::FinishWithoutReads() {
+void engram::GatherOperation::FinishWithoutReads() {
   std::sort(result_.failed_positions.begin(), result_.failed_positions.end());
   Finish();
 }
 
-void GatherTicket::State::Finish(uint64_t now) {
+void engram::GatherOperation::Finish(uint64_t now) {
   TableState& table = store_->table_state(table_);
   result_.wait_nanoseconds = now - t0_;
   TableCounters& c = table.counters;
@@ -504,7 +504,7 @@ void GatherTicket::State::Finish(uint64_t now) {
 }
 
 
-engram::GatherResult GatherTicket::State::Wait() {
+engram::GatherResult engram::GatherOperation::Wait() {
   MutexLock lock(&mu_);
   waiting_ = true;
   // Unless a pool thread has already taken the gather, this thread runs its

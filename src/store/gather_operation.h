@@ -1,5 +1,5 @@
-// One gather in flight (GatherTicket::State): its cache phase, its reads
-// and its disk phase.
+// One gather in flight in a store (GatherOperation, what a private store's
+// GatherTicket refers to): its cache phase, its reads and its disk phase.
 //
 // Timeline of a gather, which is also how its readiness wait is split:
 //   t0  Start: validate, deduplicate, look every distinct row up in the cache,
@@ -56,14 +56,16 @@ struct ReferenceBatch;
 
 }  // namespace engram
 
-struct engram::GatherTicket::State {
+namespace engram {
+
+class GatherOperation final : public GatherTicket::State {
  public:
   // A state for a new gather on this thread. Each thread keeps its last state
   // and reuses it once nobody else holds it (its ticket is gone and no engine
   // or pool callback still refers to it), so the vectors keep their storage
   // and a thread's back-to-back hit-only gathers allocate nothing. States of
   // gathers larger than kRecycledRows are not kept.
-  static std::shared_ptr<State> Acquire();
+  static std::shared_ptr<GatherOperation> Acquire();
   // Names the gather (not yet checked) and starts its clock. `done` empty:
   // the result goes to Wait().
   void Init(StoreImpl* store, size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
@@ -72,11 +74,11 @@ struct engram::GatherTicket::State {
   // argument), counted against its table if it has one.
   void Reject(Status why);
   // Runs the cache phase and submits the reads (or completes at once).
-  static void Start(const std::shared_ptr<State>& self);
+  static void Start(const std::shared_ptr<GatherOperation>& self);
   // GatherTicket::Wait: waits for the gather (running its disk phase on this
   // thread if the blocks have landed and nobody has taken them) and returns
   // its result.
-  GatherResult Wait() EXCLUDES(mu_);
+  GatherResult Wait() override EXCLUDES(mu_);
 
  private:
   // A gather's reads go to the engine in chunks of this many blocks, so a
@@ -135,38 +137,38 @@ struct engram::GatherTicket::State {
   void EndCachePhase(const CachePhase& phase);
   // Reads a block table's missed blocks: the chunks not submitted during the
   // lookups, or all of them through a ring of buffers.
-  static void SubmitBlockReads(const std::shared_ptr<State>& self, CachePhase& phase);
+  static void SubmitBlockReads(const std::shared_ptr<GatherOperation>& self, CachePhase& phase);
   // Reads a reference table's missed rows (row, distinct index) in one batch.
-  static void StartReferenceReads(const std::shared_ptr<State>& self,
+  static void StartReferenceReads(const std::shared_ptr<GatherOperation>& self,
                                   std::vector<std::pair<uint64_t, uint32_t>> missed);
 
   // Prepares and submits the chunks after the first chunks_submitted_ whose
   // blocks are all known (full ones; with `all`, the last partial one too).
   // Fails if no read buffer could be had: the chunks from chunks_submitted_
   // on are then not submitted.
-  static Status SubmitReadyChunks(const std::shared_ptr<State>& self, bool all);
+  static Status SubmitReadyChunks(const std::shared_ptr<GatherOperation>& self, bool all);
   // Leases a ring of `ring_chunks` chunk buffers for more blocks than they
   // hold, and submits the reads of the first ring_chunks chunks.
-  static Status StartStreaming(const std::shared_ptr<State>& self, size_t ring_chunks);
+  static Status StartStreaming(const std::shared_ptr<GatherOperation>& self, size_t ring_chunks);
   // Submits the reads of chunk c.
-  static void SubmitChunk(const std::shared_ptr<State>& self, size_t c);
+  static void SubmitChunk(const std::shared_ptr<GatherOperation>& self, size_t c);
   // Records the blocks of the chunks from chunks_submitted_ on as failed
   // with `why` (no read buffer for them): none of their rows is read,
   // returned or cached.
   void FailUnsubmittedBlocks(const Status& why);
   // Publishes how many landings the disk phase waits for (landings_), and
   // hands the disk phase off if they have all happened already.
-  static void SetLandings(const std::shared_ptr<State>& self, size_t n) EXCLUDES(mu_);
+  static void SetLandings(const std::shared_ptr<GatherOperation>& self, size_t n) EXCLUDES(mu_);
 
   // The engine's completion of chunk c: only hands it off, to the waiter if
   // there is one, else (once every chunk has landed) to the completion pool.
-  static void OnLanded(const std::shared_ptr<State>& self, uint32_t c = kWholeGather) EXCLUDES(mu_);
+  static void OnLanded(const std::shared_ptr<GatherOperation>& self, uint32_t c = kWholeGather) EXCLUDES(mu_);
   // Hands the disk phase to the completion pool, unless a waiter takes it.
-  static void PostDiskPhase(const std::shared_ptr<State>& self);
+  static void PostDiskPhase(const std::shared_ptr<GatherOperation>& self);
   // A streaming gather's checks, on the completion pool: checks the landed
   // chunks, reads the chunks that take their buffers, and runs the disk
   // phase after the last.
-  static void Drain(const std::shared_ptr<State>& self) EXCLUDES(mu_);
+  static void Drain(const std::shared_ptr<GatherOperation>& self) EXCLUDES(mu_);
   // Verifies the blocks of chunk c, copies their rows to dst (and to
   // staged_) and marks them in block_ok_ (or records their positions as
   // failed).
@@ -260,7 +262,6 @@ struct engram::GatherTicket::State {
   size_t landings_ GUARDED_BY(mu_) = kLandingsUnknown;
 };
 
-namespace engram {
 // GatherTicket::Wait (GatherTicket::State::Wait).
 GatherResult WaitForGather(GatherTicket ticket);
 }  // namespace engram

@@ -7,7 +7,7 @@ namespace engram {
 void GatherPlan::Build(std::span<const uint64_t> row_ids) {
   const size_t n = row_ids.size();
   // Sized for n distinct rows, then cut to the count found: no growth and no
-  // capacity checks per row. A recycled plan (GatherTicket::State::Acquire)
+  // capacity checks per row. A recycled plan (GatherOperation::Acquire)
   // keeps its storage, so a thread's gathers allocate here only when one is
   // larger than any before it.
   distinct.resize(n);

@@ -10,13 +10,19 @@
 namespace engram {
 
 struct GatherTicketAccess {
-  // The gather in flight a ticket refers to; defined in gather_operation.h.
   using State = GatherTicket::State;
 
   static GatherTicket Make(std::shared_ptr<State> state) { return GatherTicket(std::move(state)); }
   static State& Get(GatherTicket& ticket) { return *ticket.state_; }
 };
 
-using GatherState = GatherTicketAccess::State;
-
 }  // namespace engram
+
+// What a GatherTicket refers to: a gather in flight, whoever runs it -- a
+// store's GatherOperation (gather_operation.h), or a node client's gather
+// whose misses the node service reads (src/node/node_client.h).
+struct engram::GatherTicket::State {
+  virtual ~State() = default;
+  // Waits for the gather and returns its result; called once.
+  virtual GatherResult Wait() = 0;
+};

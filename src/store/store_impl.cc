@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "src/store/budget_split.h"
+#include "src/store/gather_arguments.h"
 #include "src/store/gather_operation.h"
 #include "src/store/reference_reads.h"
 #include "src/store/store_metrics.h"
@@ -16,16 +17,6 @@
 
 namespace engram {
 namespace {
-
-// Whether rows [0, count) at dst + i * stride, record bytes each, can be one
-// buffer: no object is larger than PTRDIFF_MAX bytes, and the end must not
-// wrap round the address space. (A huge stride must be refused, not turned
-// into a wild pointer; a buffer merely too small cannot be detected.)
-bool DestinationFits(const std::byte* dst, size_t count, size_t stride, size_t record) {
-  const size_t last = count - 1;
-  if (stride != 0 && last > (size_t(PTRDIFF_MAX) - record) / stride) return false;
-  return last * stride + record <= UINTPTR_MAX - reinterpret_cast<uintptr_t>(dst);
-}
 
 // A table's file: its path, or the file its rank manifest names for the
 // store's rank (with the manifest, to check the file against once open).
@@ -71,11 +62,6 @@ Result<std::vector<RankTablePick>> PickRankTables(const StoreOptions& options) {
 
 }  // namespace
 
-Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
-  ENGRAM_ASSIGN_OR_RETURN(auto impl, StoreImpl::Open(options));
-  return std::unique_ptr<Store>(std::move(impl));
-}
-
 Result<std::unique_ptr<Store>> OpenStoreWithEngineFactory(const StoreOptions& options,
                                                           const IoEngineFactory& engine_factory) {
   ENGRAM_ASSIGN_OR_RETURN(auto impl, StoreImpl::Open(options, engine_factory));
@@ -84,6 +70,16 @@ Result<std::unique_ptr<Store>> OpenStoreWithEngineFactory(const StoreOptions& op
 
 Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
                                                    const IoEngineFactory& engine_factory) {
+  StoreHooks hooks;
+  hooks.engine_factory = engine_factory;
+  return Open(options, hooks);
+}
+
+Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options, const StoreHooks& hooks) {
+  const IoEngineFactory& engine_factory = hooks.engine_factory;
+  if (!options.node.empty()) {
+    return Status::InvalidArgument("store: StoreOptions::node names a node service; Store::Open opens its client");
+  }
   if (options.tables.empty()) return Status::InvalidArgument("store: no tables given");
   ENGRAM_ASSIGN_OR_RETURN(RowCacheConfig cache_config, RowCacheConfig::FromSpec(options.cache_policy));
   ENGRAM_ASSIGN_OR_RETURN(io::IoBackend backend, io::ParseIoBackend(options.io_backend));
@@ -98,6 +94,7 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
   }
   std::unique_ptr<StoreImpl> store(new StoreImpl());
   store->options_ = options;
+  store->extra_metrics_ = hooks.extra_metrics;
   store->completion_pool_ = std::make_unique<boost::asio::thread_pool>(options.completion_threads);
   io::IoOptions io;
   io.backend = backend;
@@ -169,7 +166,8 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options,
     TableState& t = *store->tables_[i];
     t.cache_budget_bytes = budgets[i];
     ENGRAM_RETURN_IF_ERROR(HoldReferenceScales(t, options.in_place_scale_share));
-    auto cache = RowCache::Create(cache_config, t.cache_budget_bytes, t.file->record_bytes(), t.file->row_count());
+    auto cache = RowCache::Create(cache_config, t.cache_budget_bytes, t.file->record_bytes(), t.file->row_count(),
+                                  hooks.cache_regions);
     if (!cache.ok()) return cache.status().WithContext("cache for table " + t.name);
     t.cache = std::move(cache).value();
     if (options.commit_cache_memory) t.cache->CommitMemory();
@@ -249,44 +247,28 @@ std::string StoreImpl::metadata_json(size_t table) const {
   return table < tables_.size() ? tables_[table]->file->metadata_text() : std::string();
 }
 
-std::shared_ptr<GatherState> StoreImpl::Begin(size_t table, std::span<const uint64_t> row_ids,
+std::shared_ptr<GatherOperation> StoreImpl::Begin(size_t table, std::span<const uint64_t> row_ids,
                                                       std::byte* dst, size_t stride,
                                                       std::function<void(GatherResult)> done) {
   // Only a warm-up asks how many gathers are in flight (GathersInFlight), so
   // only a store with a hot set pays this locked add on every gather. hot_set_
   // is set in Open, before any gather can begin.
   if (hot_set_ && table < tables_.size()) tables_[table]->gathers_begun.fetch_add(1, std::memory_order_relaxed);
-  std::shared_ptr<GatherState> st = GatherState::Acquire();
+  std::shared_ptr<GatherOperation> st = GatherOperation::Acquire();
   st->Init(this, table, row_ids, dst, stride, std::move(done));
-  Status bad;
-  if (table >= tables_.size()) {
-    bad = Status::InvalidArgument("gather: no table " + std::to_string(table));
-  } else if (stride < tables_[table]->file->record_bytes()) {
-    bad = Status::InvalidArgument("gather: stride " + std::to_string(stride) + " is smaller than a row (" +
-                                  std::to_string(tables_[table]->file->record_bytes()) + " B)");
-  } else if (dst == nullptr && !row_ids.empty()) {
-    bad = Status::InvalidArgument("gather: no destination buffer");
-  } else if (!row_ids.empty() && !DestinationFits(dst, row_ids.size(), stride,
-                                                  tables_[table]->file->record_bytes())) {
-    bad = Status::InvalidArgument("gather: " + std::to_string(row_ids.size()) + " rows at stride " +
-                                  std::to_string(stride) + " overflow the address space");
-  } else if (row_ids.size() >= GatherPlan::kNone) {
-    bad = Status::InvalidArgument("gather: too many row IDs in one gather");
-  } else {
-    const TableGeometry& g = tables_[table]->file->geometry();
-    for (uint64_t id : row_ids) {
-      if (id >= g.row_count()) {
-        bad = g.CheckRow(id).WithContext("gather on table " + tables_[table]->name);
-        break;
-      }
-    }
+  GatherTarget target{tables_.size()};
+  if (table < tables_.size()) {
+    target.record_bytes = tables_[table]->file->record_bytes();
+    target.row_count = tables_[table]->file->row_count();
+    target.name = &tables_[table]->name;
   }
+  Status bad = CheckGatherArguments(target, table, row_ids, dst, stride);
   if (!bad.ok()) {
     st->Reject(std::move(bad));
     return st;
   }
   if (trace_) trace_->Record(table, row_ids);
-  GatherState::Start(st);
+  GatherOperation::Start(st);
   return st;
 }
 
@@ -368,6 +350,7 @@ std::string StoreImpl::MetricsText() const {
                  {{"outcome", "written"}}, double(trace_->written_gathers()));
     m.AddCounter("engram_store_trace_gathers_total", "", {{"outcome", "lost"}}, double(trace_->lost_gathers()));
   }
+  if (extra_metrics_) extra_metrics_(m);
   return m.ToPrometheusText();
 }
 

@@ -11,7 +11,9 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include "engram/store.h"
+#include "src/cache/row_cache.h"
 #include "src/metrics/http_endpoint.h"
+#include "src/metrics/metrics_snapshot.h"
 #include "src/store/gather_ticket_access.h"
 #include "src/store/read_buffer_pool.h"
 #include "src/store/table_state.h"
@@ -21,17 +23,31 @@
 
 namespace engram {
 
+class GatherOperation;  // src/store/gather_operation.h
+
 // Internal hook (tests, engram-stress; not part of the public API): builds the
 // store's I/O engine from the IoOptions derived from StoreOptions, e.g. to wrap
 // the real backend in an io::FaultInjectionEngine. The store still only sees
 // an io::IoEngine.
 using IoEngineFactory = std::function<Result<std::unique_ptr<io::IoEngine>>(const io::IoOptions&)>;
 
+// Internal hooks (tests, engram-stress, the node service; not part of the
+// public API).
+struct StoreHooks {
+  IoEngineFactory engine_factory;  // empty: io::CreateIoEngine
+  // Where the caches' index and row slab live (the node service's shared
+  // memory); empty: each cache maps its own.
+  CacheRegionAllocator cache_regions;
+  // Adds series to MetricsText() (the node service's per-client series).
+  std::function<void(MetricsSnapshot&)> extra_metrics;
+};
+
 class StoreImpl final : public Store {
  public:
   // `engine_factory` empty: io::CreateIoEngine.
   static Result<std::unique_ptr<StoreImpl>> Open(const StoreOptions& options,
                                                  const IoEngineFactory& engine_factory = {});
+  static Result<std::unique_ptr<StoreImpl>> Open(const StoreOptions& options, const StoreHooks& hooks);
   ~StoreImpl() override;
 
   size_t table_count() const override { return tables_.size(); }
@@ -71,10 +87,11 @@ class StoreImpl final : public Store {
 
  private:
   StoreImpl() = default;
-  std::shared_ptr<GatherState> Begin(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
+  std::shared_ptr<GatherOperation> Begin(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
                                              size_t stride, std::function<void(GatherResult)> done);
 
   StoreOptions options_;
+  std::function<void(MetricsSnapshot&)> extra_metrics_;
   // Declared before engine_, so destroyed after it: the ring the arena is
   // registered with goes first.
   std::unique_ptr<ReadBufferPool> read_buffers_;

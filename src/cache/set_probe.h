@@ -1,0 +1,47 @@
+// Probing a set without its lock, shared by the cache's own batch lookup
+// (set_associative_batch_lookup.cc) and the read-only reader of a shared
+// cache (shared_row_cache_reader.cc): the key compare, fixed per set shape,
+// and the prefetch of a row's payload lines.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace engram::cache {
+
+namespace set_associative_internal {
+// The mask of ways w < ways whose key (key_at(w)) is row_id. The usual widths
+// are fixed at compile time, so the compare unrolls into branch-free code.
+template <uint32_t W, typename KeyAt>
+inline uint32_t MatchFixed(uint32_t ways, uint64_t row_id, const KeyAt& key_at) {
+  uint32_t match = 0;
+#pragma GCC unroll 16
+  for (uint32_t w = 0; w < (W != 0 ? W : ways); ++w) match |= uint32_t{key_at(w) == row_id} << w;
+  return match;
+}
+template <uint32_t kWays, typename KeyAt>
+inline uint32_t MatchKeys(uint32_t ways, uint64_t row_id, const KeyAt& key_at) {
+  if constexpr (kWays != 0) return MatchFixed<kWays>(kWays, row_id, key_at);
+  switch (ways) {
+    case 4: return MatchFixed<4>(ways, row_id, key_at);
+    case 5: return MatchFixed<5>(ways, row_id, key_at);
+    case 8: return MatchFixed<8>(ways, row_id, key_at);
+    case 16: return MatchFixed<16>(ways, row_id, key_at);
+    default: return MatchFixed<0>(ways, row_id, key_at);
+  }
+}
+
+// Prefetches every cache line of [p, p + bytes) for reading. Always inlined:
+// GCC may drop a call to a small function whose only effect is a prefetch
+// (docs/ARCHITECTURE.md).
+[[gnu::always_inline]] inline void PrefetchRange(const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  const uintptr_t first = reinterpret_cast<uintptr_t>(c) & ~uintptr_t{63};
+  const uintptr_t last = reinterpret_cast<uintptr_t>(c + bytes - 1) & ~uintptr_t{63};
+  for (uintptr_t line = first; line <= last; line += 64) {
+    __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 3);
+  }
+}
+}  // namespace set_associative_internal
+
+}  // namespace engram::cache

@@ -1,0 +1,51 @@
+// SharedCacheGeometry: what a process needs to read a set-associative row
+// cache whose index and slab another process maps it (the node service's
+// caches, read by its clients with SharedRowCacheReader).
+//
+// Plain fixed-width data, sent as bytes between processes of the same build
+// (the magic changes with the index layout: a reader never reads an index it
+// does not understand). Valid() checks one received from another process
+// before anything is addressed with it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "src/cache/set_layout.h"
+
+namespace engram::cache {
+
+struct SharedCacheGeometry {
+  // "ESC1": the set layout of set_layout.h, the hashing of set_hasher.h.
+  static constexpr uint32_t kMagic = 0x31435345;
+
+  uint32_t magic = kMagic;
+  uint32_t ways = 0;
+  uint64_t num_sets = 0;
+  uint64_t seed = 0;            // SetHasher's
+  uint32_t candidate_sets = 1;  // 1 or 2
+  uint32_t row_bytes = 0;
+  uint64_t index_bytes = 0;     // the index region's size (>= num_sets * stride)
+  uint64_t slab_bytes = 0;      // the slab region's size (>= num_sets * ways * row_bytes)
+
+  // Whether the geometry is one a reader can address without overflow, and
+  // the regions hold what it describes; else why not.
+  bool Valid(std::string* why) const {
+    auto fail = [why](std::string m) {
+      if (why) *why = std::move(m);
+      return false;
+    };
+    if (magic != kMagic) return fail("the cache's index layout is not this build's");
+    if (ways < 1 || ways > 32) return fail("ways " + std::to_string(ways) + " is not in 1..32");
+    if (num_sets < 1 || num_sets > (uint64_t{1} << 40)) return fail("set count " + std::to_string(num_sets));
+    if (candidate_sets != 1 && candidate_sets != 2) return fail("candidate sets must be 1 or 2");
+    if (row_bytes == 0 || row_bytes > (1u << 20)) return fail("row size " + std::to_string(row_bytes));
+    const uint64_t stride = SetLayout::For(ways).stride;
+    if (index_bytes / stride < num_sets) return fail("the index region is smaller than its sets");
+    const uint64_t slots = num_sets * ways;  // < 2^45
+    if (slab_bytes / row_bytes < slots) return fail("the slab region is smaller than its rows");
+    return true;
+  }
+};
+
+}  // namespace engram::cache

@@ -1,0 +1,103 @@
+// The node protocol's messages: what each carries, and its encoding with
+// WireWriter / WireReader (wire.h). A Decode function fails with
+// InvalidArgument on any payload that is not exactly one well-formed message
+// within its limits: the service disconnects a client that sends one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engram/status.h"
+#include "engram/store.h"
+#include "src/cache/shared_cache_geometry.h"
+#include "src/node/wire.h"
+
+namespace engram::node {
+
+// Rows one gather or read-ahead message may carry: a client splits larger
+// ones. 65,536 rows of a V4.1 record (264 B) answer in 17 MiB.
+inline constexpr uint32_t kMaxRowsPerMessage = 1u << 16;
+inline constexpr uint32_t kMaxTables = 4096;
+
+struct HelloTable {
+  std::string name;      // as the client's options name it (may be empty: the default)
+  std::string path;      // the table file, or empty when given by manifest
+  std::string manifest;  // the rank manifest, or empty
+};
+struct Hello {
+  uint32_t protocol_version = kProtocolVersion;
+  std::string client_name;
+  int32_t rank = -1;
+  std::vector<HelloTable> tables;
+};
+
+struct WelcomeTable {
+  std::string name;
+  std::string path;
+  uint64_t row_count = 0;
+  uint32_t record_bytes = 0;
+  uint64_t cache_budget_bytes = 0;
+  std::string metadata_json;
+  cache::SharedCacheGeometry geometry{};
+  uint64_t index_offset = 0;  // in the cache memory
+  uint64_t slab_offset = 0;
+};
+struct Welcome {
+  uint64_t service_pid = 0;
+  uint64_t memory_bytes = 0;  // the cache memory's size (sent as a descriptor beside the message)
+  std::string io_description;
+  uint16_t metrics_port = 0;
+  std::vector<WelcomeTable> tables;
+};
+
+// kGather, kReadAhead, kRelease.
+struct RowsRequest {
+  uint32_t table = 0;
+  std::vector<uint64_t> row_ids;
+};
+
+// What a client counts of its own gathers, reported with its hits: the
+// service's per-client metrics.
+struct ClientCounters {
+  uint64_t gathers = 0;
+  uint64_t failed_gathers = 0;
+  uint64_t rows = 0;
+  uint64_t hits = 0;    // distinct rows served from the shared cache by the client
+  uint64_t misses = 0;  // distinct rows sent to the service
+  uint64_t wait_nanoseconds = 0;
+  uint64_t cache_nanoseconds = 0;
+  uint64_t disk_nanoseconds = 0;
+};
+struct HitsReport {
+  uint32_t table = 0;
+  std::vector<uint64_t> row_ids;  // rows the client served from the cache, for the policy
+  ClientCounters counters;        // cumulative, all tables
+};
+
+std::vector<uint8_t> Encode(const Hello& m);
+Result<Hello> DecodeHello(std::span<const uint8_t> payload);
+std::vector<uint8_t> Encode(const Welcome& m);
+Result<Welcome> DecodeWelcome(std::span<const uint8_t> payload);
+std::vector<uint8_t> Encode(const RowsRequest& m);
+Result<RowsRequest> DecodeRowsRequest(std::span<const uint8_t> payload);
+std::vector<uint8_t> Encode(const HitsReport& m);
+Result<HitsReport> DecodeHitsReport(std::span<const uint8_t> payload);
+// kError: a status.
+std::vector<uint8_t> EncodeStatus(const Status& s);
+Status DecodeStatus(std::span<const uint8_t> payload);
+// kGatherDone: the result (its failed positions index the request's rows),
+// then the rows' bytes, record_bytes each, in request order; `rows` are
+// written straight into the writer by the caller (WireWriter::Extend).
+void EncodeGatherResult(const GatherResult& r, WireWriter* w);
+// Reads the result and returns where the rows' bytes start (n_rows *
+// record_bytes of them must follow).
+Result<const uint8_t*> DecodeGatherDone(std::span<const uint8_t> payload, size_t n_rows, uint32_t record_bytes,
+                                        GatherResult* out);
+std::vector<uint8_t> Encode(const TableStats& s);
+Result<TableStats> DecodeTableStats(std::span<const uint8_t> payload);
+// A table index (kStats).
+std::vector<uint8_t> EncodeU32(uint32_t v);
+Result<uint32_t> DecodeU32(std::span<const uint8_t> payload);
+
+}  // namespace engram::node

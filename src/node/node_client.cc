@@ -1,0 +1,710 @@
+#include "src/node/node_client.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include "src/cache/shared_row_cache_reader.h"
+#include "src/node/messages.h"
+#include "src/node/shared_cache_memory.h"
+#include "src/node/wire.h"
+#include "src/store/gather_arguments.h"
+#include "src/store/gather_plan.h"
+#include "src/store/gather_ticket_access.h"
+#include "storage/io/io_stats.h"
+#include "storage/mutex.h"
+
+namespace engram::node {
+namespace {
+
+// A client reports its hits once this many are buffered for a table, and
+// in any case every kReportPeriod.
+constexpr size_t kHitsPerReport = 4096;
+constexpr auto kReportPeriod = std::chrono::milliseconds(100);
+// After a failed connection, the next attempt waits at least this long.
+constexpr auto kReconnectInterval = std::chrono::milliseconds(100);
+
+using Reply = std::function<void(Result<Message>)>;
+
+// One connection to the service.
+class Session {
+ public:
+  ~Session() {
+    ::shutdown(fd_, SHUT_RDWR);
+    if (receiver_.joinable()) receiver_.join();
+    ::close(fd_);
+  }
+
+  // Connects and says hello; fails with the service's refusal.
+  static Result<std::unique_ptr<Session>> Connect(const StoreOptions& options);
+
+  bool alive() const { return alive_.load(std::memory_order_acquire); }
+  Status why_dead() const {
+    MutexLock lock(&mu_);
+    return why_dead_;
+  }
+  const Welcome& welcome() const { return welcome_; }
+  const cache::SharedRowCacheReader& reader(size_t table) const { return readers_[table]; }
+
+  // Sends a request whose answer goes to `reply` (on the receiving thread),
+  // or that fails (Unavailable) if the session dies first.
+  void Call(MessageType type, std::span<const uint8_t> payload, Reply reply) {
+    uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
+    {
+      MutexLock lock(&mu_);
+      if (!alive_.load()) {
+        Status why = why_dead_;
+        lock.Unlock();
+        reply(why);
+        return;
+      }
+      pending_.emplace(id, std::move(reply));
+    }
+    if (Status s = Send(type, id, payload); !s.ok()) {
+      Die(Unavailable("sending to it failed: " + s.ToString()));
+    }
+  }
+  // A request, waited for.
+  Result<Message> CallAndWait(MessageType type, std::span<const uint8_t> payload) {
+    std::mutex m;
+    std::condition_variable cv;
+    std::optional<Result<Message>> answer;
+    Call(type, payload, [&](Result<Message> r) {
+      std::lock_guard lock(m);
+      answer.emplace(std::move(r));
+      cv.notify_one();
+    });
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return answer.has_value(); });
+    return std::move(*answer);
+  }
+  // A message with no answer.
+  Status Post(MessageType type, std::span<const uint8_t> payload) {
+    if (!alive()) return why_dead();
+    Status s = Send(type, 0, payload);
+    if (!s.ok()) Die(Unavailable("sending to it failed: " + s.ToString()));
+    return s.ok() ? Status::OK() : why_dead();
+  }
+
+ private:
+  Session() = default;
+
+  Status Unavailable(const std::string& what) const {
+    return Status::Unavailable("engram-served at " + socket_path_ + ": " + what);
+  }
+  Status Send(MessageType type, uint64_t id, std::span<const uint8_t> payload) {
+    std::lock_guard lock(send_mu_);
+    return SendMessage(fd_, type, id, payload);
+  }
+  void Receive();
+  // Ends the session: every pending request fails with `why`.
+  void Die(Status why);
+
+  std::string socket_path_;
+  int fd_ = -1;
+  SharedMapping memory_;
+  Welcome welcome_;
+  std::vector<cache::SharedRowCacheReader> readers_;
+  std::thread receiver_;
+  std::mutex send_mu_;
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<bool> alive_{true};
+  mutable Mutex mu_;
+  Status why_dead_ GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, Reply> pending_ GUARDED_BY(mu_);
+};
+
+Result<std::unique_ptr<Session>> Session::Connect(const StoreOptions& options) {
+  std::unique_ptr<Session> s(new Session());
+  s->socket_path_ = options.node;
+  sockaddr_un addr{};
+  if (options.node.size() >= sizeof(addr.sun_path)) {
+    return Status::InvalidArgument("node: socket path longer than " + std::to_string(sizeof(addr.sun_path) - 1) +
+                                   " bytes: " + options.node);
+  }
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, options.node.c_str(), options.node.size() + 1);
+  s->fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s->fd_ < 0) return Status::FromErrno("node: socket", errno);
+  if (::connect(s->fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int err = errno;
+    if (err == EACCES || err == EPERM) {
+      return Status::InvalidArgument("node: may not connect to engram-served at " + options.node + ": " +
+                                     std::strerror(err) +
+                                     " (the socket is 0660: run as its owner or a member of its group)");
+    }
+    return Status::Unavailable("node: no engram-served answers at " + options.node + ": " + std::strerror(err));
+  }
+  Hello hello;
+  hello.client_name = options.node_client_name;
+  hello.rank = options.rank;
+  for (const TableOptions& t : options.tables) {
+    HelloTable h;
+    h.name = t.name;
+    // The service resolves paths itself, from its own working directory.
+    std::error_code ec;
+    if (!t.path.empty()) h.path = std::filesystem::absolute(t.path, ec).string();
+    if (!t.manifest.empty()) h.manifest = std::filesystem::absolute(t.manifest, ec).string();
+    hello.tables.push_back(std::move(h));
+  }
+  if (Status st = SendMessage(s->fd_, MessageType::kHello, 0, Encode(hello)); !st.ok()) {
+    return Status::Unavailable("node: engram-served at " + options.node + " did not take the hello: " + st.ToString());
+  }
+  auto answer = ReceiveMessage(s->fd_);
+  if (!answer.ok()) {
+    return Status::Unavailable("node: engram-served at " + options.node + " did not answer: " +
+                               answer.status().ToString());
+  }
+  Message& m = *answer;
+  if (m.type == MessageType::kError) {
+    if (m.fd >= 0) ::close(m.fd);
+    return DecodeStatus(m.payload).WithContext("node: engram-served at " + options.node + " refused this client");
+  }
+  if (m.type != MessageType::kWelcome || m.fd < 0) {
+    if (m.fd >= 0) ::close(m.fd);
+    return Status::Internal("node: engram-served at " + options.node + " answered the hello with no welcome");
+  }
+  const int memory_fd = m.fd;
+  auto welcome = DecodeWelcome(m.payload);
+  auto mapping = welcome.ok() ? SharedMapping::Map(memory_fd, welcome->memory_bytes, /*writable=*/false)
+                              : Result<SharedMapping>(welcome.status());
+  ::close(memory_fd);
+  if (!mapping.ok()) return mapping.status().WithContext("node: the cache memory of " + options.node);
+  s->welcome_ = std::move(welcome).value();
+  s->memory_ = std::move(mapping).value();
+  if (s->welcome_.tables.size() != options.tables.size()) {
+    return Status::Internal("node: the welcome lists another number of tables than the hello");
+  }
+  for (const WelcomeTable& t : s->welcome_.tables) {
+    const uint64_t size = s->memory_.size();
+    if (t.index_offset > size || t.slab_offset > size || t.geometry.index_bytes > size - t.index_offset ||
+        t.geometry.slab_bytes > size - t.slab_offset) {
+      return Status::Internal("node: table " + t.name + "'s cache lies outside the shared memory");
+    }
+    auto reader = cache::SharedRowCacheReader::Attach(t.geometry, s->memory_.data() + t.index_offset,
+                                                      s->memory_.data() + t.slab_offset);
+    if (!reader.ok()) return reader.status().WithContext("node: table " + t.name);
+    s->readers_.push_back(std::move(reader).value());
+  }
+  Session* raw = s.get();
+  s->receiver_ = std::thread([raw] { raw->Receive(); });
+  return s;
+}
+
+void Session::Receive() {
+  for (;;) {
+    auto m = ReceiveMessage(fd_);
+    if (!m.ok()) {
+      Die(Unavailable(m.status().code() == StatusCode::kCancelled ? "the service closed the connection"
+                                                                   : m.status().ToString()));
+      return;
+    }
+    if (m->fd >= 0) ::close(m->fd);
+    if (m->type == MessageType::kShutdown || (m->type == MessageType::kError && m->request_id == 0)) {
+      Die(Unavailable(DecodeStatus(m->payload).ToString()));
+      return;
+    }
+    Reply reply;
+    {
+      MutexLock lock(&mu_);
+      auto it = pending_.find(m->request_id);
+      if (it != pending_.end()) {
+        reply = std::move(it->second);
+        pending_.erase(it);
+      }
+    }
+    if (!reply) continue;
+    if (m->type == MessageType::kError) {
+      reply(DecodeStatus(m->payload));
+    } else {
+      reply(std::move(m).value());
+    }
+  }
+}
+
+void Session::Die(Status why) {
+  std::unordered_map<uint64_t, Reply> pending;
+  {
+    MutexLock lock(&mu_);
+    if (!alive_.load()) return;
+    why_dead_ = why;
+    alive_.store(false, std::memory_order_release);
+    pending.swap(pending_);
+  }
+  spdlog::warn("node: {}", why.ToString());
+  ::shutdown(fd_, SHUT_RDWR);
+  for (auto& [id, reply] : pending) reply(why);
+}
+
+// A gather's state, what its GatherTicket refers to. Each thread reuses its
+// last one once nobody holds it, as a private store's gathers do.
+struct RemoteGather final : GatherTicket::State {
+  // The gather.
+  std::byte* dst = nullptr;
+  size_t stride = 0;
+  uint32_t record = 0;
+  GatherPlan plan;
+  std::vector<std::byte*> outs;
+  std::vector<uint8_t> hit;
+  std::vector<uint64_t> missed;          // distinct rows sent to the service
+  std::vector<uint32_t> missed_distinct;  // their distinct indexes
+  std::function<void(GatherResult)> done;
+  uint64_t t0 = 0, t1 = 0;
+  std::atomic<uint32_t> chunks_left{0};
+  std::function<void(const GatherResult&)> account;  // counts the result for the client's metrics
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool complete = false;
+  GatherResult result;
+
+  static std::shared_ptr<RemoteGather> Acquire() {
+    thread_local std::shared_ptr<RemoteGather> spare;
+    if (spare && spare.use_count() == 1 && spare->plan.next_pos.capacity() <= (size_t{1} << 16)) {
+      spare->Reset();
+      return spare;
+    }
+    spare = std::make_shared<RemoteGather>();
+    return spare;
+  }
+  void Reset() {
+    std::lock_guard lock(mu);
+    complete = false;
+    result = GatherResult{};
+    missed.clear();
+    missed_distinct.clear();
+    done = nullptr;
+    account = nullptr;
+  }
+
+  // Publishes the result: to the callback, or to Wait().
+  void Finish() {
+    result.wait_nanoseconds = io::MonotonicNanos() - t0;
+    if (account) account(result);
+    if (done) {
+      auto callback = std::move(done);
+      done = nullptr;
+      GatherResult r = std::move(result);
+      {
+        std::lock_guard lock(mu);
+        complete = true;
+      }
+      callback(std::move(r));
+      return;
+    }
+    std::lock_guard lock(mu);
+    complete = true;
+    cv.notify_all();
+  }
+
+  GatherResult Wait() override {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [this] { return complete; });
+    return std::move(result);
+  }
+};
+
+class NodeClientStore final : public Store {
+ public:
+  ~NodeClientStore() override {
+    {
+      std::lock_guard lock(reporter_mu_);
+      stopping_ = true;
+      reporter_cv_.notify_all();
+    }
+    if (reporter_.joinable()) reporter_.join();
+    // Every gather started is finished first (its answer, or the session's
+    // end, completes it).
+    std::unique_lock lock(in_flight_mu_);
+    in_flight_cv_.wait(lock, [this] { return in_flight_ == 0; });
+    lock.unlock();
+    ReportHits(/*all=*/true);
+    std::atomic_store(&session_, std::shared_ptr<Session>());
+  }
+
+  static Result<std::unique_ptr<Store>> Open(const StoreOptions& options);
+
+  size_t table_count() const override { return tables_.size(); }
+  Result<size_t> FindTable(const std::string& name) const override {
+    for (size_t i = 0; i < tables_.size(); ++i) {
+      if (tables_[i].name == name) return i;
+    }
+    return Status::NotFound("no table named '" + name + "'");
+  }
+  uint32_t record_bytes(size_t table) const override {
+    return table < tables_.size() ? tables_[table].record_bytes : 0;
+  }
+  uint64_t row_count(size_t table) const override { return table < tables_.size() ? tables_[table].row_count : 0; }
+  std::string metadata_json(size_t table) const override {
+    return table < tables_.size() ? tables_[table].metadata_json : std::string();
+  }
+  std::string io_description() const override { return "node(" + options_.node + ": " + io_description_ + ")"; }
+
+  GatherTicket StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride) override {
+    std::shared_ptr<RemoteGather> g = RemoteGather::Acquire();
+    Begin(g, table, row_ids, dst, stride);
+    return GatherTicketAccess::Make(std::move(g));
+  }
+  void StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
+                   std::function<void(GatherResult)> done) override {
+    auto g = std::make_shared<RemoteGather>();
+    g->done = done ? std::move(done) : [](GatherResult) {};
+    Begin(g, table, row_ids, dst, stride);
+  }
+
+  Status ReadAhead(size_t table, std::span<const uint64_t> row_ids) override {
+    if (table >= tables_.size()) return Status::InvalidArgument("read-ahead: no table " + std::to_string(table));
+    for (uint64_t id : row_ids) {
+      if (id >= tables_[table].row_count) {
+        return Status::OutOfRange("read-ahead on table " + tables_[table].name + ": row " + std::to_string(id) +
+                                  " is past the end of the table (" + std::to_string(tables_[table].row_count) +
+                                  " rows)");
+      }
+    }
+    ENGRAM_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, Current());
+    for (size_t at = 0; at < row_ids.size(); at += kMaxRowsPerMessage) {
+      RowsRequest req{static_cast<uint32_t>(table), {}};
+      req.row_ids.assign(row_ids.begin() + at, row_ids.begin() + std::min(row_ids.size(), at + kMaxRowsPerMessage));
+      ENGRAM_RETURN_IF_ERROR(s->Post(MessageType::kReadAhead, Encode(req)));
+    }
+    return Status::OK();
+  }
+  void WaitForReadAheads() override { WaitFor(MessageType::kWaitReadAheads); }
+  void WaitForCacheMemory() override { WaitFor(MessageType::kWaitCacheMemory); }
+  void WaitForWarmUp() override { WaitFor(MessageType::kWaitWarmUp); }
+  void ReleaseReadAhead(size_t table, std::span<const uint64_t> row_ids) override {
+    if (table >= tables_.size()) return;
+    auto s = Current();
+    if (!s.ok()) return;
+    for (size_t at = 0; at < row_ids.size(); at += kMaxRowsPerMessage) {
+      RowsRequest req{static_cast<uint32_t>(table), {}};
+      req.row_ids.assign(row_ids.begin() + at, row_ids.begin() + std::min(row_ids.size(), at + kMaxRowsPerMessage));
+      (void)(*s)->CallAndWait(MessageType::kRelease, Encode(req));
+    }
+  }
+
+  TableStats Stats(size_t table) const override {
+    TableStats stats;
+    if (table >= tables_.size()) return stats;
+    stats.name = tables_[table].name;
+    stats.path = tables_[table].path;
+    stats.row_count = tables_[table].row_count;
+    stats.record_bytes = tables_[table].record_bytes;
+    stats.cache_budget_bytes = tables_[table].cache_budget_bytes;
+    auto s = const_cast<NodeClientStore*>(this)->Current();
+    if (!s.ok()) return stats;
+    auto answer = (*s)->CallAndWait(MessageType::kStats, EncodeU32(static_cast<uint32_t>(table)));
+    if (!answer.ok()) return stats;
+    auto decoded = DecodeTableStats(answer->payload);
+    return decoded.ok() ? std::move(decoded).value() : stats;
+  }
+  std::string MetricsText() const override {
+    auto s = const_cast<NodeClientStore*>(this)->Current();
+    if (!s.ok()) return "# " + s.status().ToString() + "\n";
+    auto answer = (*s)->CallAndWait(MessageType::kMetrics, {});
+    if (!answer.ok()) return "# " + answer.status().ToString() + "\n";
+    return std::string(answer->payload.begin(), answer->payload.end());
+  }
+  uint16_t metrics_port() const override { return metrics_port_; }
+
+ private:
+  struct TableInfo {
+    std::string name, path, metadata_json;
+    uint64_t row_count = 0, cache_budget_bytes = 0;
+    uint32_t record_bytes = 0;
+  };
+  // Hits served, not yet reported to the service.
+  struct HitBuffer {
+    std::mutex mu;
+    std::vector<uint64_t> rows;
+  };
+
+  NodeClientStore() = default;
+
+  // The live session, or a new one if the last died and the last attempt
+  // was long enough ago.
+  Result<std::shared_ptr<Session>> Current();
+  Status Adopt(std::unique_ptr<Session> s);
+  void Begin(const std::shared_ptr<RemoteGather>& g, size_t table, std::span<const uint64_t> row_ids,
+             std::byte* dst, size_t stride);
+  void Account(const GatherResult& r);
+  void ReportHits(bool all);
+  void ReporterLoop();
+  void WaitFor(MessageType type) {
+    auto s = Current();
+    if (s.ok()) (void)(*s)->CallAndWait(type, {});
+  }
+  void GatherEnded() {
+    std::lock_guard lock(in_flight_mu_);
+    if (--in_flight_ == 0) in_flight_cv_.notify_all();
+  }
+
+  StoreOptions options_;
+  std::vector<TableInfo> tables_;
+  std::string io_description_;
+  uint16_t metrics_port_ = 0;
+  std::shared_ptr<Session> session_;  // std::atomic_load / atomic_store
+  std::mutex connect_mu_;
+  std::chrono::steady_clock::time_point last_attempt_;
+  // Dead sessions, destroyed here on a caller's thread once no gather holds
+  // them -- never on their own receiving thread, which a session's end joins
+  // (a gather callback there may hold the last reference).
+  std::vector<std::shared_ptr<Session>> retired_;  // guarded by connect_mu_
+  Status last_why_;                                // why the last session ended; guarded by connect_mu_
+  std::vector<std::unique_ptr<HitBuffer>> hits_;
+
+  std::mutex counters_mu_;
+  ClientCounters counters_;
+
+  std::mutex in_flight_mu_;
+  std::condition_variable in_flight_cv_;
+  size_t in_flight_ = 0;
+
+  std::mutex reporter_mu_;
+  std::condition_variable reporter_cv_;
+  bool stopping_ = false;
+  std::thread reporter_;
+};
+
+Result<std::unique_ptr<Store>> NodeClientStore::Open(const StoreOptions& options) {
+  if (options.tables.empty()) return Status::InvalidArgument("store: no tables given");
+  std::unique_ptr<NodeClientStore> store(new NodeClientStore());
+  store->options_ = options;
+  ENGRAM_ASSIGN_OR_RETURN(std::unique_ptr<Session> s, Session::Connect(options));
+  for (const WelcomeTable& t : s->welcome().tables) {
+    store->tables_.push_back({t.name, t.path, t.metadata_json, t.row_count, t.cache_budget_bytes, t.record_bytes});
+    store->hits_.push_back(std::make_unique<HitBuffer>());
+  }
+  store->io_description_ = s->welcome().io_description;
+  store->metrics_port_ = s->welcome().metrics_port;
+  std::atomic_store(&store->session_, std::shared_ptr<Session>(std::move(s)));
+  NodeClientStore* raw = store.get();
+  store->reporter_ = std::thread([raw] { raw->ReporterLoop(); });
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+Status NodeClientStore::Adopt(std::unique_ptr<Session> s) {
+  // A service back with other tables is not the one this client opened.
+  const auto& tables = s->welcome().tables;
+  for (size_t i = 0; i < tables_.size(); ++i) {
+    if (tables[i].name != tables_[i].name || tables[i].row_count != tables_[i].row_count ||
+        tables[i].record_bytes != tables_[i].record_bytes) {
+      return Status::Unavailable("node: engram-served at " + options_.node +
+                                 " came back with other tables than this client opened");
+    }
+  }
+  metrics_port_ = s->welcome().metrics_port;
+  std::atomic_store(&session_, std::shared_ptr<Session>(std::move(s)));
+  spdlog::info("node: reconnected to engram-served at {}", options_.node);
+  return Status::OK();
+}
+
+Result<std::shared_ptr<Session>> NodeClientStore::Current() {
+  std::shared_ptr<Session> s = std::atomic_load(&session_);
+  if (s && s->alive()) return s;
+  std::lock_guard lock(connect_mu_);
+  s = std::atomic_load(&session_);
+  if (s && s->alive()) return s;
+  const auto now = std::chrono::steady_clock::now();
+  if (s) {
+    // Dead: let it go (its mapping of the service's memory with it) as soon
+    // as no gather holds it.
+    last_why_ = s->why_dead();
+    retired_.push_back(std::move(s));
+    std::atomic_store(&session_, std::shared_ptr<Session>());
+  }
+  Status why = last_why_;
+  std::erase_if(retired_, [](const std::shared_ptr<Session>& r) { return r.use_count() == 1; });
+  if (now - last_attempt_ < kReconnectInterval) return why;
+  last_attempt_ = now;
+  auto fresh = Session::Connect(options_);
+  if (!fresh.ok()) {
+    if (fresh.status().code() == StatusCode::kUnavailable) return why;
+    return fresh.status();
+  }
+  ENGRAM_RETURN_IF_ERROR(Adopt(std::move(fresh).value()));
+  return std::atomic_load(&session_);
+}
+
+void NodeClientStore::Begin(const std::shared_ptr<RemoteGather>& g, size_t table, std::span<const uint64_t> row_ids,
+                            std::byte* dst, size_t stride) {
+  g->t0 = io::MonotonicNanos();
+  g->account = [this](const GatherResult& r) { Account(r); };
+  GatherResult& result = g->result;
+  result.rows = row_ids.size();
+  GatherTarget target{tables_.size()};
+  if (table < tables_.size()) {
+    target.record_bytes = tables_[table].record_bytes;
+    target.row_count = tables_[table].row_count;
+    target.name = &tables_[table].name;
+  }
+  result.status = CheckGatherArguments(target, table, row_ids, dst, stride);
+  if (!result.status.ok()) return g->Finish();
+  auto session = Current();
+  if (!session.ok()) {
+    result.status = session.status();
+    return g->Finish();
+  }
+  Session& s = **session;
+  g->dst = dst;
+  g->stride = stride;
+  g->record = tables_[table].record_bytes;
+  // The cache phase: distinct rows, looked up in the shared cache.
+  g->plan.Build(row_ids);
+  const size_t n = g->plan.distinct.size();
+  result.distinct_rows = n;
+  g->outs.resize(n);
+  g->hit.resize(n);
+  for (size_t d = 0; d < n; ++d) g->outs[d] = dst + size_t{g->plan.first_pos[d]} * stride;
+  const size_t hits = s.reader(table).LookupBatch(g->plan.distinct, g->outs, g->hit);
+  result.hits = hits;
+  HitBuffer& buffer = *hits_[table];
+  bool report = false;
+  {
+    std::lock_guard lock(buffer.mu);
+    for (size_t d = 0; d < n; ++d) {
+      if (g->hit[d]) {
+        buffer.rows.push_back(g->plan.distinct[d]);
+        if (g->plan.has_duplicates()) {
+          g->plan.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(dst + size_t{p} * stride, g->outs[d], g->record); });
+        }
+      } else {
+        g->missed.push_back(g->plan.distinct[d]);
+        g->missed_distinct.push_back(static_cast<uint32_t>(d));
+      }
+    }
+    report = buffer.rows.size() >= kHitsPerReport;
+  }
+  if (report) ReportHits(/*all=*/false);
+  g->t1 = io::MonotonicNanos();
+  result.cache_nanoseconds = g->t1 - g->t0;
+  if (g->missed.empty()) return g->Finish();
+
+  // The misses: to the service, in messages of at most kMaxRowsPerMessage rows.
+  result.misses = 0;
+  const size_t chunks = (g->missed.size() + kMaxRowsPerMessage - 1) / kMaxRowsPerMessage;
+  g->chunks_left.store(static_cast<uint32_t>(chunks));
+  {
+    std::lock_guard lock(in_flight_mu_);
+    ++in_flight_;
+  }
+  for (size_t c = 0; c < chunks; ++c) {
+    const size_t begin = c * kMaxRowsPerMessage;
+    const size_t count = std::min<size_t>(kMaxRowsPerMessage, g->missed.size() - begin);
+    RowsRequest req{static_cast<uint32_t>(table), {g->missed.begin() + begin, g->missed.begin() + begin + count}};
+    s.Call(MessageType::kGather, Encode(req), [this, g, begin, count](Result<Message> answer) {
+      GatherResult part;
+      const uint8_t* rows = nullptr;
+      if (!answer.ok()) {
+        part.status = answer.status();
+      } else {
+        auto decoded = DecodeGatherDone(answer->payload, count, g->record, &part);
+        if (!decoded.ok()) {
+          part = GatherResult{};
+          part.status = decoded.status();
+        } else {
+          rows = *decoded;
+        }
+      }
+      {
+        std::lock_guard lock(g->mu);
+        GatherResult& r = g->result;
+        r.hits += part.hits;
+        r.misses += part.misses;
+        r.inserts += part.inserts;
+        r.refusals += part.refusals;
+        r.read_ahead_used += part.read_ahead_used;
+        r.blocks_read += part.blocks_read;
+        r.bytes_read += part.bytes_read;
+        if (r.status.ok() && !part.status.ok()) r.status = part.status;
+        // Rows the service did not write (a failed block, or no answer at all).
+        std::vector<uint8_t> failed(count, rows == nullptr ? 1 : 0);
+        for (size_t p : part.failed_positions) failed[p] = 1;
+        for (size_t k = 0; k < count; ++k) {
+          const uint32_t d = g->missed_distinct[begin + k];
+          if (failed[k]) {
+            r.failed_positions.push_back(g->plan.first_pos[d]);
+            g->plan.ForEachDuplicate(d, [&](uint32_t p) { r.failed_positions.push_back(p); });
+            continue;
+          }
+          const uint8_t* row = rows + k * g->record;
+          std::memcpy(g->dst + size_t{g->plan.first_pos[d]} * g->stride, row, g->record);
+          g->plan.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(g->dst + size_t{p} * g->stride, row, g->record); });
+        }
+      }
+      if (g->chunks_left.fetch_sub(1) != 1) return;
+      GatherResult& r = g->result;
+      std::sort(r.failed_positions.begin(), r.failed_positions.end());
+      // Failed positions are listed only when some rows were written.
+      if (r.status.ok()) r.failed_positions.clear();
+      r.disk_nanoseconds = io::MonotonicNanos() - g->t1;
+      g->Finish();
+      GatherEnded();
+    });
+  }
+}
+
+void NodeClientStore::Account(const GatherResult& r) {
+  std::lock_guard lock(counters_mu_);
+  ++counters_.gathers;
+  if (!r.status.ok()) ++counters_.failed_gathers;
+  counters_.rows += r.rows;
+  counters_.hits += r.hits;
+  counters_.misses += r.misses;
+  counters_.wait_nanoseconds += r.wait_nanoseconds;
+  counters_.cache_nanoseconds += r.cache_nanoseconds;
+  counters_.disk_nanoseconds += r.disk_nanoseconds;
+}
+
+void NodeClientStore::ReportHits(bool all) {
+  std::shared_ptr<Session> s = std::atomic_load(&session_);
+  if (!s || !s->alive()) return;
+  ClientCounters counters;
+  {
+    std::lock_guard lock(counters_mu_);
+    counters = counters_;
+  }
+  for (size_t t = 0; t < hits_.size(); ++t) {
+    HitsReport report{static_cast<uint32_t>(t), {}, counters};
+    {
+      std::lock_guard lock(hits_[t]->mu);
+      if (!all && hits_[t]->rows.size() < kHitsPerReport) continue;
+      const size_t n = std::min<size_t>(hits_[t]->rows.size(), kMaxRowsPerMessage);
+      report.row_ids.assign(hits_[t]->rows.begin(), hits_[t]->rows.begin() + n);
+      hits_[t]->rows.erase(hits_[t]->rows.begin(), hits_[t]->rows.begin() + n);
+    }
+    // Table 0's report also carries the counters when no table has hits.
+    if (report.row_ids.empty() && t != 0) continue;
+    if (!s->Post(MessageType::kHits, Encode(report)).ok()) return;
+  }
+}
+
+void NodeClientStore::ReporterLoop() {
+  std::unique_lock lock(reporter_mu_);
+  while (!stopping_) {
+    reporter_cv_.wait_for(lock, kReportPeriod, [this] { return stopping_; });
+    if (stopping_) break;
+    lock.unlock();
+    ReportHits(/*all=*/true);
+    lock.lock();
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> NodeClient::Open(const StoreOptions& options) { return NodeClientStore::Open(options); }
+
+}  // namespace engram::node

@@ -1,0 +1,634 @@
+// One store per node: engram-served and its clients, as real processes.
+//
+// The service is the engram-served binary, started with fork/exec; clients
+// are client stores in this test process and node_test_client processes
+// (tests/node/node_test_client.cc) that the tests kill. One test runs the
+// service inside this process, so ThreadSanitizer sees both sides.
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <barrier>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "engram/store.h"
+#include "src/node/inflight_rows.h"
+#include "src/node/messages.h"
+#include "src/node/node_service.h"
+#include "src/node/wire.h"
+#include "tests/testing/child_process.h"
+#include "tests/testing/http_client.h"
+#include "tests/testing/temp_table.h"
+
+namespace engram {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::ChildProcess;
+
+constexpr uint32_t kRecord = 264;
+constexpr uint64_t kSeedA = 11, kSeedB = 12;
+constexpr uint64_t kRowsA = 20000, kRowsB = 5000;
+
+std::string Tool(const std::string& name) { return std::string(ENGRAM_TOOLS_DIR) + "/" + name; }
+
+class NodeServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    table_a_ = dir_.File("a.engram");
+    table_b_ = dir_.File("b.engram");
+    ASSERT_TRUE(testing::WriteGeneratedTable(table_a_, kRowsA, kRecord, kSeedA).ok());
+    ASSERT_TRUE(testing::WriteGeneratedTable(table_b_, kRowsB, kRecord, kSeedB).ok());
+    socket_ = dir_.File("node.sock");
+  }
+
+  std::vector<std::string> ServiceArgs(const std::string& socket, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {Tool("engram-served"), "--socket", socket, "--table", "a=" + table_a_,
+                                     "--table", "b=" + table_b_, "--cache-bytes", "32MiB", "--log-level", "warn"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+  // Starts engram-served and waits for its ready line.
+  ChildProcess StartService(std::vector<std::string> extra = {}) {
+    ChildProcess service = ChildProcess::Start(ServiceArgs(socket_, std::move(extra)));
+    EXPECT_TRUE(service.WaitForLine("engram-served: ready", 30s)) << "engram-served did not start";
+    return service;
+  }
+
+  StoreOptions ClientOptions(const std::string& name = "") {
+    StoreOptions o;
+    o.node = socket_;
+    o.node_client_name = name;
+    o.tables = {{table_a_, "", 0}, {table_b_, "", 0}};
+    return o;
+  }
+  std::unique_ptr<Store> OpenClient(const std::string& name = "") {
+    auto store = Store::Open(ClientOptions(name));
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(store).value() : nullptr;
+  }
+
+  // Gathers ids from table 0 and checks every row; returns the result.
+  static GatherResult GatherChecked(Store& store, const std::vector<uint64_t>& ids, size_t table = 0) {
+    std::vector<std::byte> out(ids.size() * kRecord);
+    GatherResult r = store.Gather(table, ids, out.data(), kRecord);
+    if (!r.status.ok()) return r;
+    const uint64_t seed = table == 0 ? kSeedA : kSeedB;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto expected = testing::ExpectedRow(seed, ids[i], kRecord);
+      EXPECT_EQ(std::memcmp(out.data() + i * kRecord, expected.data(), kRecord), 0) << "row " << ids[i];
+    }
+    return r;
+  }
+
+  ChildProcess StartClient(const std::string& mode, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {Tool("tests/node_test_client"), socket_, mode};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.push_back(std::to_string(kSeedA));
+    args.push_back(table_a_);
+    args.push_back(table_b_);
+    return ChildProcess::Start(args);
+  }
+
+  testing::TempDir dir_;
+  std::string table_a_, table_b_, socket_;
+};
+
+std::vector<uint64_t> Range(uint64_t first, uint64_t count, uint64_t step = 1) {
+  std::vector<uint64_t> v;
+  for (uint64_t i = 0; i < count; ++i) v.push_back(first + i * step);
+  return v;
+}
+
+TEST_F(NodeServiceTest, ARowOneClientMissedIsAHitForAnother) {
+  ChildProcess service = StartService();
+  auto first = OpenClient("first");
+  auto second = OpenClient("second");
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->table_count(), 2u);
+  EXPECT_EQ(*first->FindTable("b"), 1u);
+  EXPECT_EQ(first->row_count(0), kRowsA);
+  const std::vector<uint64_t> ids = Range(100, 300, 7);
+  GatherResult miss = GatherChecked(*first, ids);
+  ASSERT_TRUE(miss.status.ok()) << miss.status.ToString();
+  EXPECT_EQ(miss.misses, ids.size());
+  GatherResult hit = GatherChecked(*second, ids);
+  ASSERT_TRUE(hit.status.ok()) << hit.status.ToString();
+  EXPECT_EQ(hit.hits, ids.size());
+  EXPECT_EQ(hit.misses, 0u);
+  EXPECT_EQ(hit.blocks_read, 0u);
+  // The other table, and duplicates within a gather.
+  std::vector<uint64_t> dup = {5, 9, 5, 4999, 9};
+  GatherResult b = GatherChecked(*second, dup, 1);
+  ASSERT_TRUE(b.status.ok());
+  EXPECT_EQ(b.distinct_rows, 3u);
+}
+
+TEST_F(NodeServiceTest, ClientArgumentMistakesAreRefusedLikeAPrivateStore) {
+  ChildProcess service = StartService();
+  auto client = OpenClient();
+  ASSERT_TRUE(client);
+  std::vector<std::byte> out(kRecord);
+  const uint64_t past = kRowsA;
+  EXPECT_EQ(client->Gather(0, {&past, 1}, out.data(), kRecord).status.code(), StatusCode::kOutOfRange);
+  const uint64_t ok = 1;
+  EXPECT_EQ(client->Gather(7, {&ok, 1}, out.data(), kRecord).status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client->Gather(0, {&ok, 1}, out.data(), kRecord - 1).status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client->ReadAhead(0, {&past, 1}).code(), StatusCode::kOutOfRange);
+}
+
+TEST_F(NodeServiceTest, GathersLargerThanOneMessageAreSplit) {
+  ChildProcess service = StartService();
+  auto client = OpenClient();
+  ASSERT_TRUE(client);
+  // More distinct misses than one message carries (node::kMaxRowsPerMessage).
+  std::vector<uint64_t> ids;
+  for (uint64_t i = 0; i < node::kMaxRowsPerMessage + 5000; ++i) ids.push_back(i % kRowsA);
+  GatherResult r = GatherChecked(*client, ids);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.rows, ids.size());
+}
+
+TEST_F(NodeServiceTest, ReadAheadPinsAreConsumedAndReleased) {
+  ChildProcess service = StartService();
+  auto client = OpenClient();
+  ASSERT_TRUE(client);
+  const std::vector<uint64_t> ids = Range(1000, 64);
+  ASSERT_TRUE(client->ReadAhead(0, ids).ok());
+  client->WaitForReadAheads();
+  EXPECT_EQ(client->Stats(0).cache.pinned_rows, ids.size());
+  // Pinned rows are served by the service (which consumes the pins).
+  GatherResult r = GatherChecked(*client, {ids.begin(), ids.begin() + 32});
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(client->Stats(0).cache.pinned_rows, 32u);
+  client->ReleaseReadAhead(0, ids);
+  EXPECT_EQ(client->Stats(0).cache.pinned_rows, 0u);
+}
+
+// Waits until the service's table 0 holds no pin.
+bool PinsDrainTo(Store& store, uint64_t pins, std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (store.Stats(0).cache.pinned_rows == pins) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return store.Stats(0).cache.pinned_rows == pins;
+}
+
+TEST_F(NodeServiceTest, AClientKilledAnywhereCostsTheOthersNothing) {
+  ChildProcess service = StartService();
+  auto survivor = OpenClient("survivor");
+  ASSERT_TRUE(survivor);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> gathers{0}, failures{0};
+  std::thread worker([&] {
+    std::mt19937_64 rng(7);
+    while (!stop.load()) {
+      std::vector<uint64_t> ids(48);
+      for (auto& id : ids) id = rng() % kRowsA;
+      GatherResult r = GatherChecked(*survivor, ids);
+      if (!r.status.ok()) ++failures;
+      ++gathers;
+    }
+  });
+  std::mt19937 rng(3);
+  for (int round = 0; round < 12; ++round) {
+    // Killed mid-gather (a gather loop), and while holding read-ahead pins.
+    ChildProcess victim = StartClient(round % 3 == 0 ? "hold-pins" : "gather-loop");
+    ASSERT_TRUE(victim.WaitForLine("ready", 30s));
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 30));
+    victim.Kill(SIGKILL);
+    auto status = victim.Wait(10s);
+    ASSERT_TRUE(status);
+    EXPECT_TRUE(WIFSIGNALED(*status)) << "the victim exited by itself: " << *status;
+  }
+  // No pin left behind, once the service has seen each connection end.
+  EXPECT_TRUE(PinsDrainTo(*survivor, 0, 5s)) << survivor->Stats(0).cache.pinned_rows << " pins left";
+  stop.store(true);
+  worker.join();
+  EXPECT_GT(gathers.load(), 0u);
+  EXPECT_EQ(failures.load(), 0u);
+  // No stuck lock: a fresh client is served at once.
+  auto late = OpenClient();
+  ASSERT_TRUE(late);
+  EXPECT_TRUE(GatherChecked(*late, Range(0, 100, 13)).status.ok());
+  EXPECT_FALSE(service.Wait(0ms)) << "the service died";
+}
+
+TEST_F(NodeServiceTest, KilledClientsLeakNoDescriptorsThreadsOrMemory) {
+  ChildProcess service = StartService();
+  const char* env = std::getenv("ENGRAM_NODE_KILLED_CLIENTS");
+  const int total = env ? std::atoi(env) : 1000;
+  const int warm = std::min(50, total / 4);
+  testing::ProcessFootprint before{};
+  for (int i = 0; i < total; ++i) {
+    ChildProcess victim = StartClient("gather-loop");
+    ASSERT_TRUE(victim.WaitForLine("ready", 30s)) << "client " << i;
+    victim.Kill(SIGKILL);
+    ASSERT_TRUE(victim.Wait(10s));
+    if (i + 1 == warm) {
+      std::this_thread::sleep_for(500ms);  // the accept loop reaps ended connections
+      before = testing::FootprintOf(service.pid());
+    }
+  }
+  std::this_thread::sleep_for(500ms);
+  const testing::ProcessFootprint after = testing::FootprintOf(service.pid());
+  EXPECT_EQ(after.fds, before.fds);
+  EXPECT_EQ(after.threads, before.threads);
+  // Allocator noise, not a leak per client: 950 leaked connections of even
+  // 16 KiB each would be 15 MiB.
+  EXPECT_LT(after.rss_kib, before.rss_kib + 8 * 1024) << "RSS " << before.rss_kib << " -> " << after.rss_kib << " KiB";
+  auto client = OpenClient();
+  ASSERT_TRUE(client);
+  EXPECT_TRUE(GatherChecked(*client, Range(3, 50, 11)).status.ok());
+}
+
+// A raw connection to the service.
+int ConnectRaw(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+// Reads what the service answers until it closes: the error's message if it
+// sent one.
+std::string ErrorAnswer(int fd) {
+  auto m = node::ReceiveMessage(fd);
+  if (!m.ok() || m->type != node::MessageType::kError) return "";
+  return node::DecodeStatus(m->payload).ToString();
+}
+
+TEST_F(NodeServiceTest, AClientSendingGarbageIsToldAndDisconnectedWhileOthersGoOn) {
+  ChildProcess service = StartService();
+  auto good = OpenClient("good");
+  ASSERT_TRUE(good);
+  {
+    // Not a message at all.
+    const int fd = ConnectRaw(socket_);
+    ASSERT_GE(fd, 0);
+    const char junk[64] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    ASSERT_EQ(::send(fd, junk, sizeof(junk), MSG_NOSIGNAL), ssize_t(sizeof(junk)));
+    EXPECT_NE(ErrorAnswer(fd).find("bad magic"), std::string::npos);
+    char byte;
+    EXPECT_EQ(::recv(fd, &byte, 1, 0), 0) << "the connection stays open";
+    ::close(fd);
+  }
+  {
+    // An oversized request after a valid hello.
+    const int fd = ConnectRaw(socket_);
+    ASSERT_GE(fd, 0);
+    node::Hello hello;
+    hello.tables = {{"", table_a_, ""}, {"", table_b_, ""}};
+    ASSERT_TRUE(node::SendMessage(fd, node::MessageType::kHello, 1, node::Encode(hello)).ok());
+    auto welcome = node::ReceiveMessage(fd);
+    ASSERT_TRUE(welcome.ok());
+    ASSERT_EQ(welcome->type, node::MessageType::kWelcome);
+    if (welcome->fd >= 0) ::close(welcome->fd);
+    node::FrameHeader h{node::kWireMagic, uint16_t(node::MessageType::kGather), 0, 2, 1u << 30, 0};
+    ASSERT_EQ(::send(fd, &h, sizeof(h), MSG_NOSIGNAL), ssize_t(sizeof(h)));
+    EXPECT_NE(ErrorAnswer(fd).find("over the limit"), std::string::npos);
+    ::close(fd);
+  }
+  {
+    // A well-framed request with a body that lies about its row count, and
+    // one for a table the client does not have.
+    const int fd = ConnectRaw(socket_);
+    node::Hello hello;
+    hello.tables = {{"", table_a_, ""}, {"", table_b_, ""}};
+    ASSERT_TRUE(node::SendMessage(fd, node::MessageType::kHello, 1, node::Encode(hello)).ok());
+    auto welcome = node::ReceiveMessage(fd);
+    ASSERT_TRUE(welcome.ok());
+    if (welcome->fd >= 0) ::close(welcome->fd);
+    node::WireWriter w;
+    w.U32(0);
+    w.U32(1000000);  // a million rows announced, none sent
+    ASSERT_TRUE(node::SendMessage(fd, node::MessageType::kGather, 2, w.bytes()).ok());
+    EXPECT_NE(ErrorAnswer(fd).find("malformed"), std::string::npos);
+    ::close(fd);
+  }
+  {
+    const int fd = ConnectRaw(socket_);
+    node::Hello hello;
+    hello.tables = {{"", table_a_, ""}, {"", table_b_, ""}};
+    ASSERT_TRUE(node::SendMessage(fd, node::MessageType::kHello, 1, node::Encode(hello)).ok());
+    auto welcome = node::ReceiveMessage(fd);
+    ASSERT_TRUE(welcome.ok());
+    if (welcome->fd >= 0) ::close(welcome->fd);
+    node::RowsRequest req{9, {1, 2}};
+    ASSERT_TRUE(node::SendMessage(fd, node::MessageType::kGather, 2, node::Encode(req)).ok());
+    EXPECT_NE(ErrorAnswer(fd).find("no table 9"), std::string::npos);
+    ::close(fd);
+  }
+  EXPECT_TRUE(GatherChecked(*good, Range(10, 40, 3)).status.ok());
+  EXPECT_FALSE(service.Wait(0ms));
+}
+
+TEST_F(NodeServiceTest, AKilledServiceFailsGathersWithUnavailableAndClientsReconnect) {
+  ChildProcess service = StartService();
+  auto client = OpenClient();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(GatherChecked(*client, Range(0, 64, 5)).status.ok());
+  service.Kill(SIGKILL);
+  ASSERT_TRUE(service.Wait(10s));
+  // Hits and misses alike fail with Unavailable: never hang, never a row
+  // from a cache nobody maintains.
+  for (int i = 0; i < 3; ++i) {
+    std::vector<std::byte> out(64 * kRecord);
+    auto ids = Range(0, 64, 5);
+    const auto t0 = std::chrono::steady_clock::now();
+    GatherResult r = client->Gather(0, ids, out.data(), kRecord);
+    EXPECT_EQ(r.status.code(), StatusCode::kUnavailable) << r.status.ToString();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+    std::this_thread::sleep_for(50ms);
+  }
+  // Back (the dead service's socket is stale): the client reconnects by itself.
+  ChildProcess again = StartService();
+  bool served = false;
+  for (int i = 0; i < 100 && !served; ++i) {
+    served = GatherChecked(*client, Range(7, 64, 3)).status.ok();
+    if (!served) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(served) << "the client did not reconnect";
+}
+
+TEST_F(NodeServiceTest, SigtermTellsClientsThenRemovesTheSocket) {
+  ChildProcess service = StartService();
+  auto client = OpenClient();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(GatherChecked(*client, Range(0, 10)).status.ok());
+  service.Kill(SIGTERM);
+  auto status = service.Wait(30s);
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+  EXPECT_FALSE(std::filesystem::exists(socket_));
+  std::vector<std::byte> out(kRecord);
+  const uint64_t id = 3;
+  GatherResult r = client->Gather(0, {&id, 1}, out.data(), kRecord);
+  EXPECT_EQ(r.status.code(), StatusCode::kUnavailable);
+  EXPECT_NE(r.status.message().find("shutting down"), std::string::npos) << r.status.ToString();
+}
+
+TEST_F(NodeServiceTest, AStaleSocketIsRemovedALiveOneAndServedTablesRefused) {
+  {
+    // A socket nobody listens on (a service that died).
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket_.c_str(), sizeof(addr.sun_path) - 1);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ::close(fd);
+  }
+  ChildProcess service = StartService();
+  ASSERT_FALSE(service.Wait(0ms));
+  // The same socket, live: refused.
+  ChildProcess second = ChildProcess::Start(ServiceArgs(socket_));
+  auto status = second.Wait(30s);
+  ASSERT_TRUE(status);
+  EXPECT_EQ(WEXITSTATUS(*status), 2);
+  // The same tables on another socket: refused.
+  ChildProcess third = ChildProcess::Start(ServiceArgs(dir_.File("other.sock")));
+  status = third.Wait(30s);
+  ASSERT_TRUE(status);
+  EXPECT_EQ(WEXITSTATUS(*status), 2);
+  EXPECT_FALSE(std::filesystem::exists(dir_.File("other.sock")));
+  // The first is still serving.
+  auto client = OpenClient();
+  ASSERT_TRUE(client);
+  EXPECT_TRUE(GatherChecked(*client, Range(1, 10)).status.ok());
+}
+
+TEST_F(NodeServiceTest, AMissingServiceOrOtherTablesAreClearErrors) {
+  StoreOptions o = ClientOptions();
+  o.node = dir_.File("nobody.sock");
+  auto missing = Store::Open(o);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(missing.status().message().find("no engram-served"), std::string::npos) << missing.status().ToString();
+
+  ChildProcess service = StartService();
+  const std::string other = dir_.File("c.engram");
+  ASSERT_TRUE(testing::WriteGeneratedTable(other, 100, kRecord, 3).ok());
+  o = ClientOptions();
+  o.tables[1].path = other;
+  auto wrong = Store::Open(o);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong.status().message().find("does not serve"), std::string::npos) << wrong.status().ToString();
+  EXPECT_NE(wrong.status().message().find("a.engram"), std::string::npos) << "names what it serves";
+  o = ClientOptions();
+  o.tables.pop_back();
+  auto fewer = Store::Open(o);
+  ASSERT_FALSE(fewer.ok());
+  EXPECT_NE(fewer.status().message().find("serves 2 table(s)"), std::string::npos) << fewer.status().ToString();
+  o = ClientOptions();
+  o.tables[0].name = "not-a";
+  auto misnamed = Store::Open(o);
+  EXPECT_FALSE(misnamed.ok());
+}
+
+TEST_F(NodeServiceTest, TheSocketAndTheMemoryAre0660) {
+  ChildProcess service = StartService();
+  struct stat st {};
+  ASSERT_EQ(::stat(socket_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  bool found = false;
+  const std::string fds = "/proc/" + std::to_string(service.pid()) + "/fd";
+  for (const auto& e : std::filesystem::directory_iterator(fds)) {
+    std::error_code ec;
+    const std::string target = std::filesystem::read_symlink(e.path(), ec).string();
+    if (target.find("memfd:engram-served-cache") == std::string::npos) continue;
+    ASSERT_EQ(::stat(e.path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0660u);
+    found = true;
+  }
+  EXPECT_TRUE(found) << "no shared cache memory in " << fds;
+}
+
+TEST_F(NodeServiceTest, AProcessThatMayNotAttachGetsAClearError) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a client as another user";
+  ChildProcess service = StartService();
+  ::chmod(dir_.path().c_str(), 0755);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    auto store = Store::Open(ClientOptions());
+    const bool clear = !store.ok() && store.status().message().find("may not connect") != std::string::npos;
+    ::_exit(clear ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+TEST_F(NodeServiceTest, MetricsShowNodeTotalsAndEachClientByName) {
+  ChildProcess service = StartService({"--metrics-listen", "127.0.0.1:0"});
+  auto alpha = OpenClient("alpha");
+  auto beta = OpenClient();
+  ASSERT_TRUE(alpha && beta);
+  const uint16_t port = alpha->metrics_port();
+  ASSERT_NE(port, 0);
+  ASSERT_TRUE(GatherChecked(*alpha, Range(0, 20)).status.ok());
+  ASSERT_TRUE(GatherChecked(*alpha, Range(0, 20)).status.ok());
+  ASSERT_TRUE(GatherChecked(*beta, Range(0, 20)).status.ok());
+  std::this_thread::sleep_for(400ms);  // clients report every 100 ms
+  const std::string text = testing::Get(port, "/metrics");
+  EXPECT_NE(text.find("engram_node_client_gathers_total{client=\"alpha\"} 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("engram_node_client_hits_total{client=\"alpha\"} 20"), std::string::npos);
+  EXPECT_NE(text.find("engram_node_client_misses_total{client=\"alpha\"} 20"), std::string::npos);
+  EXPECT_NE(text.find("engram_node_client_gathers_total{client=\"" + std::to_string(::getpid()) + "\"} 1"),
+            std::string::npos)
+      << "a client without a name is named by its pid";
+  EXPECT_NE(text.find("engram_node_client_wait_seconds_total{client=\"alpha\"}"), std::string::npos);
+  EXPECT_NE(text.find("engram_node_clients 2"), std::string::npos);
+  // Node totals: the hits the clients served are the service's cache hits.
+  EXPECT_NE(text.find("engram_row_cache_hits_total{table=\"a\"} 40"), std::string::npos);
+  // The client's metrics text is the service's.
+  EXPECT_NE(alpha->MetricsText().find("engram_node_clients"), std::string::npos);
+}
+
+TEST_F(NodeServiceTest, ClientsMissingTheSameRowsAtOnceCauseOneRead) {
+  ChildProcess service = StartService();
+  constexpr int kClients = 4;
+  std::vector<std::unique_ptr<Store>> clients;
+  for (int i = 0; i < kClients; ++i) clients.push_back(OpenClient());
+  // Rows 16 blocks apart (15 rows of 264 B per 4 KiB block): one block each.
+  const std::vector<uint64_t> ids = Range(0, 1000, 16);
+  std::barrier start(kClients);
+  std::vector<GatherResult> results(kClients);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      results[i] = GatherChecked(*clients[i], ids);
+    });
+  }
+  for (auto& t : threads) t.join();
+  uint64_t blocks = 0;
+  for (const GatherResult& r : results) {
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    blocks += r.blocks_read;
+  }
+  EXPECT_EQ(blocks, ids.size());
+  EXPECT_EQ(clients[0]->Stats(0).io_reads, ids.size());
+}
+
+TEST_F(NodeServiceTest, AServiceInThisProcessServesConcurrentClients) {
+  // In-process, so that ThreadSanitizer sees the service's threads too.
+  node::NodeServiceOptions so;
+  so.socket_path = dir_.File("inproc.sock");
+  so.store.tables = {{table_a_, "a", 0}, {table_b_, "b", 0}};
+  so.store.cache_bytes = 8u << 20;  // evictions
+  so.store.io_backend = "pread";
+  auto service = node::NodeService::Start(so);
+  ASSERT_TRUE(service.ok()) << service.status().ToString();
+  socket_ = so.socket_path;
+  std::vector<std::unique_ptr<Store>> clients;
+  for (int i = 0; i < 2; ++i) clients.push_back(OpenClient("c" + std::to_string(i)));
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      Store& store = *clients[t % 2];
+      std::mt19937_64 rng(t);
+      for (int i = 0; i < 150; ++i) {
+        std::vector<uint64_t> ids(64);
+        for (auto& id : ids) id = rng() % kRowsA;
+        if (i % 10 == 0) {
+          if (!store.ReadAhead(0, {ids.data(), 8}).ok()) ++failures;
+        }
+        if (!GatherChecked(store, ids).status.ok()) ++failures;
+        if (i % 25 == 0) (void)store.Stats(0);
+        if (i % 10 == 5) store.ReleaseReadAhead(0, {ids.data(), 8});
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ((*service)->client_count(), 2u);
+  (*service)->Stop();
+  std::vector<std::byte> out(kRecord);
+  const uint64_t id = 1;
+  EXPECT_EQ(clients[0]->Gather(0, {&id, 1}, out.data(), kRecord).status.code(), StatusCode::kUnavailable);
+}
+
+// InflightRows alone: a request's rows another request is reading wait for
+// that read, deterministically (the gathers complete when the test says).
+TEST(InflightRowsTest, RowsInFlightForAnotherRequestAreTakenFromItsRead) {
+  node::InflightRows inflight;
+  struct Started {
+    std::vector<uint64_t> ids;
+    std::byte* dst;
+    std::function<void(GatherResult)> done;
+  };
+  std::vector<Started> started;
+  auto start = [&](std::span<const uint64_t> ids, std::byte* dst, size_t, std::function<void(GatherResult)> done) {
+    started.push_back({{ids.begin(), ids.end()}, dst, std::move(done)});
+  };
+  constexpr uint32_t kBytes = 8;
+  auto fill = [&](Started& s) {
+    for (size_t i = 0; i < s.ids.size(); ++i) std::memcpy(s.dst + i * kBytes, &s.ids[i], kBytes);
+  };
+  std::vector<std::pair<GatherResult, std::vector<uint64_t>>> answers;
+  auto answer = [&](const GatherResult& r, std::span<const uint8_t> rows) {
+    std::vector<uint64_t> values(rows.size() / kBytes);
+    std::memcpy(values.data(), rows.data(), rows.size());
+    answers.push_back({r, values});
+  };
+  inflight.Gather({1, 2, 3}, kBytes, start, answer);
+  inflight.Gather({2, 3, 4}, kBytes, start, answer);
+  ASSERT_EQ(started.size(), 2u);
+  EXPECT_EQ(started[1].ids, (std::vector<uint64_t>{4})) << "only the row nobody reads is read";
+  EXPECT_EQ(inflight.rows_in_flight(), 4u);
+  fill(started[1]);
+  started[1].done(GatherResult{});
+  EXPECT_TRUE(answers.empty()) << "answered before the rows it shares landed";
+  fill(started[0]);
+  GatherResult first;
+  first.misses = 3;
+  started[0].done(first);
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[0].second, (std::vector<uint64_t>{2, 3, 4}));
+  EXPECT_EQ(answers[0].first.hits, 2u);
+  EXPECT_EQ(answers[1].second, (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_EQ(inflight.rows_in_flight(), 0u);
+}
+
+TEST(InflightRowsTest, AFailedRowFailsEveryRequestWaitingForIt) {
+  node::InflightRows inflight;
+  std::vector<std::function<void(GatherResult)>> dones;
+  auto start = [&](std::span<const uint64_t>, std::byte*, size_t, std::function<void(GatherResult)> done) {
+    dones.push_back(std::move(done));
+  };
+  std::vector<GatherResult> answers;
+  auto answer = [&](const GatherResult& r, std::span<const uint8_t>) { answers.push_back(r); };
+  inflight.Gather({10, 11}, 4, start, answer);
+  inflight.Gather({12, 11}, 4, start, answer);
+  ASSERT_EQ(dones.size(), 2u);
+  dones[1](GatherResult{});
+  GatherResult failed;
+  failed.status = Status::Corruption("block 3 failed its checksum");
+  failed.failed_positions = {1};  // row 11
+  dones[0](failed);
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[0].status.code(), StatusCode::kCorruption);
+  EXPECT_EQ(answers[0].failed_positions, (std::vector<size_t>{1}));
+  EXPECT_EQ(answers[1].failed_positions, (std::vector<size_t>{1}));
+}
+
+}  // namespace
+}  // namespace engram

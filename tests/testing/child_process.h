@@ -1,0 +1,140 @@
+// ChildProcess: a real process started with fork/exec, its stdout read
+// through a pipe, for tests of multi-process behaviour (the node service and
+// its clients). Killed with SIGKILL when destroyed if still running.
+#pragma once
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace engram::testing {
+
+class ChildProcess {
+ public:
+  ChildProcess() = default;
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  ChildProcess(ChildProcess&& o) noexcept { *this = std::move(o); }
+  ChildProcess& operator=(ChildProcess&& o) noexcept {
+    std::swap(pid_, o.pid_);
+    std::swap(out_, o.out_);
+    std::swap(buffer_, o.buffer_);
+    std::swap(status_, o.status_);
+    return *this;
+  }
+  ~ChildProcess() {
+    if (pid_ > 0 && !status_) {
+      ::kill(pid_, SIGKILL);
+      int st;
+      ::waitpid(pid_, &st, 0);
+    }
+    if (out_ >= 0) ::close(out_);
+  }
+
+  // Starts argv[0] (a path) with its stdout on a pipe; stderr is inherited.
+  static ChildProcess Start(const std::vector<std::string>& argv) {
+    int fds[2];
+    ChildProcess c;
+    if (::pipe2(fds, O_CLOEXEC) != 0) return c;
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::dup2(fds[1], STDOUT_FILENO);
+      ::execv(args[0], args.data());
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    c.pid_ = pid;
+    c.out_ = fds[0];
+    return c;
+  }
+
+  pid_t pid() const { return pid_; }
+
+  // Waits until the child has printed a line starting with `prefix`; returns
+  // that line, or nothing at the deadline or the end of its output.
+  std::optional<std::string> WaitForLine(const std::string& prefix, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      for (size_t nl; (nl = buffer_.find('\n')) != std::string::npos;) {
+        std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        if (line.rfind(prefix, 0) == 0) return line;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return std::nullopt;
+      pollfd p{out_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char chunk[4096];
+      const ssize_t n = ::read(out_, chunk, sizeof(chunk));
+      if (n <= 0) return std::nullopt;
+      buffer_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
+  void Kill(int sig) {
+    if (pid_ > 0 && !status_) ::kill(pid_, sig);
+  }
+
+  // The exit status (waitpid's), or nothing if it has not ended by the deadline.
+  std::optional<int> Wait(std::chrono::milliseconds timeout) {
+    if (status_) return status_;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      int st = 0;
+      const pid_t r = ::waitpid(pid_, &st, WNOHANG);
+      if (r == pid_) {
+        status_ = st;
+        return status_;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+      ::usleep(2000);
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  std::string buffer_;
+  std::optional<int> status_;
+};
+
+// Descriptors, threads and resident memory of a process, from /proc.
+struct ProcessFootprint {
+  size_t fds = 0;
+  size_t threads = 0;
+  size_t rss_kib = 0;
+};
+
+inline ProcessFootprint FootprintOf(pid_t pid) {
+  ProcessFootprint f;
+  const std::string dir = "/proc/" + std::to_string(pid);
+  if (DIR* d = ::opendir((dir + "/fd").c_str())) {
+    while (dirent* e = ::readdir(d)) f.fds += e->d_name[0] != '.';
+    ::closedir(d);
+  }
+  if (FILE* s = std::fopen((dir + "/status").c_str(), "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof(line), s)) {
+      if (std::strncmp(line, "Threads:", 8) == 0) f.threads = std::strtoul(line + 8, nullptr, 10);
+      if (std::strncmp(line, "VmRSS:", 6) == 0) f.rss_kib = std::strtoul(line + 6, nullptr, 10);
+    }
+    std::fclose(s);
+  }
+  return f;
+}
+
+}  // namespace engram::testing
