@@ -1,0 +1,208 @@
+// SharedRowCacheReader: a cache written by its owner, read through a
+// read-only mapping of the same memory (as a node client reads the node
+// service's cache), and RowCache::RecordHits, the owner's side of it.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "src/cache/row_cache.h"
+#include "src/cache/set_associative_cache.h"
+#include "src/cache/shared_row_cache_reader.h"
+#include "src/node/shared_cache_memory.h"
+
+namespace engram {
+namespace {
+
+constexpr uint32_t kRowBytes = 64;
+
+std::vector<std::byte> RowOf(uint64_t id) {
+  std::vector<std::byte> row(kRowBytes);
+  for (uint32_t i = 0; i < kRowBytes; ++i) row[i] = std::byte((id * 131 + i * 7) & 0xff);
+  return row;
+}
+
+// A cache whose index and slab are in a memfd, and a read-only mapping of
+// that memfd at another address for the reader.
+struct SharedCache {
+  std::unique_ptr<node::SharedCacheMemory> memory;
+  std::unique_ptr<cache::SetAssociativeRowCache> cache;
+  node::SharedMapping read_only;
+  std::optional<cache::SharedRowCacheReader> reader;
+
+  static SharedCache Make(const char* spec, uint64_t sets) {
+    SharedCache s;
+    auto memory = node::SharedCacheMemory::Create(64u << 20, -1);
+    EXPECT_TRUE(memory.ok()) << memory.status().ToString();
+    s.memory = std::move(memory).value();
+    auto config = RowCacheConfig::FromSpec(spec);
+    EXPECT_TRUE(config.ok());
+    node::SharedCacheMemory* m = s.memory.get();
+    auto made = cache::SetAssociativeRowCache::Make(*config, sets, kRowBytes,
+                                                     [m](uint64_t bytes, const char* what) { return m->Allocate(bytes, what); });
+    EXPECT_TRUE(made.ok()) << made.status().ToString();
+    s.cache = std::move(made).value();
+    auto fd = s.memory->OpenReadOnly();
+    EXPECT_TRUE(fd.ok());
+    auto mapped = node::SharedMapping::Map(*fd, s.memory->size(), /*writable=*/false);
+    ::close(*fd);
+    EXPECT_TRUE(mapped.ok()) << mapped.status().ToString();
+    s.read_only = std::move(mapped).value();
+    auto g = s.cache->SharedGeometry();
+    EXPECT_TRUE(g.has_value());
+    auto reader = cache::SharedRowCacheReader::Attach(*g, s.read_only.data() + s.memory->OffsetOf(s.cache->index_data()),
+                                                      s.read_only.data() + s.memory->OffsetOf(s.cache->slab_data()));
+    EXPECT_TRUE(reader.ok()) << reader.status().ToString();
+    s.reader.emplace(std::move(reader).value());
+    return s;
+  }
+
+  // Looks ids up through the reader: the hit mask, rows in out.
+  std::vector<uint8_t> Read(const std::vector<uint64_t>& ids, std::vector<std::byte>* out) const {
+    out->assign(ids.size() * kRowBytes, std::byte{0});
+    std::vector<std::byte*> dsts;
+    for (size_t i = 0; i < ids.size(); ++i) dsts.push_back(out->data() + i * kRowBytes);
+    std::vector<uint8_t> hit(ids.size());
+    reader->LookupBatch(ids, dsts, hit);
+    return hit;
+  }
+};
+
+TEST(SharedRowCacheReaderTest, ReadsExactlyTheRowsTheCacheHoldsThroughAReadOnlyMapping) {
+  for (const char* spec : {"default", "legacy", "two-choice", "default,ways=16", "default,ways=3"}) {
+    SCOPED_TRACE(spec);
+    SharedCache s = SharedCache::Make(spec, 256);
+    std::vector<uint64_t> inserted;
+    for (uint64_t id = 0; id < 3000; id += 3) {
+      auto row = RowOf(id);
+      const InsertOutcome o = s.cache->Insert(id, row);
+      if (o == InsertOutcome::kInserted || o == InsertOutcome::kInsertedEvicted) inserted.push_back(id);
+    }
+    std::vector<uint64_t> ids;
+    for (uint64_t id = 0; id < 3000; ++id) ids.push_back(id);
+    std::vector<std::byte> out;
+    const std::vector<uint8_t> hit = s.Read(ids, &out);
+    size_t hits = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      // Exactly the resident rows are hits, with their bytes.
+      std::vector<std::byte> probe(kRowBytes);
+      const bool resident = s.cache->Contains(ids[i]);
+      EXPECT_EQ(hit[i] != 0, resident) << "row " << ids[i];
+      if (hit[i]) {
+        EXPECT_EQ(std::memcmp(out.data() + i * kRowBytes, RowOf(ids[i]).data(), kRowBytes), 0) << ids[i];
+        ++hits;
+      }
+    }
+    EXPECT_GT(hits, 100u);
+    // The reader touched no statistic of the owner's.
+    EXPECT_EQ(s.cache->Stats().lookups, 0u);
+  }
+}
+
+TEST(SharedRowCacheReaderTest, PinnedRowsAreMissesForTheReader) {
+  SharedCache s = SharedCache::Make("default", 64);
+  auto a = RowOf(1), b = RowOf(2);
+  ASSERT_EQ(s.cache->Insert(1, a), InsertOutcome::kInserted);
+  ASSERT_EQ(s.cache->InsertPinned(2, b), InsertOutcome::kInserted);
+  std::vector<std::byte> out;
+  EXPECT_EQ(s.Read({1, 2}, &out), (std::vector<uint8_t>{1, 0}));
+  ASSERT_TRUE(s.cache->Unpin(2));
+  EXPECT_EQ(s.Read({1, 2}, &out), (std::vector<uint8_t>{1, 1}));
+}
+
+TEST(SharedRowCacheReaderTest, ReadersNeverSeeATornRowWhileWritersReplaceRows) {
+  // A small cache and many rows: every insert evicts or relocates, so the
+  // readers keep meeting sets a writer is changing.
+  SharedCache s = SharedCache::Make("default,admission=always", 16);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> wrong{0}, hits{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 2; ++w) {
+    threads.emplace_back([&, w] {
+      std::mt19937_64 rng(w);
+      while (!stop.load(std::memory_order_relaxed)) {
+        const uint64_t id = rng() % 400;
+        auto row = RowOf(id);
+        if (rng() % 8 == 0) {
+          if (s.cache->InsertPinned(id, row) != InsertOutcome::kRefusedAllPinned) s.cache->Unpin(id);
+        } else {
+          s.cache->Insert(id, row);
+        }
+      }
+    });
+  }
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      std::mt19937_64 rng(100 + r);
+      std::vector<uint64_t> ids(32);
+      std::vector<std::byte> out;
+      for (int round = 0; round < 20000; ++round) {
+        for (auto& id : ids) id = rng() % 400;
+        const std::vector<uint8_t> hit = s.Read(ids, &out);
+        for (size_t i = 0; i < ids.size(); ++i) {
+          if (!hit[i]) continue;
+          ++hits;
+          if (std::memcmp(out.data() + i * kRowBytes, RowOf(ids[i]).data(), kRowBytes) != 0) ++wrong;
+        }
+      }
+    });
+  }
+  for (size_t t = 2; t < threads.size(); ++t) threads[t].join();
+  stop.store(true);
+  threads[0].join();
+  threads[1].join();
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_GT(hits.load(), 1000u);
+}
+
+TEST(SharedRowCacheReaderTest, RecordedHitsCountAndRaiseTheRowsValue) {
+  SharedCache s = SharedCache::Make("default", 64);
+  auto row = RowOf(5);
+  ASSERT_EQ(s.cache->Insert(5, row), InsertOutcome::kInserted);
+  const uint32_t before = s.cache->EstimateOf(5);
+  std::vector<uint64_t> hits(6, 5);
+  s.cache->RecordHits(hits);
+  EXPECT_GT(s.cache->EstimateOf(5), before);
+  const RowCacheStats st = s.cache->Stats();
+  EXPECT_EQ(st.hits, 6u);
+  EXPECT_EQ(st.lookups, 6u);
+  // The recorded row is now the most valuable resident.
+  auto other = RowOf(6);
+  ASSERT_EQ(s.cache->Insert(6, other), InsertOutcome::kInserted);
+  auto ranked = s.cache->ResidentRowsByValue();
+  ASSERT_EQ(ranked.size(), 2u);
+  EXPECT_EQ(ranked[0].row_id, 5u);
+}
+
+TEST(SharedRowCacheReaderTest, AttachRefusesAGeometryThatDoesNotCheckOut) {
+  SharedCache s = SharedCache::Make("default", 64);
+  cache::SharedCacheGeometry g = *s.cache->SharedGeometry();
+  const uint8_t* index = s.cache->index_data();
+  const uint8_t* slab = s.cache->slab_data();
+  auto refused = [&](cache::SharedCacheGeometry bad) {
+    auto r = cache::SharedRowCacheReader::Attach(bad, index, slab);
+    return !r.ok() && r.status().code() == StatusCode::kInvalidArgument;
+  };
+  cache::SharedCacheGeometry bad = g;
+  bad.magic ^= 1;
+  EXPECT_TRUE(refused(bad));
+  bad = g;
+  bad.ways = 33;
+  EXPECT_TRUE(refused(bad));
+  bad = g;
+  bad.num_sets = g.num_sets * 1000;  // more sets than the index holds
+  EXPECT_TRUE(refused(bad));
+  bad = g;
+  bad.row_bytes = g.row_bytes * 1000;  // more rows than the slab holds
+  EXPECT_TRUE(refused(bad));
+  bad = g;
+  bad.candidate_sets = 3;
+  EXPECT_TRUE(refused(bad));
+  EXPECT_TRUE(cache::SharedRowCacheReader::Attach(g, index, slab).ok());
+}
+
+}  // namespace
+}  // namespace engram
