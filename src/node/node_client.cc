@@ -406,6 +406,9 @@ class NodeClientStore final : public Store {
     stats.cache_budget_bytes = tables_[table].cache_budget_bytes;
     auto s = const_cast<NodeClientStore*>(this)->Current();
     if (!s.ok()) return stats;
+    // This client's hits so far go first (the service answers a connection's
+    // messages in order), so the stats include them.
+    const_cast<NodeClientStore*>(this)->ReportHits(/*all=*/true);
     auto answer = (*s)->CallAndWait(MessageType::kStats, EncodeU32(static_cast<uint32_t>(table)));
     if (!answer.ok()) return stats;
     auto decoded = DecodeTableStats(answer->payload);
@@ -414,6 +417,7 @@ class NodeClientStore final : public Store {
   std::string MetricsText() const override {
     auto s = const_cast<NodeClientStore*>(this)->Current();
     if (!s.ok()) return "# " + s.status().ToString() + "\n";
+    const_cast<NodeClientStore*>(this)->ReportHits(/*all=*/true);
     auto answer = (*s)->CallAndWait(MessageType::kMetrics, {});
     if (!answer.ok()) return "# " + answer.status().ToString() + "\n";
     return std::string(answer->payload.begin(), answer->payload.end());
@@ -678,17 +682,19 @@ void NodeClientStore::ReportHits(bool all) {
     counters = counters_;
   }
   for (size_t t = 0; t < hits_.size(); ++t) {
-    HitsReport report{static_cast<uint32_t>(t), {}, counters};
+    std::vector<uint64_t> rows;
     {
       std::lock_guard lock(hits_[t]->mu);
       if (!all && hits_[t]->rows.size() < kHitsPerReport) continue;
-      const size_t n = std::min<size_t>(hits_[t]->rows.size(), kMaxRowsPerMessage);
-      report.row_ids.assign(hits_[t]->rows.begin(), hits_[t]->rows.begin() + n);
-      hits_[t]->rows.erase(hits_[t]->rows.begin(), hits_[t]->rows.begin() + n);
+      rows.swap(hits_[t]->rows);
     }
     // Table 0's report also carries the counters when no table has hits.
-    if (report.row_ids.empty() && t != 0) continue;
-    if (!s->Post(MessageType::kHits, Encode(report)).ok()) return;
+    for (size_t at = 0; at < rows.size() || (at == 0 && t == 0); at += kMaxRowsPerMessage) {
+      HitsReport report{static_cast<uint32_t>(t), {}, counters};
+      report.row_ids.assign(rows.begin() + at, rows.begin() + std::min(rows.size(), at + kMaxRowsPerMessage));
+      if (!s->Post(MessageType::kHits, Encode(report)).ok()) return;
+      if (rows.empty()) break;
+    }
   }
 }
 

@@ -1,0 +1,83 @@
+/* The C API as a client of engram-served (engram_store_options.node): a
+ * gather through the service is exact, and once the service is killed a
+ * gather fails with ENGRAM_UNAVAILABLE instead of hanging. argv[1] is the
+ * build directory (where engram-gen and engram-served are). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engram/engram.h"
+#include "tests/testing/capi_check.h"
+
+enum { kRecord = 264, kRows = 3000, kGather = 50 };
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: capi_node_test BUILD_DIR\n");
+    return 2;
+  }
+  int failures = 0;
+  char dir[] = "/tmp/engram-capi-node-XXXXXX";
+  if (!mkdtemp(dir)) return 2;
+  char table[256], socket_path[256], cmd[1024];
+  snprintf(table, sizeof table, "%s/t.engram", dir);
+  snprintf(socket_path, sizeof socket_path, "%s/node.sock", dir);
+  snprintf(cmd, sizeof cmd, "'%s/engram-gen' --rows %d --seed 5 '%s' > /dev/null 2>&1", argv[1], kRows, table);
+  if (system(cmd) != 0) return 2;
+
+  /* The service: fork/exec, ready once its socket answers. */
+  char served[512];
+  snprintf(served, sizeof served, "%s/engram-served", argv[1]);
+  const pid_t service = fork();
+  if (service == 0) {
+    execl(served, served, "--socket", socket_path, "--table", table, "--cache-bytes", "8MiB", "--log-level", "warn",
+          (char*)NULL);
+    _exit(127);
+  }
+  const char* paths[] = {table};
+  engram_store_options o;
+  memset(&o, 0, sizeof o);
+  o.size = sizeof o;
+  o.table_paths = paths;
+  o.table_count = 1;
+  o.node = socket_path;
+  o.node_client_name = "capi";
+  engram_store* store = NULL;
+  engram_status s = ENGRAM_UNAVAILABLE;
+  for (int i = 0; i < 300 && s == ENGRAM_UNAVAILABLE; ++i) {
+    s = engram_store_open(&o, &store);
+    if (s == ENGRAM_UNAVAILABLE) usleep(20000);
+  }
+  CHECK(s == ENGRAM_OK);
+  if (s == ENGRAM_OK) {
+    uint64_t ids[kGather];
+    for (int i = 0; i < kGather; ++i) ids[i] = (uint64_t)(i * 37) % kRows;
+    unsigned char* rows = malloc((size_t)kGather * kRecord);
+    unsigned char* again = malloc((size_t)kGather * kRecord);
+    engram_gather_result r;
+    memset(&r, 0, sizeof r);
+    r.size = sizeof r;
+    CHECK(engram_gather_rows(store, 0, ids, kGather, rows, kRecord, &r) == ENGRAM_OK);
+    CHECK(r.misses == kGather);
+    CHECK(engram_gather_rows(store, 0, ids, kGather, again, kRecord, &r) == ENGRAM_OK);
+    CHECK(r.hits == kGather);
+    CHECK(memcmp(rows, again, (size_t)kGather * kRecord) == 0);
+    kill(service, SIGKILL);
+    waitpid(service, NULL, 0);
+    CHECK(engram_gather_rows(store, 0, ids, kGather, again, kRecord, &r) == ENGRAM_UNAVAILABLE);
+    CHECK(strstr(engram_last_error(), "engram-served") != NULL);
+    CHECK(strcmp(engram_status_string(ENGRAM_UNAVAILABLE), "Unavailable") == 0);
+    engram_store_close(store);
+    free(rows);
+    free(again);
+  } else {
+    kill(service, SIGKILL);
+    waitpid(service, NULL, 0);
+  }
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) return 2;
+  return failures == 0 ? 0 : 1;
+}
