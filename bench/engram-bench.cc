@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/hit_miss_command.h"
+#include "bench/node_command.h"
 #include "bench/in_place_command.h"
 #include "engram/store.h"
 #include "src/common/cli_checks.h"
@@ -571,6 +572,10 @@ int main(int argc, char** argv) {
   CLI::App* in_place = engram::bench::RegisterInPlaceCommand(app, in_place_args);
   RanksArgs ranks_args;
   CLI::App* ranks = RegisterRanksCommand(app, ranks_args);
+  engram::bench::NodeArgs node_args;
+  CLI::App* node = engram::bench::RegisterNodeCommand(app, node_args);
+  engram::bench::NodeClientRole node_client_role;
+  CLI::App* node_client = engram::bench::RegisterNodeClientCommand(app, node_client_role);
   std::string log_level;
   engram::AddLogLevelOption(app, log_level);
   // A usage error (a bad value such as a depth of 0, a missing option) is
@@ -591,5 +596,7 @@ int main(int argc, char** argv) {
   if (*miss) return engram::bench::RunMissCommand(miss_args);
   if (*in_place) return engram::bench::RunInPlaceCommand(in_place_args);
   if (*ranks) return RunRanks(ranks_args);
+  if (*node) return engram::bench::RunNodeCommand(node_args);
+  if (*node_client) return engram::bench::RunNodeClientRole(node_client_role);
   return 2;
 }

@@ -23,7 +23,7 @@
 #include "src/node/messages.h"
 #include "src/node/node_service.h"
 #include "src/node/wire.h"
-#include "tests/testing/child_process.h"
+#include "src/common/child_process.h"
 #include "tests/testing/http_client.h"
 #include "tests/testing/temp_table.h"
 
@@ -31,7 +31,7 @@ namespace engram {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::ChildProcess;
+using engram::ChildProcess;
 
 constexpr uint32_t kRecord = 264;
 constexpr uint64_t kSeedA = 11, kSeedB = 12;
@@ -227,7 +227,7 @@ TEST_F(NodeServiceTest, KilledClientsLeakNoDescriptorsThreadsOrMemory) {
   const char* env = std::getenv("ENGRAM_NODE_KILLED_CLIENTS");
   const int total = env ? std::atoi(env) : 1000;
   const int warm = std::min(50, total / 4);
-  testing::ProcessFootprint before{};
+  ProcessFootprint before{};
   for (int i = 0; i < total; ++i) {
     ChildProcess victim = StartClient("gather-loop");
     ASSERT_TRUE(victim.WaitForLine("ready", 30s)) << "client " << i;
@@ -235,11 +235,11 @@ TEST_F(NodeServiceTest, KilledClientsLeakNoDescriptorsThreadsOrMemory) {
     ASSERT_TRUE(victim.Wait(10s));
     if (i + 1 == warm) {
       std::this_thread::sleep_for(500ms);  // the accept loop reaps ended connections
-      before = testing::FootprintOf(service.pid());
+      before = FootprintOf(service.pid());
     }
   }
   std::this_thread::sleep_for(500ms);
-  const testing::ProcessFootprint after = testing::FootprintOf(service.pid());
+  const ProcessFootprint after = FootprintOf(service.pid());
   EXPECT_EQ(after.fds, before.fds);
   EXPECT_EQ(after.threads, before.threads);
   // Allocator noise, not a leak per client: 950 leaked connections of even

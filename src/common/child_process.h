@@ -1,6 +1,7 @@
-// ChildProcess: a real process started with fork/exec, its stdout read
-// through a pipe, for tests of multi-process behaviour (the node service and
-// its clients). Killed with SIGKILL when destroyed if still running.
+// ChildProcess: a real process started with fork/exec, its stdin and stdout
+// on pipes, for tests and benchmarks of multi-process behaviour (the node
+// service and its clients). Killed with SIGKILL when destroyed if still
+// running.
 #pragma once
 
 #include <dirent.h>
@@ -18,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace engram::testing {
+namespace engram {
 
 class ChildProcess {
  public:
@@ -29,6 +30,7 @@ class ChildProcess {
   ChildProcess& operator=(ChildProcess&& o) noexcept {
     std::swap(pid_, o.pid_);
     std::swap(out_, o.out_);
+    std::swap(in_, o.in_);
     std::swap(buffer_, o.buffer_);
     std::swap(status_, o.status_);
     return *this;
@@ -40,26 +42,42 @@ class ChildProcess {
       ::waitpid(pid_, &st, 0);
     }
     if (out_ >= 0) ::close(out_);
+    if (in_ >= 0) ::close(in_);
   }
 
-  // Starts argv[0] (a path) with its stdout on a pipe; stderr is inherited.
+  // Starts argv[0] (a path) with its stdin and stdout on pipes; stderr is
+  // inherited.
   static ChildProcess Start(const std::vector<std::string>& argv) {
-    int fds[2];
+    int fds[2], in[2];
     ChildProcess c;
     if (::pipe2(fds, O_CLOEXEC) != 0) return c;
+    if (::pipe2(in, O_CLOEXEC) != 0) {
+      ::close(fds[0]);
+      ::close(fds[1]);
+      return c;
+    }
     std::vector<char*> args;
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     const pid_t pid = ::fork();
     if (pid == 0) {
       ::dup2(fds[1], STDOUT_FILENO);
+      ::dup2(in[0], STDIN_FILENO);
       ::execv(args[0], args.data());
       ::_exit(127);
     }
     ::close(fds[1]);
+    ::close(in[0]);
     c.pid_ = pid;
     c.out_ = fds[0];
+    c.in_ = in[1];
     return c;
+  }
+
+  // Writes a line to the child's stdin.
+  bool WriteLine(const std::string& line) {
+    const std::string l = line + "\n";
+    return in_ >= 0 && ::write(in_, l.data(), l.size()) == ssize_t(l.size());
   }
 
   pid_t pid() const { return pid_; }
@@ -108,15 +126,18 @@ class ChildProcess {
  private:
   pid_t pid_ = -1;
   int out_ = -1;
+  int in_ = -1;
   std::string buffer_;
   std::optional<int> status_;
 };
 
-// Descriptors, threads and resident memory of a process, from /proc.
+// Descriptors, threads and memory of a process, from /proc: resident, and
+// proportional (PSS: each shared page divided among the processes mapping it).
 struct ProcessFootprint {
   size_t fds = 0;
   size_t threads = 0;
   size_t rss_kib = 0;
+  size_t pss_kib = 0;
 };
 
 inline ProcessFootprint FootprintOf(pid_t pid) {
@@ -134,7 +155,14 @@ inline ProcessFootprint FootprintOf(pid_t pid) {
     }
     std::fclose(s);
   }
+  if (FILE* s = std::fopen((dir + "/smaps_rollup").c_str(), "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof(line), s)) {
+      if (std::strncmp(line, "Pss:", 4) == 0) f.pss_kib = std::strtoul(line + 4, nullptr, 10);
+    }
+    std::fclose(s);
+  }
   return f;
 }
 
-}  // namespace engram::testing
+}  // namespace engram
