@@ -6,6 +6,7 @@
 #define ENGRAM_FUZZ_NO_MAIN 1
 #include "tests/fuzz/hash_layout_fuzzer.cc"
 #include "tests/fuzz/http_request_fuzzer.cc"
+#include "tests/fuzz/node_message_fuzzer.cc"
 #include "tests/fuzz/npy_header_fuzzer.cc"
 #include "tests/fuzz/rank_manifest_fuzzer.cc"
 #include "tests/fuzz/reference_table_fuzzer.cc"
@@ -36,6 +37,7 @@ const Target kTargets[] = {
     {"npy_header_fuzzer", FuzzNpyHeader},           {"hash_layout_fuzzer", FuzzHashLayout},
     {"trace_files_fuzzer", FuzzTraceFiles},         {"http_request_fuzzer", FuzzHttpRequest},
     {"reference_table_fuzzer", FuzzReferenceTable}, {"rank_manifest_fuzzer", FuzzRankManifest},
+    {"node_message_fuzzer", FuzzNodeMessage},
 };
 
 std::vector<fs::path> Inputs(const std::string& kind, const std::string& target) {

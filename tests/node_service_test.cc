@@ -489,7 +489,7 @@ TEST_F(NodeServiceTest, MetricsShowNodeTotalsAndEachClientByName) {
   ASSERT_TRUE(GatherChecked(*alpha, Range(0, 20)).status.ok());
   ASSERT_TRUE(GatherChecked(*alpha, Range(0, 20)).status.ok());
   ASSERT_TRUE(GatherChecked(*beta, Range(0, 20)).status.ok());
-  std::this_thread::sleep_for(400ms);  // clients report every 100 ms
+  std::this_thread::sleep_for(200ms);  // clients report every 20 ms
   const std::string text = testing::Get(port, "/metrics");
   EXPECT_NE(text.find("engram_node_client_gathers_total{client=\"alpha\"} 2"), std::string::npos) << text;
   EXPECT_NE(text.find("engram_node_client_hits_total{client=\"alpha\"} 20"), std::string::npos);

@@ -30,10 +30,13 @@
 namespace engram::node {
 namespace {
 
-// A client reports its hits once this many are buffered for a table, and
-// in any case every kReportPeriod.
-constexpr size_t kHitsPerReport = 4096;
-constexpr auto kReportPeriod = std::chrono::milliseconds(100);
+// A client's reporting thread sends its hits (and counters) every
+// kReportPeriod: a gather never makes a system call for them. A table's
+// buffer keeps at most kMaxBufferedHits between reports; hits beyond are not
+// reported (the policy then sees fewer of them, as with any sampled
+// frequency count; the rows were served all the same).
+constexpr auto kReportPeriod = std::chrono::milliseconds(20);
+constexpr size_t kMaxBufferedHits = size_t{1} << 20;
 // After a failed connection, the next attempt waits at least this long.
 constexpr auto kReconnectInterval = std::chrono::milliseconds(100);
 
@@ -331,7 +334,7 @@ class NodeClientStore final : public Store {
     std::unique_lock lock(in_flight_mu_);
     in_flight_cv_.wait(lock, [this] { return in_flight_ == 0; });
     lock.unlock();
-    ReportHits(/*all=*/true);
+    ReportHits();
     std::atomic_store(&session_, std::shared_ptr<Session>());
   }
 
@@ -408,7 +411,7 @@ class NodeClientStore final : public Store {
     if (!s.ok()) return stats;
     // This client's hits so far go first (the service answers a connection's
     // messages in order), so the stats include them.
-    const_cast<NodeClientStore*>(this)->ReportHits(/*all=*/true);
+    const_cast<NodeClientStore*>(this)->ReportHits();
     auto answer = (*s)->CallAndWait(MessageType::kStats, EncodeU32(static_cast<uint32_t>(table)));
     if (!answer.ok()) return stats;
     auto decoded = DecodeTableStats(answer->payload);
@@ -417,7 +420,7 @@ class NodeClientStore final : public Store {
   std::string MetricsText() const override {
     auto s = const_cast<NodeClientStore*>(this)->Current();
     if (!s.ok()) return "# " + s.status().ToString() + "\n";
-    const_cast<NodeClientStore*>(this)->ReportHits(/*all=*/true);
+    const_cast<NodeClientStore*>(this)->ReportHits();
     auto answer = (*s)->CallAndWait(MessageType::kMetrics, {});
     if (!answer.ok()) return "# " + answer.status().ToString() + "\n";
     return std::string(answer->payload.begin(), answer->payload.end());
@@ -445,7 +448,7 @@ class NodeClientStore final : public Store {
   void Begin(const std::shared_ptr<RemoteGather>& g, size_t table, std::span<const uint64_t> row_ids,
              std::byte* dst, size_t stride);
   void Account(const GatherResult& r);
-  void ReportHits(bool all);
+  void ReportHits();
   void ReporterLoop();
   void WaitFor(MessageType type) {
     auto s = Current();
@@ -576,12 +579,12 @@ void NodeClientStore::Begin(const std::shared_ptr<RemoteGather>& g, size_t table
   const size_t hits = s.reader(table).LookupBatch(g->plan.distinct, g->outs, g->hit);
   result.hits = hits;
   HitBuffer& buffer = *hits_[table];
-  bool report = false;
   {
     std::lock_guard lock(buffer.mu);
+    const bool room = buffer.rows.size() + hits <= kMaxBufferedHits;
     for (size_t d = 0; d < n; ++d) {
       if (g->hit[d]) {
-        buffer.rows.push_back(g->plan.distinct[d]);
+        if (room) buffer.rows.push_back(g->plan.distinct[d]);
         if (g->plan.has_duplicates()) {
           g->plan.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(dst + size_t{p} * stride, g->outs[d], g->record); });
         }
@@ -590,9 +593,7 @@ void NodeClientStore::Begin(const std::shared_ptr<RemoteGather>& g, size_t table
         g->missed_distinct.push_back(static_cast<uint32_t>(d));
       }
     }
-    report = buffer.rows.size() >= kHitsPerReport;
   }
-  if (report) ReportHits(/*all=*/false);
   g->t1 = io::MonotonicNanos();
   result.cache_nanoseconds = g->t1 - g->t0;
   if (g->missed.empty()) return g->Finish();
@@ -673,7 +674,7 @@ void NodeClientStore::Account(const GatherResult& r) {
   counters_.disk_nanoseconds += r.disk_nanoseconds;
 }
 
-void NodeClientStore::ReportHits(bool all) {
+void NodeClientStore::ReportHits() {
   std::shared_ptr<Session> s = std::atomic_load(&session_);
   if (!s || !s->alive()) return;
   ClientCounters counters;
@@ -685,7 +686,6 @@ void NodeClientStore::ReportHits(bool all) {
     std::vector<uint64_t> rows;
     {
       std::lock_guard lock(hits_[t]->mu);
-      if (!all && hits_[t]->rows.size() < kHitsPerReport) continue;
       rows.swap(hits_[t]->rows);
     }
     // Table 0's report also carries the counters when no table has hits.
@@ -704,7 +704,7 @@ void NodeClientStore::ReporterLoop() {
     reporter_cv_.wait_for(lock, kReportPeriod, [this] { return stopping_; });
     if (stopping_) break;
     lock.unlock();
-    ReportHits(/*all=*/true);
+    ReportHits();
     lock.lock();
   }
 }

@@ -6,8 +6,9 @@
 // thread that receives the service's answers. A gather looks its distinct
 // rows up in the mapping and copies the hits itself -- no system call, no
 // lock, no write to shared memory -- and sends only its misses; the rows it
-// served are reported to the service in batches (with its counters, at
-// least every 100 ms), so the cache's policy sees every access.
+// served are reported to the service in batches by a thread of its own
+// (with its counters, every 20 ms), so the cache's policy sees the accesses
+// and a gather never makes a system call for them.
 //
 // When the service goes away (stopped, killed, restarting), every call
 // fails with StatusCode::kUnavailable, pending gathers included: nothing

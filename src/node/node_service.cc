@@ -549,7 +549,7 @@ void NodeServiceImpl::AddClientMetrics(MetricsSnapshot& m) const {
     bool seconds;
   };
   static constexpr Field kFields[] = {
-      {"engram_node_client_gathers_total", "Gathers a client made (reported with its hits, every 100 ms).",
+      {"engram_node_client_gathers_total", "Gathers a client made (reported with its hits, every 20 ms).",
        &ClientCounters::gathers, false},
       {"engram_node_client_failed_gathers_total", "Gathers of a client that failed.", &ClientCounters::failed_gathers,
        false},

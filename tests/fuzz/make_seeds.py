@@ -186,3 +186,27 @@ def rank_manifest(ranks, primes):
 M = "rank_manifest_fuzzer"
 write(M, "two-ranks", rank_manifest(2, [[1249, 1259], [1277, 1279]]))
 write(M, "three-ranks", rank_manifest(3, [[11, 13], [17, 19]]))
+
+
+# --- node_message_fuzzer: ctrl (kind = ctrl % 7), then the payload ---------
+def string(s):
+    b = s.encode()
+    return struct.pack("<I", len(b)) + b
+
+
+def u64s(values):
+    return struct.pack("<I", len(values)) + b"".join(struct.pack("<Q", v) for v in values)
+
+
+N = "node_message_fuzzer"
+hello = struct.pack("<I", 1) + string("rank3") + struct.pack("<iI", -1, 2)
+hello += string("") + string("/data/layer1.engram") + string("")
+hello += string("l14") + string("") + string("/data/l14.json")
+write(N, "hello", bytes([0]) + hello)
+write(N, "gather", bytes([2]) + struct.pack("<I", 1) + u64s([5, 9, 1 << 40]))
+write(N, "hits", bytes([3]) + struct.pack("<I", 0) + u64s([1, 2, 3]) + bytes(64))
+write(N, "error", bytes([5]) + struct.pack("<I", 10) + string("engram-served is shutting down"))
+# A gather's answer: 2 rows (control >> 3) of 8 bytes, one failed; control 20: kind 20 % 7 = 6.
+fields = 12  # ENGRAM_GATHER_RESULT's fields
+done = struct.pack("<I", 0) + string("") + bytes(8 * fields) + u64s([1]) + bytes(16)
+write(N, "gather-done", bytes([20]) + done)
