@@ -86,6 +86,40 @@ def test_a_service_serving_other_tables_refuses_the_client(tables, served):
         engram_store.Store(tables=tables["layers"][:1], node=socket)
 
 
+def test_a_client_killed_with_stages_in_flight_costs_the_others_nothing(tables, served):
+    socket, service = served
+    code = (
+        "import sys, numpy as np, engram_store\n"
+        "store = engram_store.Store(tables=sys.argv[3:], node=sys.argv[1], token_map=sys.argv[2])\n"
+        "out = np.empty((512, store.stage_layers(), store.stage_rows_per_token(), store.record_bytes(0)), np.uint8)\n"
+        "store.prefetch(0, np.arange(0, 4000, 7, dtype=np.uint64))\n"
+        "k = 0\n"
+        "while True:\n"
+        "    h = store.stage_async(np.arange(k, k + 512, dtype=np.uint32) % 50000, np.empty(0, np.uint32), out)\n"
+        "    if k == 0:\n"
+        "        print('ready', flush=True)\n"
+        "    h.wait()\n"
+        "    k += 512\n")
+    for _ in range(3):
+        victim = subprocess.Popen([sys.executable, "-c", code, socket, TOKEN_MAP, *tables["layers"]],
+                                  stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+        assert victim.stdout.readline().strip() == "ready"
+        time.sleep(0.05)
+        victim.kill()
+        victim.wait(timeout=30)
+    assert service.poll() is None
+    with engram_store.Store(tables=tables["layers"], node=socket) as survivor:
+        ids = np.arange(0, 300, 1, dtype=np.uint64)
+        out = np.empty((len(ids), survivor.record_bytes(0)), dtype=np.uint8)
+        survivor.gather(0, ids, out)
+        assert np.array_equal(out, expected_rows(SEEDS[0], ids))
+        # The victims' read-ahead pins were released with their connections.
+        deadline = time.time() + 5
+        while survivor.stats()[survivor.table_names[0]]["cache_pinned_rows"] and time.time() < deadline:
+            time.sleep(0.05)
+        assert survivor.stats()[survivor.table_names[0]]["cache_pinned_rows"] == 0
+
+
 def _spawned_client(index, socket, layers, results):
     import hashlib
 
