@@ -70,11 +70,7 @@ void SetAssociativeRowCache::PrefetchIndex(const CandidateSets& c) const {
 
 template <uint32_t kWays>
 [[gnu::always_inline]] inline int SetAssociativeRowCache::FindWayHint(uint64_t set, uint64_t row_id) const {
-  const SetView s = ViewIn<kWays>(set);
-  const uint32_t match = set_associative_internal::MatchKeys<kWays>(layout_.ways, row_id,
-                                                                    [&s](uint32_t w) { return s.KeyHint(w); }) &
-                         s.OccupiedHint();
-  return match != 0 ? std::countr_zero(match) : -1;
+  return set_associative_internal::FindWayUnlocked<kWays>(ViewIn<kWays>(set), layout_.ways, row_id);
 }
 
 size_t SetAssociativeRowCache::LookupBatch(std::span<const uint64_t> row_ids, std::span<std::byte* const> dsts,

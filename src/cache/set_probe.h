@@ -4,8 +4,11 @@
 // and the prefetch of a row's payload lines.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+
+#include "src/cache/set_layout.h"
 
 namespace engram::cache {
 
@@ -29,6 +32,15 @@ inline uint32_t MatchKeys(uint32_t ways, uint64_t row_id, const KeyAt& key_at) {
     case 16: return MatchFixed<16>(ways, row_id, key_at);
     default: return MatchFixed<0>(ways, row_id, key_at);
   }
+}
+
+// The way of set `s` that holds row_id, read without the set's lock (keys
+// and occupied mask as relaxed loads), or -1: a hint, stale by the time it
+// is used, which a locked or version-validated read must confirm.
+template <uint32_t kWays>
+[[gnu::always_inline]] inline int FindWayUnlocked(const SetView& s, uint32_t ways, uint64_t row_id) {
+  const uint32_t match = MatchKeys<kWays>(ways, row_id, [&s](uint32_t w) { return s.KeyHint(w); }) & s.OccupiedHint();
+  return match != 0 ? std::countr_zero(match) : -1;
 }
 
 // Prefetches every cache line of [p, p + bytes) for reading. Always inlined:

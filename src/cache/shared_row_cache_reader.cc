@@ -43,11 +43,7 @@ const SetLayout& SharedRowCacheReader::LayoutFor() const {
 
 template <uint32_t kWays>
 [[gnu::always_inline]] inline int SharedRowCacheReader::FindWayHint(uint64_t set, uint64_t row_id) const {
-  const SetView s = ViewOf<kWays>(set);
-  const uint32_t match = set_associative_internal::MatchKeys<kWays>(layout_.ways, row_id,
-                                                                    [&s](uint32_t w) { return s.KeyHint(w); }) &
-                         s.OccupiedHint();
-  return match != 0 ? std::countr_zero(match) : -1;
+  return set_associative_internal::FindWayUnlocked<kWays>(ViewOf<kWays>(set), layout_.ways, row_id);
 }
 
 template <uint32_t kWays>

@@ -68,6 +68,18 @@ struct ClientCounters {
   uint64_t wait_nanoseconds = 0;
   uint64_t cache_nanoseconds = 0;
   uint64_t disk_nanoseconds = 0;
+
+  ClientCounters& operator+=(const ClientCounters& o) {
+    gathers += o.gathers;
+    failed_gathers += o.failed_gathers;
+    rows += o.rows;
+    hits += o.hits;
+    misses += o.misses;
+    wait_nanoseconds += o.wait_nanoseconds;
+    cache_nanoseconds += o.cache_nanoseconds;
+    disk_nanoseconds += o.disk_nanoseconds;
+    return *this;
+  }
 };
 struct HitsReport {
   uint32_t table = 0;

@@ -663,15 +663,10 @@ void NodeClientStore::Begin(const std::shared_ptr<RemoteGather>& g, size_t table
 }
 
 void NodeClientStore::Account(const GatherResult& r) {
+  const ClientCounters one{1,           r.status.ok() ? 0u : 1u, r.rows, r.hits, r.misses, r.wait_nanoseconds,
+                           r.cache_nanoseconds, r.disk_nanoseconds};
   std::lock_guard lock(counters_mu_);
-  ++counters_.gathers;
-  if (!r.status.ok()) ++counters_.failed_gathers;
-  counters_.rows += r.rows;
-  counters_.hits += r.hits;
-  counters_.misses += r.misses;
-  counters_.wait_nanoseconds += r.wait_nanoseconds;
-  counters_.cache_nanoseconds += r.cache_nanoseconds;
-  counters_.disk_nanoseconds += r.disk_nanoseconds;
+  counters_ += one;
 }
 
 void NodeClientStore::ReportHits() {

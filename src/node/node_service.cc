@@ -513,15 +513,7 @@ void NodeServiceImpl::Disconnected(Connection& c) {
   {
     std::lock_guard lock(connections_mu_);
     std::lock_guard counters_lock(c.counters_mu);
-    ClientCounters& d = departed_.counters;
-    d.gathers += c.counters.gathers;
-    d.failed_gathers += c.counters.failed_gathers;
-    d.rows += c.counters.rows;
-    d.hits += c.counters.hits;
-    d.misses += c.counters.misses;
-    d.wait_nanoseconds += c.counters.wait_nanoseconds;
-    d.cache_nanoseconds += c.counters.cache_nanoseconds;
-    d.disk_nanoseconds += c.counters.disk_nanoseconds;
+    departed_.counters += c.counters;
     ++departed_.clients;
   }
   if (!stopping_.load()) spdlog::info("engram-served: client '{}' (pid {}) disconnected", c.name, c.pid);
