@@ -361,6 +361,24 @@ TEST_F(NodeServiceTest, AClientSendingGarbageIsToldAndDisconnectedWhileOthersGoO
   EXPECT_FALSE(service.Wait(0ms));
 }
 
+TEST_F(NodeServiceTest, SilentConnectionsAreClosedAndClientsBeyondTheMostAreRefused) {
+  ChildProcess service = StartService({"--hello-timeout-ms", "200", "--max-clients", "2"});
+  const int silent = ConnectRaw(socket_);
+  ASSERT_GE(silent, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(ErrorAnswer(silent).empty()) << "a connection that never says hello is told and closed";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  ::close(silent);
+  auto first = OpenClient();
+  auto second = OpenClient();
+  ASSERT_TRUE(first && second);
+  auto third = Store::Open(ClientOptions());
+  ASSERT_FALSE(third.ok());
+  EXPECT_EQ(third.status().code(), StatusCode::kResourceExhausted) << third.status().ToString();
+  EXPECT_NE(third.status().message().find("max-clients"), std::string::npos);
+  EXPECT_TRUE(GatherChecked(*first, Range(0, 8)).status.ok());
+}
+
 TEST_F(NodeServiceTest, AKilledServiceFailsGathersWithUnavailableAndClientsReconnect) {
   ChildProcess service = StartService();
   auto client = OpenClient();

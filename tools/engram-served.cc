@@ -65,6 +65,12 @@ int main(int argc, char** argv) {
                  "disconnect a client that takes longer to read an answer")
       ->capture_default_str()
       ->check(CLI::Range(1u, 3600000u));
+  app.add_option("--hello-timeout-ms", options.hello_timeout_ms, "close a connection that says no hello by then")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 3600000u));
+  app.add_option("--max-clients", options.max_clients, "the most clients connected at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 65536u));
   engram::AddLogLevelOption(app, log_level);
   CLI11_PARSE(app, argc, argv);
   if (auto s = engram::ConfigureLogging(log_level, "info"); !s.ok()) return Fail(s.ToString());

@@ -271,6 +271,14 @@ void NodeServiceImpl::AcceptLoop() {
     if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) c->pid = cred.pid;
     std::lock_guard lock(connections_mu_);
     if (stopping_.load()) break;  // the connection closes with c
+    if (connections_.size() >= options_.max_clients) {
+      spdlog::warn("engram-served: refusing a client (pid {}): {} clients connected already", c->pid,
+                   connections_.size());
+      c->Send(MessageType::kError, 0,
+              EncodeStatus(Status::ResourceExhausted("engram-served: " + std::to_string(connections_.size()) +
+                                                     " clients are connected, the most it serves (--max-clients)")));
+      continue;
+    }
     connections_.push_back(c);
     c->thread = std::thread([this, c] { Serve(c); });
   }
@@ -295,7 +303,13 @@ void NodeServiceImpl::ReapFinished() {
 }
 
 void NodeServiceImpl::Serve(const std::shared_ptr<Connection>& c) {
+  auto receive_timeout = [&c](uint32_t ms) {
+    timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>(ms % 1000) * 1000};
+    ::setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  };
+  receive_timeout(options_.hello_timeout_ms);
   auto first = ReceiveMessage(c->fd);
+  receive_timeout(0);  // after the hello, a client may stay quiet as long as it likes
   bool greeted = false;
   if (first.ok() && first->type == MessageType::kHello) {
     Status s = Greet(*c, *first);

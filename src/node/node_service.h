@@ -47,6 +47,11 @@ struct NodeServiceOptions {
   // a client that stops reading must not hold up the threads that answer
   // the others.
   uint32_t send_timeout_ms = 5000;
+  // Longest a new connection may take to say hello; and the most clients
+  // connected at once (each has a thread here): a process that opens
+  // connections and says nothing cannot use up the service.
+  uint32_t hello_timeout_ms = 10000;
+  uint32_t max_clients = 1024;
 };
 
 class NodeService {
