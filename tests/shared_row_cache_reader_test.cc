@@ -3,6 +3,9 @@
 // service's cache), and RowCache::RecordHits, the owner's side of it.
 #include <gtest/gtest.h>
 
+#include <gmock/gmock.h>
+#include <sys/mman.h>
+
 #include <atomic>
 #include <cstring>
 #include <random>
@@ -25,6 +28,17 @@ std::vector<std::byte> RowOf(uint64_t id) {
   return row;
 }
 
+// Whether MADV_COLLAPSE turns a committed range of a shared memfd region
+// into a huge page here (Linux >= 6.1 with transparent huge pages).
+bool KernelCollapsesSharedMemory() {
+  auto memory = node::SharedCacheMemory::Create(node::kHugePageBytes, -1);
+  if (!memory.ok()) return false;
+  auto region = (*memory)->Allocate(node::kHugePageBytes, "probe");
+  if (!region.ok()) return false;
+  region->data()[0] = 1;
+  return ::madvise(region->data(), node::kHugePageBytes, 25 /* MADV_COLLAPSE */) == 0;
+}
+
 // A cache whose index and slab are in a memfd, and a read-only mapping of
 // that memfd at another address for the reader.
 struct SharedCache {
@@ -33,9 +47,9 @@ struct SharedCache {
   node::SharedMapping read_only;
   std::optional<cache::SharedRowCacheReader> reader;
 
-  static SharedCache Make(const char* spec, uint64_t sets) {
+  static SharedCache Make(const char* spec, uint64_t sets, uint64_t memory_bytes = 64u << 20) {
     SharedCache s;
-    auto memory = node::SharedCacheMemory::Create(64u << 20, -1);
+    auto memory = node::SharedCacheMemory::Create(memory_bytes, -1);
     EXPECT_TRUE(memory.ok()) << memory.status().ToString();
     s.memory = std::move(memory).value();
     auto config = RowCacheConfig::FromSpec(spec);
@@ -177,31 +191,127 @@ TEST(SharedRowCacheReaderTest, RecordedHitsCountAndRaiseTheRowsValue) {
   EXPECT_EQ(ranked[0].row_id, 5u);
 }
 
-TEST(SharedRowCacheReaderTest, AttachRefusesAGeometryThatDoesNotCheckOut) {
+TEST(SharedRowCacheReaderTest, AttachRefusesAGeometryThatDoesNotCheckOutAndSaysWhy) {
   SharedCache s = SharedCache::Make("default", 64);
-  cache::SharedCacheGeometry g = *s.cache->SharedGeometry();
+  const cache::SharedCacheGeometry g = *s.cache->SharedGeometry();
   const uint8_t* index = s.cache->index_data();
   const uint8_t* slab = s.cache->slab_data();
-  auto refused = [&](cache::SharedCacheGeometry bad) {
+  // The status Attach gives a geometry changed by `change`.
+  auto attach = [&](auto change) {
+    cache::SharedCacheGeometry bad = g;
+    change(bad);
     auto r = cache::SharedRowCacheReader::Attach(bad, index, slab);
-    return !r.ok() && r.status().code() == StatusCode::kInvalidArgument;
+    EXPECT_FALSE(r.ok());
+    return r.ok() ? Status::OK() : r.status();
   };
-  cache::SharedCacheGeometry bad = g;
-  bad.magic ^= 1;
-  EXPECT_TRUE(refused(bad));
-  bad = g;
-  bad.ways = 33;
-  EXPECT_TRUE(refused(bad));
-  bad = g;
-  bad.num_sets = g.num_sets * 1000;  // more sets than the index holds
-  EXPECT_TRUE(refused(bad));
-  bad = g;
-  bad.row_bytes = g.row_bytes * 1000;  // more rows than the slab holds
-  EXPECT_TRUE(refused(bad));
-  bad = g;
-  bad.candidate_sets = 3;
-  EXPECT_TRUE(refused(bad));
+  using ::testing::HasSubstr;
+  auto says = [](const Status& st, const char* what) {
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+    EXPECT_THAT(st.ToString(), HasSubstr(what));
+  };
+  says(attach([](auto& b) { b.magic ^= 1; }), "index layout is not this build's");
+  says(attach([](auto& b) { b.ways = 33; }), "ways 33 is not in 1..32");
+  says(attach([](auto& b) { b.ways = 0; }), "ways 0 is not in 1..32");
+  says(attach([](auto& b) { b.num_sets = 0; }), "set count 0");
+  says(attach([&](auto& b) { b.num_sets = g.num_sets * 1000; }), "index region is smaller than its sets");
+  says(attach([&](auto& b) { b.index_bytes = g.index_bytes - 1; }), "index region is smaller than its sets");
+  says(attach([&](auto& b) { b.row_bytes = g.row_bytes * 1000; }), "slab region is smaller than its rows");
+  says(attach([&](auto& b) { b.slab_bytes = g.slab_bytes - 1; }), "slab region is smaller than its rows");
+  says(attach([](auto& b) { b.row_bytes = 0; }), "row size 0");
+  says(attach([](auto& b) { b.candidate_sets = 3; }), "candidate sets must be 1 or 2");
+  // Sizes whose products would wrap around 2^64 are refused, not wrapped.
+  says(attach([](auto& b) {
+         b.num_sets = uint64_t{1} << 40;
+         b.ways = 32;
+         b.row_bytes = 1u << 20;
+         b.index_bytes = ~uint64_t{0};
+         b.slab_bytes = uint64_t{1} << 63;
+       }),
+       "slab region is smaller than its rows");
+  auto no_slab = cache::SharedRowCacheReader::Attach(g, index, nullptr);
+  ASSERT_FALSE(no_slab.ok());
+  EXPECT_THAT(no_slab.status().ToString(), HasSubstr("no index or slab"));
   EXPECT_TRUE(cache::SharedRowCacheReader::Attach(g, index, slab).ok());
+}
+
+// A recorded hit stamps the row's way with its tick, in whichever candidate
+// set the row is: with the victim chosen by age alone, the recorded rows
+// then outlive the others.
+TEST(SharedRowCacheReaderTest, RecordedHitsStampTheRowsWaySoTheyOutliveUnrecordedRows) {
+  for (const char* spec : {"default,victim=lru,admission=always", "two-choice,victim=lru,admission=always"}) {
+    SCOPED_TRACE(spec);
+    SharedCache s = SharedCache::Make(spec, 64);
+    uint64_t id = 0;
+    while (s.cache->Stats().resident_rows < s.cache->capacity_rows() && id < 100000) {
+      s.cache->Insert(id, RowOf(id));
+      ++id;
+    }
+    std::vector<uint64_t> recorded, unrecorded;
+    for (const RowCache::ResidentRow& r : s.cache->ResidentRowsByValue()) {
+      (r.row_id % 2 == 0 ? recorded : unrecorded).push_back(r.row_id);
+    }
+    ASSERT_GT(recorded.size(), 50u);
+    ASSERT_GT(unrecorded.size(), 50u);
+    s.cache->AdvanceClockForTesting(100000);
+    s.cache->RecordHits(recorded);
+    // Every recorded row was stamped within the last recorded.size() ticks;
+    // no other row was.
+    size_t recorded_unstamped = 0, unrecorded_stamped = 0;
+    for (const RowCache::ResidentRow& r : s.cache->ResidentRowsByValue()) {
+      if (r.row_id % 2 == 0) {
+        recorded_unstamped += r.age > recorded.size();
+      } else {
+        unrecorded_stamped += r.age < 100000;
+      }
+    }
+    EXPECT_EQ(recorded_unstamped, 0u);
+    EXPECT_EQ(unrecorded_stamped, 0u);
+    // New rows (half as many as the unrecorded) evict the oldest residents of
+    // their sets: nearly always unrecorded ones.
+    const uint64_t arriving = unrecorded.size() / 2;
+    for (uint64_t n = 0; n < arriving; ++n, ++id) s.cache->Insert(id, RowOf(id));
+    size_t recorded_lost = 0, unrecorded_lost = 0;
+    for (uint64_t r : recorded) recorded_lost += !s.cache->Contains(r);
+    for (uint64_t r : unrecorded) unrecorded_lost += !s.cache->Contains(r);
+    EXPECT_LE(recorded_lost, arriving / 10);
+    EXPECT_GE(unrecorded_lost, arriving * 9 / 10);
+  }
+}
+
+// The owner's huge-page commit (MADV_POPULATE_WRITE, then MADV_COLLAPSE) works
+// on regions of the shared memfd, and the reader's read-only mapping still
+// reads every row exactly afterwards.
+TEST(SharedRowCacheReaderTest, CommittingSharedRegionsAsHugePagesKeepsEveryRowReadable) {
+  // 16,384 sets: a 5.2 MiB slab, so whole huge pages to collapse.
+  SharedCache s = SharedCache::Make("default", 16384, 16u << 20);
+  // Committed at once, as a store does right after open, while rows arrive.
+  s.cache->CommitMemory();
+  std::vector<uint64_t> ids;
+  for (uint64_t id = 0; id < 20000; ++id) {
+    s.cache->Insert(id, RowOf(id));
+    ids.push_back(id);
+  }
+  s.cache->WaitForMemory();
+  const cache::HugePagePromotion& p = s.cache->huge_pages_for_testing();
+  auto g = *s.cache->SharedGeometry();
+  // Populating works on shared memory wherever it works at all.
+  uint8_t* probe = const_cast<uint8_t*>(s.cache->slab_data());
+  if (::madvise(probe, 4096, 23 /* MADV_POPULATE_WRITE */) == 0) {
+    EXPECT_GE(p.populated_bytes(), g.index_bytes + g.slab_bytes);
+  }
+  std::vector<std::byte> out;
+  const std::vector<uint8_t> hit = s.Read(ids, &out);
+  size_t hits = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(hit[i] != 0, s.cache->Contains(ids[i])) << ids[i];
+    if (!hit[i]) continue;
+    ++hits;
+    ASSERT_EQ(std::memcmp(out.data() + i * kRowBytes, RowOf(ids[i]).data(), kRowBytes), 0) << ids[i];
+  }
+  EXPECT_GT(hits, 15000u);
+  if (KernelCollapsesSharedMemory()) {
+    EXPECT_GT(p.collapsed_ranges(), 0u);
+  }
 }
 
 }  // namespace

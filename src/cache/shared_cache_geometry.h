@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "src/cache/set_layout.h"
 
@@ -47,5 +48,9 @@ struct SharedCacheGeometry {
     return true;
   }
 };
+
+// Sent as its bytes: no pointers, no padding, the same layout on both ends.
+static_assert(std::is_trivially_copyable_v<SharedCacheGeometry> && std::has_unique_object_representations_v<SharedCacheGeometry>);
+static_assert(sizeof(SharedCacheGeometry) == 48);
 
 }  // namespace engram::cache
