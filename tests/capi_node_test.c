@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,8 +32,12 @@ int main(int argc, char** argv) {
   /* The service: fork/exec, ready once its socket answers. */
   char served[512];
   snprintf(served, sizeof served, "%s/engram-served", argv[1]);
+  const pid_t parent = getpid();
   const pid_t service = fork();
   if (service == 0) {
+    /* Dies with this test, however it ends. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
     execl(served, served, "--socket", socket_path, "--table", table, "--cache-bytes", "8MiB", "--log-level", "warn",
           (char*)NULL);
     _exit(127);

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,8 +60,13 @@ class ChildProcess {
     std::vector<char*> args;
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
+    const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid == 0) {
+      // Dies with its parent, however the parent ends: a test that crashes
+      // must not leave a service running (holding the test runner's pipes).
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);  // the parent ended before the prctl
       ::dup2(fds[1], STDOUT_FILENO);
       ::dup2(in[0], STDIN_FILENO);
       ::execv(args[0], args.data());

@@ -163,13 +163,13 @@ Result<std::unique_ptr<Session>> Session::Connect(const StoreOptions& options) {
     if (!t.manifest.empty()) h.manifest = std::filesystem::absolute(t.manifest, ec).string();
     hello.tables.push_back(std::move(h));
   }
-  if (Status st = SendMessage(s->fd_, MessageType::kHello, 0, Encode(hello)); !st.ok()) {
-    return Status::Unavailable("node: engram-served at " + options.node + " did not take the hello: " + st.ToString());
-  }
+  // A service that refuses this client (too many clients) may have said why
+  // and closed before the hello arrived: its answer is read either way.
+  const Status sent = SendMessage(s->fd_, MessageType::kHello, 0, Encode(hello));
   auto answer = ReceiveMessage(s->fd_);
   if (!answer.ok()) {
-    return Status::Unavailable("node: engram-served at " + options.node + " did not answer: " +
-                               answer.status().ToString());
+    return Status::Unavailable("node: engram-served at " + options.node + " did not answer the hello: " +
+                               (sent.ok() ? answer.status() : sent).ToString());
   }
   Message& m = *answer;
   if (m.type == MessageType::kError) {

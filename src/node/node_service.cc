@@ -159,7 +159,11 @@ Result<std::unique_ptr<NodeService>> NodeServiceImpl::Start(const NodeServiceOpt
   ENGRAM_RETURN_IF_ERROR(s->Listen());
   // The cache memory: the whole budget, sized sparsely; the caches take
   // their regions from it in Open, each on a 2 MiB boundary.
-  const uint64_t reserve = options.store.cache_bytes + 4 * kHugePageBytes * (options.store.tables.size() + 1);
+  // A budget is never more than the host's memory (cache_bytes may be
+  // UINT64_MAX with a cache_memory_fraction): the file need not be larger.
+  const uint64_t host_bytes = uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGESIZE));
+  const uint64_t reserve = std::min(options.store.cache_bytes, host_bytes) +
+                           4 * kHugePageBytes * (options.store.tables.size() + 1);
   auto memory = SharedCacheMemory::Create(reserve, s->gid_);
   if (!memory.ok()) return memory.status();
   s->memory_ = std::move(memory).value();

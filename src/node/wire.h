@@ -74,6 +74,7 @@ class WireWriter {
     Raw(v.data(), v.size_bytes());
   }
   void Raw(const void* p, size_t n) {
+    if (n == 0) return;
     const auto* b = static_cast<const uint8_t*>(p);
     buf_.insert(buf_.end(), b, b + n);
   }
@@ -111,7 +112,7 @@ class WireReader {
     const uint32_t n = U32();
     if (failed_ || n > max_count || uint64_t{n} * 8 > p_.size() - pos_) return Fail<std::vector<uint64_t>>();
     std::vector<uint64_t> v(n);
-    std::memcpy(v.data(), p_.data() + pos_, size_t{n} * 8);
+    if (n != 0) std::memcpy(v.data(), p_.data() + pos_, size_t{n} * 8);
     pos_ += size_t{n} * 8;
     return v;
   }
