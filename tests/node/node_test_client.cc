@@ -7,11 +7,15 @@
 // on stdout once its first gather is verified, then, by MODE:
 //   gather-loop   gathers random rows of table 0 until killed, checking
 //                 every row against the generator; exits 1 on a wrong row
+//   hit-loop      the same over table 0's first 4,096 rows only: once they
+//                 are cached, every gather is all hits (for counting what
+//                 a hit costs, e.g. system calls with perf stat)
 //   hold-pins     reads ahead 512 rows of table 0 and holds the pins
 //   gather-for MS gathers for MS milliseconds, then prints "ok GATHERS
 //                 ROWS" and exits 0 (1 on a wrong row or a failed gather)
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -27,7 +31,7 @@
 namespace {
 
 int Usage() {
-  std::fprintf(stderr, "usage: node_test_client SOCKET gather-loop|hold-pins|gather-for MS SEED TABLE...\n");
+  std::fprintf(stderr, "usage: node_test_client SOCKET gather-loop|hit-loop|hold-pins|gather-for MS SEED TABLE...\n");
   return 2;
 }
 
@@ -59,7 +63,7 @@ int main(int argc, char** argv) {
   }
   engram::Store& store = **opened;
   const uint32_t record = store.record_bytes(0);
-  const uint64_t rows = store.row_count(0);
+  const uint64_t rows = mode == "hit-loop" ? std::min<uint64_t>(store.row_count(0), 4096) : store.row_count(0);
   std::mt19937_64 rng(::getpid());
   std::vector<uint64_t> ids(64);
   std::vector<std::byte> out(ids.size() * record), expected(record);
@@ -91,7 +95,7 @@ int main(int argc, char** argv) {
   }
   std::printf("ready\n");
   std::fflush(stdout);
-  if (mode == "gather-loop") {
+  if (mode == "gather-loop" || mode == "hit-loop") {
     for (;;) {
       if (gather_once() != 0) return 1;
     }
