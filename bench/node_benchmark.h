@@ -60,6 +60,11 @@ struct NodeBenchReport {
   double node_over_one_private() const {
     return private_pss_kib ? double(service_pss_kib + clients_pss_kib) / double(private_pss_kib) : 0;
   }
+  // What sharing saves: N private stores over the node that replaces them.
+  double all_privates_over_node() const {
+    const uint64_t node = service_pss_kib + clients_pss_kib;
+    return node ? double(privates_pss_kib) / double(node) : 0;
+  }
   // Hits.
   std::vector<NodeHitPoint> hits;
   // Misses: rows/s of every round, each side.

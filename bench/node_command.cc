@@ -20,8 +20,10 @@ CLI::App* RegisterNodeCommand(CLI::App& app, NodeArgs& a) {
       ->check(CLI::Range(1u, 64u))
       ->capture_default_str();
   cmd->add_option("--resident-rows", a.config.resident_rows, "hit phase: resident rows (each value a point)")
+      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--rows-per-gather", a.config.rows_per_gather, "hit phase: rows per gather (each value a point)")
+      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--seconds", a.config.seconds, "hit phase: seconds per side and point")
       ->check(FiniteRange(0.01, 3600.0))
@@ -78,7 +80,8 @@ int RunNodeCommand(const NodeArgs& args) {
         {"node_pss_kib", r.service_pss_kib + r.clients_pss_kib},
         {"one_private_pss_kib", r.private_pss_kib},
         {"all_privates_pss_kib", r.privates_pss_kib},
-        {"node_over_one_private", r.node_over_one_private()}}},
+        {"node_over_one_private", r.node_over_one_private()},
+        {"all_privates_over_node", r.all_privates_over_node()}}},
       {"hits", hits},
       {"misses",
        {{"rows", r.miss_rows},
@@ -89,9 +92,10 @@ int RunNodeCommand(const NodeArgs& args) {
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("memory: service + %u clients %.1f MiB PSS; one private store %.1f MiB, %u private stores %.1f MiB; "
-                "node / one private = %.3f\n",
+                "node / one private = %.3f, %u private / node = %.3f\n",
                 r.clients, double(r.service_pss_kib + r.clients_pss_kib) / 1024, double(r.private_pss_kib) / 1024,
-                r.clients, double(r.privates_pss_kib) / 1024, r.node_over_one_private());
+                r.clients, double(r.privates_pss_kib) / 1024, r.node_over_one_private(), r.clients,
+                r.all_privates_over_node());
     for (const NodeHitPoint& p : r.hits) {
       std::printf("hit resident_rows=%llu rows_per_gather=%u client_ns_per_row=%.1f private_ns_per_row=%.1f "
                   "client/private=%.3f\n",
