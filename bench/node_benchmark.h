@@ -35,6 +35,7 @@ struct NodeBenchConfig {
   std::vector<uint64_t> resident_rows{65536, 2000000};
   std::vector<uint32_t> rows_per_gather{24, 4096};
   uint64_t memory_cache_bytes = uint64_t{1} << 30;  // memory phase: each store's budget
+  uint64_t hit_cache_bytes = 0;  // hit phase: the service's and the private store's; 0: sized as the hit bench
   uint64_t miss_rows_per_client = 16384;
   uint32_t miss_rows_per_gather = 4096;
   uint32_t miss_rounds = 3;

@@ -31,6 +31,9 @@ CLI::App* RegisterNodeCommand(CLI::App& app, NodeArgs& a) {
   cmd->add_option("--rounds", a.config.rounds, "hit phase: client and private store alternate this many times")
       ->check(CLI::Range(1u, 1000u))
       ->capture_default_str();
+  cmd->add_option("--cache-bytes", a.config.hit_cache_bytes,
+                  "hit phase: the service's and the private store's cache (0: 4x the most resident rows)")
+      ->capture_default_str();
   cmd->add_option("--memory-cache-mib", a.memory_cache_mib, "memory phase: each store's cache budget")
       ->check(FiniteRange(1.0, double(uint64_t{1} << 30)))
       ->capture_default_str();
