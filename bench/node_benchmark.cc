@@ -198,7 +198,8 @@ Result<NodeBenchReport> RunNodeBenchmark(const NodeBenchConfig& cfg, const NodeB
   {
     uint64_t max_resident = 0;
     for (uint64_t r : c.resident_rows) max_resident = std::max(max_resident, std::min(r, shape.rows));
-    const uint64_t cache_bytes = std::max<uint64_t>(64ull << 20, 4 * max_resident * rec);
+    const uint64_t cache_bytes =
+        c.hit_cache_bytes ? c.hit_cache_bytes : std::max<uint64_t>(64ull << 20, 4 * max_resident * rec);
     ENGRAM_ASSIGN_OR_RETURN(ChildProcess service, StartService(c, socket, cache_bytes));
     ENGRAM_ASSIGN_OR_RETURN(auto client, OpenBenchStore(c.file, socket, 0));
     client->WaitForCacheMemory();
@@ -211,7 +212,9 @@ Result<NodeBenchReport> RunNodeBenchmark(const NodeBenchConfig& cfg, const NodeB
         ENGRAM_ASSIGN_OR_RETURN(uint64_t hits, Warm(*s, ids));
         if (hits < resident) {
           return Status::ResourceExhausted("node: only " + std::to_string(hits) + " of " + std::to_string(resident) +
-                                           " rows stayed resident");
+                                           " rows stayed resident in the " +
+                                           (s == client.get() ? "client's service" : "private store") + " of " +
+                                           std::to_string(cache_bytes >> 20) + " MiB (--cache-bytes)");
         }
       }
       std::mt19937_64 rng(c.seed + resident);

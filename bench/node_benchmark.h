@@ -35,6 +35,7 @@ struct NodeBenchConfig {
   std::vector<uint64_t> resident_rows{65536, 2000000};
   std::vector<uint32_t> rows_per_gather{24, 4096};
   uint64_t memory_cache_bytes = uint64_t{1} << 30;  // memory phase: each store's budget
+  uint64_t hit_cache_bytes = 0;  // hit phase: the service's and the private store's; 0: sized as the hit bench
   uint64_t miss_rows_per_client = 16384;
   uint32_t miss_rows_per_gather = 4096;
   uint32_t miss_rounds = 3;
@@ -59,6 +60,11 @@ struct NodeBenchReport {
   uint64_t private_pss_kib = 0, privates_pss_kib = 0;   // one (the mean), and all summed
   double node_over_one_private() const {
     return private_pss_kib ? double(service_pss_kib + clients_pss_kib) / double(private_pss_kib) : 0;
+  }
+  // What sharing saves: N private stores over the node that replaces them.
+  double all_privates_over_node() const {
+    const uint64_t node = service_pss_kib + clients_pss_kib;
+    return node ? double(privates_pss_kib) / double(node) : 0;
   }
   // Hits.
   std::vector<NodeHitPoint> hits;

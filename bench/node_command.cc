@@ -20,14 +20,19 @@ CLI::App* RegisterNodeCommand(CLI::App& app, NodeArgs& a) {
       ->check(CLI::Range(1u, 64u))
       ->capture_default_str();
   cmd->add_option("--resident-rows", a.config.resident_rows, "hit phase: resident rows (each value a point)")
+      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--rows-per-gather", a.config.rows_per_gather, "hit phase: rows per gather (each value a point)")
+      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--seconds", a.config.seconds, "hit phase: seconds per side and point")
       ->check(FiniteRange(0.01, 3600.0))
       ->capture_default_str();
   cmd->add_option("--rounds", a.config.rounds, "hit phase: client and private store alternate this many times")
       ->check(CLI::Range(1u, 1000u))
+      ->capture_default_str();
+  cmd->add_option("--cache-bytes", a.config.hit_cache_bytes,
+                  "hit phase: the service's and the private store's cache (0: 4x the most resident rows)")
       ->capture_default_str();
   cmd->add_option("--memory-cache-mib", a.memory_cache_mib, "memory phase: each store's cache budget")
       ->check(FiniteRange(1.0, double(uint64_t{1} << 30)))
@@ -78,7 +83,8 @@ int RunNodeCommand(const NodeArgs& args) {
         {"node_pss_kib", r.service_pss_kib + r.clients_pss_kib},
         {"one_private_pss_kib", r.private_pss_kib},
         {"all_privates_pss_kib", r.privates_pss_kib},
-        {"node_over_one_private", r.node_over_one_private()}}},
+        {"node_over_one_private", r.node_over_one_private()},
+        {"all_privates_over_node", r.all_privates_over_node()}}},
       {"hits", hits},
       {"misses",
        {{"rows", r.miss_rows},
@@ -89,9 +95,10 @@ int RunNodeCommand(const NodeArgs& args) {
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("memory: service + %u clients %.1f MiB PSS; one private store %.1f MiB, %u private stores %.1f MiB; "
-                "node / one private = %.3f\n",
+                "node / one private = %.3f, %u private / node = %.3f\n",
                 r.clients, double(r.service_pss_kib + r.clients_pss_kib) / 1024, double(r.private_pss_kib) / 1024,
-                r.clients, double(r.privates_pss_kib) / 1024, r.node_over_one_private());
+                r.clients, double(r.privates_pss_kib) / 1024, r.node_over_one_private(), r.clients,
+                r.all_privates_over_node());
     for (const NodeHitPoint& p : r.hits) {
       std::printf("hit resident_rows=%llu rows_per_gather=%u client_ns_per_row=%.1f private_ns_per_row=%.1f "
                   "client/private=%.3f\n",
