@@ -369,6 +369,7 @@ TEST_F(NodeServiceTest, SilentConnectionsAreClosedAndClientsBeyondTheMostAreRefu
   EXPECT_FALSE(ErrorAnswer(silent).empty()) << "a connection that never says hello is told and closed";
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
   ::close(silent);
+  std::this_thread::sleep_for(100ms);  // its connection's thread ends right after answering
   auto first = OpenClient();
   auto second = OpenClient();
   ASSERT_TRUE(first && second);

@@ -19,7 +19,8 @@ Result<std::unique_ptr<RowCache>> RowCache::Create(const RowCacheConfig& config,
         "row size, then CreateWithCapacity(..., row_bytes = 0)");
   }
   ENGRAM_ASSIGN_OR_RETURN(uint64_t capacity, CapacityForBudget(config, budget_bytes, row_bytes, max_rows));
-  ENGRAM_ASSIGN_OR_RETURN(auto cache, cache::SetAssociativeRowCache::Make(config, capacity / config.ways, row_bytes, regions));
+  ENGRAM_ASSIGN_OR_RETURN(auto cache,
+                          cache::SetAssociativeRowCache::Make(config, capacity / config.ways, row_bytes, regions));
   return std::unique_ptr<RowCache>(std::move(cache));
 }
 

@@ -50,7 +50,8 @@ struct SharedCacheGeometry {
 };
 
 // Sent as its bytes: no pointers, no padding, the same layout on both ends.
-static_assert(std::is_trivially_copyable_v<SharedCacheGeometry> && std::has_unique_object_representations_v<SharedCacheGeometry>);
+static_assert(std::is_trivially_copyable_v<SharedCacheGeometry> &&
+              std::has_unique_object_representations_v<SharedCacheGeometry>);
 static_assert(sizeof(SharedCacheGeometry) == 48);
 
 }  // namespace engram::cache

@@ -99,8 +99,9 @@ Result<HitsReport> DecodeHitsReport(std::span<const uint8_t> payload);
 std::vector<uint8_t> EncodeStatus(const Status& s);
 Status DecodeStatus(std::span<const uint8_t> payload);
 // kGatherDone: the result (its failed positions index the request's rows),
-// then the rows' bytes, record_bytes each, in request order; `rows` are
-// written straight into the writer by the caller (WireWriter::Extend).
+// then the rows' bytes, record_bytes each, in request order (sent as the
+// message's tail: SendMessage's `tail`, so the rows are not copied into the
+// writer).
 void EncodeGatherResult(const GatherResult& r, WireWriter* w);
 // Reads the result and returns where the rows' bytes start (n_rows *
 // record_bytes of them must follow).

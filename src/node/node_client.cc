@@ -586,7 +586,8 @@ void NodeClientStore::Begin(const std::shared_ptr<RemoteGather>& g, size_t table
       if (g->hit[d]) {
         if (room) buffer.rows.push_back(g->plan.distinct[d]);
         if (g->plan.has_duplicates()) {
-          g->plan.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(dst + size_t{p} * stride, g->outs[d], g->record); });
+          g->plan.ForEachDuplicate(
+              d, [&](uint32_t p) { std::memcpy(dst + size_t{p} * stride, g->outs[d], g->record); });
         }
       } else {
         g->missed.push_back(g->plan.distinct[d]);

@@ -86,9 +86,7 @@ class NodeServiceImpl final : public NodeService {
   void Stop() override;
   size_t client_count() const override {
     std::lock_guard lock(connections_mu_);
-    size_t n = 0;
-    for (const auto& c : connections_) n += c->finished.load() ? 0 : 1;
-    return n;
+    return LiveConnections();
   }
   uint16_t metrics_port() const override { return store_ ? store_->metrics_port() : 0; }
   std::string MetricsText() const override { return store_->MetricsText(); }
@@ -108,6 +106,11 @@ class NodeServiceImpl final : public NodeService {
   void Disconnected(Connection& c);
   void ReapFinished();
   void AddClientMetrics(MetricsSnapshot& m) const;
+  // Connections not yet ended (ended ones wait to be reaped); connections_mu_ held.
+  size_t LiveConnections() const {
+    return static_cast<size_t>(
+        std::count_if(connections_.begin(), connections_.end(), [](const auto& c) { return !c->finished.load(); }));
+  }
   Result<uint32_t> ServiceTable(const Connection& c, uint32_t client_table) const {
     if (client_table >= c.tables.size()) {
       return Status::InvalidArgument("node protocol: no table " + std::to_string(client_table));
@@ -275,11 +278,11 @@ void NodeServiceImpl::AcceptLoop() {
     if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) c->pid = cred.pid;
     std::lock_guard lock(connections_mu_);
     if (stopping_.load()) break;  // the connection closes with c
-    if (connections_.size() >= options_.max_clients) {
-      spdlog::warn("engram-served: refusing a client (pid {}): {} clients connected already", c->pid,
-                   connections_.size());
+    const size_t live = LiveConnections();
+    if (live >= options_.max_clients) {
+      spdlog::warn("engram-served: refusing a client (pid {}): {} clients connected already", c->pid, live);
       c->Send(MessageType::kError, 0,
-              EncodeStatus(Status::ResourceExhausted("engram-served: " + std::to_string(connections_.size()) +
+              EncodeStatus(Status::ResourceExhausted("engram-served: " + std::to_string(live) +
                                                      " clients are connected, the most it serves (--max-clients)")));
       continue;
     }

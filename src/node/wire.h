@@ -78,11 +78,6 @@ class WireWriter {
     const auto* b = static_cast<const uint8_t*>(p);
     buf_.insert(buf_.end(), b, b + n);
   }
-  // Room for n bytes at the end, to be written in place (rows).
-  uint8_t* Extend(size_t n) {
-    buf_.resize(buf_.size() + n);
-    return buf_.data() + buf_.size() - n;
-  }
   std::vector<uint8_t>& bytes() { return buf_; }
 
  private:

@@ -11,9 +11,9 @@
 #include "src/store/store_impl.h"
 #include "src/store/table_state.h"
 
-using engram::GatherTicket;
+namespace engram {
 
-std::shared_ptr<engram::GatherOperation> engram::GatherOperation::Acquire() {
+std::shared_ptr<GatherOperation> GatherOperation::Acquire() {
   thread_local std::shared_ptr<GatherOperation> spare;
   if (spare && spare.use_count() == 1 && spare->plan_.next_pos.capacity() <= kRecycledRows) {
     spare->Reset();
@@ -23,7 +23,7 @@ std::shared_ptr<engram::GatherOperation> engram::GatherOperation::Acquire() {
   return spare;
 }
 
-void engram::GatherOperation::Reset() {
+void GatherOperation::Reset() {
   {
     // Every other holder has let go, and each one's last use of the state
     // was under mu_ (a waiter's, a callback's Finish, an engine's OnLanded):
@@ -59,8 +59,8 @@ void engram::GatherOperation::Reset() {
   if (staged_.capacity() > kKeptStagedBytes) std::vector<std::byte>().swap(staged_);
 }
 
-void engram::GatherOperation::Init(StoreImpl* store, size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
-                               size_t stride, std::function<void(GatherResult)> done) {
+void GatherOperation::Init(StoreImpl* store, size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
+                           size_t stride, std::function<void(GatherResult)> done) {
   t0_ = io::MonotonicNanos();
   store_ = store;
   table_ = table;
@@ -70,7 +70,7 @@ void engram::GatherOperation::Init(StoreImpl* store, size_t table, std::span<con
   done_ = std::move(done);
 }
 
-void engram::GatherOperation::Reject(Status why) {
+void GatherOperation::Reject(Status why) {
   result_.status = std::move(why);
   result_.rows = row_ids_.size();
   if (table_ < store_->table_count()) return Finish();
@@ -89,7 +89,7 @@ void engram::GatherOperation::Reject(Status why) {
 // that the compiler may fold them back into Start: a hit-only gather then
 // costs what it cost as one function.
 // The cache phase, then the reads of the misses.
-void engram::GatherOperation::Start(const std::shared_ptr<GatherOperation>& self) {
+void GatherOperation::Start(const std::shared_ptr<GatherOperation>& self) {
   GatherOperation& st = *self;
   st.PlanDistinctRows();
   CachePhase phase = st.BeginCachePhase();
@@ -109,13 +109,13 @@ void engram::GatherOperation::Start(const std::shared_ptr<GatherOperation>& self
   SubmitBlockReads(self, phase);
 }
 
-inline void engram::GatherOperation::PlanDistinctRows() {
+inline void GatherOperation::PlanDistinctRows() {
   plan_.Build(row_ids_);
   result_.rows = row_ids_.size();
   result_.distinct_rows = plan_.distinct.size();
 }
 
-inline engram::GatherOperation::CachePhase engram::GatherOperation::BeginCachePhase() {
+inline GatherOperation::CachePhase GatherOperation::BeginCachePhase() {
   const size_t distinct = plan_.distinct.size();
   thread_local std::vector<std::byte*> outs;
   thread_local std::vector<uint8_t> hit;
@@ -129,7 +129,7 @@ inline engram::GatherOperation::CachePhase engram::GatherOperation::BeginCachePh
                     /*batch_ready=*/false, /*no_buffer=*/Status()};
 }
 
-inline void engram::GatherOperation::LookUpSegment(size_t begin, size_t n, CachePhase& phase) {
+inline void GatherOperation::LookUpSegment(size_t begin, size_t n, CachePhase& phase) {
   TableState& table = store_->table_state(table_);
   const uint32_t record = table.file->record_bytes();
   const std::span<const uint64_t> ids = std::span<const uint64_t>(plan_.distinct).subspan(begin, n);
@@ -177,13 +177,13 @@ inline void engram::GatherOperation::LookUpSegment(size_t begin, size_t n, Cache
   }
 }
 
-inline void engram::GatherOperation::EndCachePhase(const CachePhase& phase) {
+inline void GatherOperation::EndCachePhase(const CachePhase& phase) {
   result_.misses = phase.reference ? phase.reference_misses.size() : batch_.rows.size();
   t1_ = io::MonotonicNanos();
   result_.cache_nanoseconds = t1_ - t0_;
 }
 
-void engram::GatherOperation::SubmitBlockReads(const std::shared_ptr<GatherOperation>& self, CachePhase& phase) {
+void GatherOperation::SubmitBlockReads(const std::shared_ptr<GatherOperation>& self, CachePhase& phase) {
   GatherOperation& st = *self;
   st.block_ok_.assign(st.batch_.blocks.size(), 0);
   st.checked_.assign(st.chunks(), 0);
@@ -204,8 +204,8 @@ void engram::GatherOperation::SubmitBlockReads(const std::shared_ptr<GatherOpera
   SetLandings(self, st.chunks_submitted_);
 }
 
-void engram::GatherOperation::StartReferenceReads(const std::shared_ptr<GatherOperation>& self,
-                                              std::vector<std::pair<uint64_t, uint32_t>> missed) {
+void GatherOperation::StartReferenceReads(const std::shared_ptr<GatherOperation>& self,
+                                          std::vector<std::pair<uint64_t, uint32_t>> missed) {
   GatherOperation& st = *self;
   TableState& table = st.store_->table_state(st.table_);
   const size_t missed_rows = missed.size();
@@ -223,7 +223,7 @@ void engram::GatherOperation::StartReferenceReads(const std::shared_ptr<GatherOp
   st.store_->engine().SubmitBatch(st.reference_->blocks.reads, [self] { OnLanded(self); });
 }
 
-engram::Status engram::GatherOperation::SubmitReadyChunks(const std::shared_ptr<GatherOperation>& self, bool all) {
+Status GatherOperation::SubmitReadyChunks(const std::shared_ptr<GatherOperation>& self, bool all) {
   GatherOperation& st = *self;
   const TableState& table = st.store_->table_state(st.table_);
   const size_t blocks = st.batch_.blocks.size();
@@ -237,7 +237,7 @@ engram::Status engram::GatherOperation::SubmitReadyChunks(const std::shared_ptr<
   }
 }
 
-engram::Status engram::GatherOperation::StartStreaming(const std::shared_ptr<GatherOperation>& self, size_t ring_chunks) {
+Status GatherOperation::StartStreaming(const std::shared_ptr<GatherOperation>& self, size_t ring_chunks) {
   GatherOperation& st = *self;
   const TableState& table = st.store_->table_state(st.table_);
   ENGRAM_RETURN_IF_ERROR(st.batch_.PrepareReads(table.file_id, table.file->geometry(), st.store_->read_buffers(),
@@ -250,7 +250,7 @@ engram::Status engram::GatherOperation::StartStreaming(const std::shared_ptr<Gat
   return Status::OK();
 }
 
-void engram::GatherOperation::SubmitChunk(const std::shared_ptr<GatherOperation>& self, size_t c) {
+void GatherOperation::SubmitChunk(const std::shared_ptr<GatherOperation>& self, size_t c) {
   // The engine holds `batch_.reads` and the buffer until the callback runs,
   // and the callback holds the state.
   GatherOperation& st = *self;
@@ -260,14 +260,14 @@ void engram::GatherOperation::SubmitChunk(const std::shared_ptr<GatherOperation>
       [self, c = static_cast<uint32_t>(c)] { OnLanded(self, c); });
 }
 
-void engram::GatherOperation::FailUnsubmittedBlocks(const Status& why) {
+void GatherOperation::FailUnsubmittedBlocks(const Status& why) {
   result_.status = why;
   const size_t submitted_blocks = std::min(batch_.blocks.size(), chunks_submitted_ * kChunkBlocks);
   for (size_t b = submitted_blocks; b < batch_.blocks.size(); ++b) FailBlockRows(b);
   for (size_t c = chunks_submitted_; c < chunks(); ++c) checked_[c] = 1;
 }
 
-void engram::GatherOperation::SetLandings(const std::shared_ptr<GatherOperation>& self, size_t n) {
+void GatherOperation::SetLandings(const std::shared_ptr<GatherOperation>& self, size_t n) {
   GatherOperation& st = *self;
   bool post;
   {
@@ -280,7 +280,7 @@ void engram::GatherOperation::SetLandings(const std::shared_ptr<GatherOperation>
   if (post) PostDiskPhase(self);
 }
 
-void engram::GatherOperation::PostDiskPhase(const std::shared_ptr<GatherOperation>& self) {
+void GatherOperation::PostDiskPhase(const std::shared_ptr<GatherOperation>& self) {
   boost::asio::post(self->store_->completion_pool(), [self] {
     GatherOperation& st = *self;
     {
@@ -293,7 +293,7 @@ void engram::GatherOperation::PostDiskPhase(const std::shared_ptr<GatherOperatio
   });
 }
 
-void engram::GatherOperation::Drain(const std::shared_ptr<GatherOperation>& self) {
+void GatherOperation::Drain(const std::shared_ptr<GatherOperation>& self) {
   GatherOperation& st = *self;
   for (;;) {
     std::vector<uint32_t> landed;
@@ -322,7 +322,7 @@ void engram::GatherOperation::Drain(const std::shared_ptr<GatherOperation>& self
   }
 }
 
-void engram::GatherOperation::OnLanded(const std::shared_ptr<GatherOperation>& self, uint32_t c) {
+void GatherOperation::OnLanded(const std::shared_ptr<GatherOperation>& self, uint32_t c) {
   GatherOperation& st = *self;
   {
     MutexLock lock(&st.mu_);
@@ -350,7 +350,7 @@ void engram::GatherOperation::OnLanded(const std::shared_ptr<GatherOperation>& s
   PostDiskPhase(self);
 }
 
-void engram::GatherOperation::CheckChunk(uint32_t c) {
+void GatherOperation::CheckChunk(uint32_t c) {
   TableState& table = store_->table_state(table_);
   const uint32_t record = table.file->record_bytes();
   const TableGeometry& g = table.file->geometry();
@@ -375,7 +375,7 @@ void engram::GatherOperation::CheckChunk(uint32_t c) {
   checked_[c] = 1;
 }
 
-void engram::GatherOperation::OfferCheckedPrefix() {
+void GatherOperation::OfferCheckedPrefix() {
   const TableGeometry& g = store_->table_state(table_).file->geometry();
   const uint32_t record = store_->table_state(table_).file->record_bytes();
   // Per-thread scratch, as in Start.
@@ -396,7 +396,7 @@ void engram::GatherOperation::OfferCheckedPrefix() {
   Offer(ids, rows);
 }
 
-void engram::GatherOperation::Offer(std::span<const uint64_t> ids, std::span<const std::byte* const> bytes) {
+void GatherOperation::Offer(std::span<const uint64_t> ids, std::span<const std::byte* const> bytes) {
   if (ids.empty()) return;
   thread_local std::vector<InsertOutcome> outcomes;
   outcomes.resize(ids.size());
@@ -410,16 +410,16 @@ void engram::GatherOperation::Offer(std::span<const uint64_t> ids, std::span<con
   }
 }
 
-void engram::GatherOperation::CopyOut(uint32_t d, const std::byte* bytes, uint32_t record) {
+void GatherOperation::CopyOut(uint32_t d, const std::byte* bytes, uint32_t record) {
   std::memcpy(dst_ + size_t(plan_.first_pos[d]) * stride_, bytes, record);
   CopyToDuplicates(d, bytes, record);
 }
 
-void engram::GatherOperation::CopyToDuplicates(uint32_t d, const std::byte* bytes, uint32_t record) {
+void GatherOperation::CopyToDuplicates(uint32_t d, const std::byte* bytes, uint32_t record) {
   plan_.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(dst_ + size_t(p) * stride_, bytes, record); });
 }
 
-void engram::GatherOperation::OnBlocksRead() {
+void GatherOperation::OnBlocksRead() {
   TableState& table = store_->table_state(table_);
   const uint32_t record = table.file->record_bytes();
   if (reference_) {
@@ -460,7 +460,7 @@ void engram::GatherOperation::OnBlocksRead() {
   Finish();
 }
 
-void engram::GatherOperation::FailBlockRows(size_t b) {
+void GatherOperation::FailBlockRows(size_t b) {
   TableCounters& c = store_->table_state(table_).counters;
   batch_.ForEachRowOf(b, [&](uint32_t k) {
     c.Add(c.failed_rows, 1);
@@ -468,17 +468,17 @@ void engram::GatherOperation::FailBlockRows(size_t b) {
   });
 }
 
-void engram::GatherOperation::AddFailedRow(uint32_t d) {
+void GatherOperation::AddFailedRow(uint32_t d) {
   result_.failed_positions.push_back(plan_.first_pos[d]);
   plan_.ForEachDuplicate(d, [&](uint32_t p) { result_.failed_positions.push_back(p); });
 }
 
-void engram::GatherOperation::FinishWithoutReads() {
+void GatherOperation::FinishWithoutReads() {
   std::sort(result_.failed_positions.begin(), result_.failed_positions.end());
   Finish();
 }
 
-void engram::GatherOperation::Finish(uint64_t now) {
+void GatherOperation::Finish(uint64_t now) {
   TableState& table = store_->table_state(table_);
   result_.wait_nanoseconds = now - t0_;
   TableCounters& c = table.counters;
@@ -504,7 +504,7 @@ void engram::GatherOperation::Finish(uint64_t now) {
 }
 
 
-engram::GatherResult engram::GatherOperation::Wait() {
+GatherResult GatherOperation::Wait() {
   MutexLock lock(&mu_);
   waiting_ = true;
   // Unless a pool thread has already taken the gather, this thread runs its
@@ -533,9 +533,7 @@ engram::GatherResult engram::GatherOperation::Wait() {
   return std::move(result_);
 }
 
-engram::GatherResult engram::GatherTicket::Wait() { return WaitForGather(std::move(*this)); }
-
-namespace engram {
+GatherResult GatherTicket::Wait() { return WaitForGather(std::move(*this)); }
 
 GatherResult WaitForGather(GatherTicket ticket) {
   if (!ticket.valid()) {

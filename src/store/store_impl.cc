@@ -248,8 +248,8 @@ std::string StoreImpl::metadata_json(size_t table) const {
 }
 
 std::shared_ptr<GatherOperation> StoreImpl::Begin(size_t table, std::span<const uint64_t> row_ids,
-                                                      std::byte* dst, size_t stride,
-                                                      std::function<void(GatherResult)> done) {
+                                                  std::byte* dst, size_t stride,
+                                                  std::function<void(GatherResult)> done) {
   // Only a warm-up asks how many gathers are in flight (GathersInFlight), so
   // only a store with a hot set pays this locked add on every gather. hot_set_
   // is set in Open, before any gather can begin.

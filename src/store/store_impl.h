@@ -88,7 +88,7 @@ class StoreImpl final : public Store {
  private:
   StoreImpl() = default;
   std::shared_ptr<GatherOperation> Begin(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
-                                             size_t stride, std::function<void(GatherResult)> done);
+                                         size_t stride, std::function<void(GatherResult)> done);
 
   StoreOptions options_;
   std::function<void(MetricsSnapshot&)> extra_metrics_;
