@@ -80,7 +80,9 @@ Result<Welcome> DecodeWelcome(std::span<const uint8_t> payload) {
   m.service_pid = r.U64();
   m.memory_bytes = r.U64();
   m.io_description = r.Str();
-  m.metrics_port = static_cast<uint16_t>(r.U32());
+  const uint32_t port = r.U32();
+  if (port > 0xffff) return Malformed("welcome");
+  m.metrics_port = static_cast<uint16_t>(port);
   const uint32_t n = r.U32();
   if (n > kMaxTables) return Malformed("welcome");
   for (uint32_t i = 0; i < n && !r.failed(); ++i) {
