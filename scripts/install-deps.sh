@@ -8,7 +8,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git lld
   liburing-dev libxxhash-dev libboost-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
-  gnuplot-nox fio curl python3 prometheus
+  gnuplot-nox fio curl strace python3 prometheus
   pybind11-dev python3-dev python3-numpy python3-pytest python3-torch
 )
 # Extra groups, asked for by the scripts that need them.

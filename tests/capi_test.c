@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "engram/engram.h"
+#include "src/common/sanitizers.h"
 #include "tests/testing/capi_check.h"
 
 /* GET path from 127.0.0.1:port over a fresh connection; the answer (at most
@@ -358,7 +359,7 @@ int main(int argc, char** argv) {
     unlink(layout);
   }
 
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if !ENGRAM_UNDER_SANITIZER
   /* Out of memory is a status, not an exception through C: a child process
    * limits its address space so that the cache's index and slab (capped at
    * the table's 5,000 rows) fit but its 1 GiB sketch does not. (Sanitizers

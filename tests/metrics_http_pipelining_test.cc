@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "src/common/sanitizers.h"
 #include "src/metrics/http_endpoint.h"
 #include "src/metrics/metrics_snapshot.h"
 #include "tests/testing/http_client.h"
@@ -21,7 +22,7 @@ namespace engram {
 namespace {
 
 // A scrape's deadline; sanitizer builds get headroom (see metrics_http_test).
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if ENGRAM_UNDER_SANITIZER
 constexpr std::chrono::milliseconds kScrapeDeadline{3000};
 #else
 constexpr std::chrono::milliseconds kScrapeDeadline{1000};

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/common/sanitizers.h"
 #include "src/common/http_flood.h"
 #include "src/common/logging.h"
 #include "src/metrics/http_endpoint.h"
@@ -313,7 +314,7 @@ constexpr size_t kFloodConnections = 1000;
 // queue behind the flood's reconnects (p99 ~0.45 s under TSan on 2 cores,
 // ~0.08 s in the plain build): the 1 s target is the plain build's, a
 // sanitizer build gets headroom for a loaded CI machine.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if ENGRAM_UNDER_SANITIZER
 constexpr std::chrono::milliseconds kScrapeDeadline{3000};
 #else
 constexpr std::chrono::milliseconds kScrapeDeadline{1000};

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "engram/store.h"
+#include "src/common/sanitizers.h"
 #include "src/node/inflight_rows.h"
 #include "src/node/messages.h"
 #include "src/node/node_service.h"
@@ -265,7 +266,7 @@ TEST_F(NodeServiceTest, KilledClientsLeakNoDescriptorsThreadsOrMemory) {
   // 16 KiB each would be 15 MiB. Under a sanitizer the RSS is the tool's
   // (ASan's quarantine, TSan's history of ended threads): there the
   // descriptors and threads are what is checked.
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if !ENGRAM_UNDER_SANITIZER
   EXPECT_LT(after.rss_kib, before.rss_kib + 8 * 1024) << "RSS " << before.rss_kib << " -> " << after.rss_kib << " KiB";
 #endif
   auto client = OpenClient();

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/common/sanitizers.h"
 #include "src/cache/row_cache.h"
 #include "src/cache/set_associative_cache.h"
 #include "src/cache/set_hasher.h"
@@ -104,7 +105,7 @@ TEST(LookupBatch, EmptyBatchDoesNothing) {
 TEST(RowCacheBatches, ConcurrentLookupAndInsertBatchesCopyOnlyExactRows) {
   auto c = testing::MakeSetAssociativeCache("default", 256, kRowBytes);
   const uint64_t distinct = 3 * c->capacity_rows();
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if ENGRAM_UNDER_SANITIZER
   constexpr int kBatches = 300;
 #else
   constexpr int kBatches = 2000;
@@ -176,7 +177,7 @@ TEST(LookupBatch, HitsTheHintsFoundAreServedWithoutTheLockUnlessAPinIsConsumed) 
 TEST(RowCacheBatches, HitsServedWithoutTheLockAreNeverTornByWritersOfTheSameSet) {
   auto c = testing::MakeSetAssociativeCache("default,sets=1,relocate=0,admission=always", 1, kRowBytes);
   ASSERT_EQ(c->capacity_rows(), 5u);
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if ENGRAM_UNDER_SANITIZER
   constexpr int kRounds = 20'000;
 #else
   constexpr int kRounds = 200'000;

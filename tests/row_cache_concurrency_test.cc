@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/common/sanitizers.h"
 #include "src/cache/row_cache.h"
 #include "src/cache/set_associative_cache.h"
 #include "src/cache/set_hasher.h"
@@ -48,7 +49,7 @@ TEST_P(RowCacheConcurrencyTest, EveryCopiedRowIsExactAndTheCountsAddUp) {
   cache::SetAssociativeRowCache& c = **made;
 
   constexpr int kThreads = 4;
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if ENGRAM_UNDER_SANITIZER
   constexpr int kOpsPerThread = 6000;  // sanitizers run ~10x slower; races still interleave
 #else
   constexpr int kOpsPerThread = 20000;

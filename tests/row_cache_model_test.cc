@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "src/common/sanitizers.h"
 #include "src/cache/row_cache.h"
 #include "src/cache/set_associative_cache.h"
 
@@ -299,7 +300,7 @@ TEST_P(RowCacheModelTest, MatchesTheReferenceModelOpByOp) {
   std::vector<std::byte> buf(kRowBytes);
   std::deque<uint64_t> pinned;
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if ENGRAM_UNDER_SANITIZER
   const int ops = 6000;  // sanitizers run ~10-20x slower
 #else
   const int ops = 20000;

@@ -10,21 +10,13 @@
 #include <cstdio>
 #include <functional>
 
+#include "src/common/sanitizers.h"
+
 namespace engram::testing {
 
 // Sanitizers change what RSS means (shadow memory, quarantined frees,
 // redzones on every allocation): tests skip RSS bounds under them.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool kUnderSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-inline constexpr bool kUnderSanitizer = true;
-#else
-inline constexpr bool kUnderSanitizer = false;
-#endif
-#else
-inline constexpr bool kUnderSanitizer = false;
-#endif
+inline constexpr bool kUnderSanitizer = ENGRAM_UNDER_SANITIZER;
 
 // Resident set size of this process in bytes (/proc/self/statm), 0 if unknown.
 inline uint64_t ResidentBytes() {
