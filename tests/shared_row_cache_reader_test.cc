@@ -47,7 +47,8 @@ struct SharedCache {
   node::SharedMapping read_only;
   std::optional<cache::SharedRowCacheReader> reader;
 
-  static SharedCache Make(const char* spec, uint64_t sets, uint64_t memory_bytes = 64u << 20) {
+  static SharedCache Make(const char* spec, uint64_t sets, uint64_t memory_bytes = 64u << 20,
+                          uint64_t max_rows = RowCache::kNoRowLimit) {
     SharedCache s;
     auto memory = node::SharedCacheMemory::Create(memory_bytes, -1);
     EXPECT_TRUE(memory.ok()) << memory.status().ToString();
@@ -55,7 +56,7 @@ struct SharedCache {
     auto config = RowCacheConfig::FromSpec(spec);
     EXPECT_TRUE(config.ok());
     node::SharedCacheMemory* m = s.memory.get();
-    auto made = cache::SetAssociativeRowCache::Make(*config, sets, kRowBytes,
+    auto made = cache::SetAssociativeRowCache::Make(*config, sets, kRowBytes, max_rows,
                                                      [m](uint64_t bytes, const char* what) { return m->Allocate(bytes, what); });
     EXPECT_TRUE(made.ok()) << made.status().ToString();
     s.cache = std::move(made).value();
@@ -113,6 +114,32 @@ TEST(SharedRowCacheReaderTest, ReadsExactlyTheRowsTheCacheHoldsThroughAReadOnlyM
     EXPECT_GT(hits, 100u);
     // The reader touched no statistic of the owner's.
     EXPECT_EQ(s.cache->Stats().lookups, 0u);
+  }
+}
+
+// A cache with a slot for every row of its table places rows directly: after
+// one pass the owner holds every row, whatever the policy, and a reader
+// attached through the geometry finds each one.
+TEST(SharedRowCacheReaderTest, ADirectlyPlacedCacheHoldsTheWholeTableForTheReader) {
+  for (const char* spec : {"default", "legacy", "two-choice", "lru", "default,ways=3"}) {
+    SCOPED_TRACE(spec);
+    const uint32_t ways = RowCacheConfig::FromSpec(spec).value().ways;
+    const uint64_t rows = 4000;
+    SharedCache s = SharedCache::Make(spec, (rows + ways - 1) / ways, 64u << 20, rows);
+    ASSERT_TRUE(s.cache->SharedGeometry()->direct_placement);
+    std::vector<uint64_t> ids;
+    for (uint64_t id = 0; id < rows; ++id) ids.push_back((id * 7919) % rows);  // not in order
+    for (uint64_t id : ids) {
+      auto row = RowOf(id);
+      EXPECT_EQ(s.cache->Insert(id, row), InsertOutcome::kInserted) << id;
+    }
+    std::vector<std::byte> out;
+    const std::vector<uint8_t> hit = s.Read(ids, &out);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ASSERT_TRUE(hit[i]) << "row " << ids[i];
+      ASSERT_EQ(std::memcmp(out.data() + i * kRowBytes, RowOf(ids[i]).data(), kRowBytes), 0) << ids[i];
+    }
+    EXPECT_EQ(s.cache->Stats().evictions, 0u);
   }
 }
 

@@ -68,10 +68,10 @@ uint64_t SetsForBudget(const RowCacheConfig& config, uint64_t budget_bytes, uint
 
 namespace {
 
-// Whole sets of a cache capped at max_rows: rounded down, so the slots never
-// outnumber the rows, but at least one set.
+// Whole sets of a cache capped at max_rows: rounded up, so every row can have
+// a slot (direct placement, set_hasher.h), and at least one set.
 uint64_t SetsForRows(const RowCacheConfig& config, uint64_t max_rows) {
-  return std::max<uint64_t>(1, max_rows / config.ways);
+  return std::max<uint64_t>(1, cache::SetsForCapacity(config, max_rows));
 }
 
 }  // namespace

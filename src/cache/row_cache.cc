@@ -20,16 +20,18 @@ Result<std::unique_ptr<RowCache>> RowCache::Create(const RowCacheConfig& config,
   }
   ENGRAM_ASSIGN_OR_RETURN(uint64_t capacity, CapacityForBudget(config, budget_bytes, row_bytes, max_rows));
   ENGRAM_ASSIGN_OR_RETURN(auto cache,
-                          cache::SetAssociativeRowCache::Make(config, capacity / config.ways, row_bytes, regions));
+                          cache::SetAssociativeRowCache::Make(config, capacity / config.ways, row_bytes, max_rows,
+                                                              regions));
   return std::unique_ptr<RowCache>(std::move(cache));
 }
 
 Result<std::unique_ptr<RowCache>> RowCache::CreateWithCapacity(const RowCacheConfig& config, uint64_t capacity_rows,
-                                                               uint32_t row_bytes) {
+                                                               uint32_t row_bytes, uint64_t max_rows) {
   ENGRAM_RETURN_IF_ERROR(config.Validate());
   if (capacity_rows == 0) return Status::InvalidArgument("row cache: capacity_rows must be at least 1");
   ENGRAM_ASSIGN_OR_RETURN(auto cache,
-                          cache::SetAssociativeRowCache::Make(config, cache::SetsForCapacity(config, capacity_rows), row_bytes));
+                          cache::SetAssociativeRowCache::Make(config, cache::SetsForCapacity(config, capacity_rows), row_bytes,
+                                                                        max_rows));
   return std::unique_ptr<RowCache>(std::move(cache));
 }
 

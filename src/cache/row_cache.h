@@ -66,8 +66,10 @@ class RowCache {
   // be given with CreateWithCapacity.
   //
   // max_rows caps the capacity at a table's row count: a cache never has
-  // more slots than max_rows (whole sets, rounded down; but at least one set,
-  // so a table of fewer rows than config.ways gets one set of ways slots).
+  // more sets than it takes to give every row a slot (whole sets, rounded up,
+  // so fewer than config.ways slots beyond the rows). Row IDs must then be
+  // below max_rows. A cache with a slot for every row places rows directly
+  // (set_hasher.h) and so holds the whole table once it has read it.
   // Creating a cache commits no memory (every array is anonymous memory), so
   // a large cache costs no RSS and no time until rows arrive or
   // CommitMemory() is called.
@@ -86,9 +88,11 @@ class RowCache {
   // footprint of its largest capped size. A store gives the rest to other
   // tables.
   static Result<uint64_t> BudgetForRows(const RowCacheConfig& config, uint64_t max_rows, uint32_t row_bytes);
-  // A cache with (at least, rounded to whole sets) capacity_rows slots.
+  // A cache with (at least, rounded to whole sets) capacity_rows slots; row
+  // IDs below max_rows, as for Create.
   static Result<std::unique_ptr<RowCache>> CreateWithCapacity(const RowCacheConfig& config,
-                                                              uint64_t capacity_rows, uint32_t row_bytes);
+                                                              uint64_t capacity_rows, uint32_t row_bytes,
+                                                              uint64_t max_rows = kNoRowLimit);
   virtual ~RowCache() = default;
 
   // Counts one lookup (hit or miss) and increments the row's sketch estimate.

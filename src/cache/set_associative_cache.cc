@@ -42,6 +42,7 @@ uint64_t HalvingPeriod(const RowCacheConfig& c, uint64_t capacity_rows) {
 
 Result<std::unique_ptr<SetAssociativeRowCache>> SetAssociativeRowCache::Make(const RowCacheConfig& config,
                                                                              uint64_t num_sets, uint32_t row_bytes,
+                                                                             uint64_t max_rows,
                                                                              const CacheRegionAllocator& regions) {
   ENGRAM_RETURN_IF_ERROR(config.Validate());
   if (num_sets == 0 || num_sets > kMaxSets) {
@@ -57,7 +58,8 @@ Result<std::unique_ptr<SetAssociativeRowCache>> SetAssociativeRowCache::Make(con
   // exception out of the library.
   try {
     return std::unique_ptr<SetAssociativeRowCache>(
-        new SetAssociativeRowCache(config, num_sets, row_bytes, footprint, std::move(index), std::move(slab)));
+        new SetAssociativeRowCache(config, num_sets, row_bytes, max_rows <= num_sets * config.ways, footprint,
+                                   std::move(index), std::move(slab)));
   } catch (const std::bad_alloc&) {
     return Status::ResourceExhausted("row cache: cannot allocate the sketch (" +
                                      std::to_string(footprint.sketch_bytes) + " B) and ghost history (" +
@@ -66,14 +68,14 @@ Result<std::unique_ptr<SetAssociativeRowCache>> SetAssociativeRowCache::Make(con
 }
 
 SetAssociativeRowCache::SetAssociativeRowCache(const RowCacheConfig& config, uint64_t num_sets, uint32_t row_bytes,
-                                               const CacheFootprint& footprint, AnonymousMemory index,
+                                               bool direct, const CacheFootprint& footprint, AnonymousMemory index,
                                                AnonymousMemory slab)
     : config_(config),
       layout_(SetLayout::For(config.ways)),
       num_sets_(num_sets),
       row_bytes_(row_bytes),
       footprint_(footprint),
-      hasher_(config.seed, num_sets, config.candidate_sets),
+      hasher_(config.seed, num_sets, config.candidate_sets, direct),
       index_(std::move(index)),
       slab_(std::move(slab)),
       // The cache halves the sketch itself, on its clock (see Tick64): the
@@ -147,7 +149,8 @@ std::optional<SharedCacheGeometry> SetAssociativeRowCache::SharedGeometry() cons
   g.ways = layout_.ways;
   g.num_sets = num_sets_;
   g.seed = config_.seed;
-  g.candidate_sets = config_.candidate_sets;
+  g.candidate_sets = hasher_.two_candidates() ? 2 : 1;
+  g.direct_placement = hasher_.direct() ? 1 : 0;
   g.row_bytes = row_bytes_;
   g.index_bytes = index_.size();
   g.slab_bytes = slab_.size();

@@ -61,10 +61,12 @@ namespace engram::cache {
 
 class SetAssociativeRowCache final : public RowCache {
  public:
-  // config must be valid; num_sets >= 1.
+  // config must be valid; num_sets >= 1. max_rows: the row IDs the cache
+  // will see are below it (RowCache::kNoRowLimit: any); when every one has a
+  // slot, placement is direct (set_hasher.h).
   // `regions`, if given, provides the index and the row slab (RowCache::Create).
   static Result<std::unique_ptr<SetAssociativeRowCache>> Make(const RowCacheConfig& config, uint64_t num_sets,
-                                                              uint32_t row_bytes,
+                                                              uint32_t row_bytes, uint64_t max_rows = kNoRowLimit,
                                                               const CacheRegionAllocator& regions = {});
 
   bool Lookup(uint64_t row_id, std::span<std::byte> dst, PinAction pin = PinAction::kConsume) override;
@@ -134,7 +136,7 @@ class SetAssociativeRowCache final : public RowCache {
     uint32_t way;
   };
 
-  SetAssociativeRowCache(const RowCacheConfig& config, uint64_t num_sets, uint32_t row_bytes,
+  SetAssociativeRowCache(const RowCacheConfig& config, uint64_t num_sets, uint32_t row_bytes, bool direct,
                          const CacheFootprint& footprint, AnonymousMemory index, AnonymousMemory slab);
 
   SetStorage Storage() const { return StorageIn<0>(); }

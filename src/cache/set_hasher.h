@@ -3,6 +3,15 @@
 // One XXH3 per operation: the hash picks the primary set (hash modulo the set
 // count, as in the reported cache) and, remixed, the second candidate set and
 // the sketch counters. Tests use it to craft row IDs that collide in a set.
+//
+// Direct placement: when the cache has a slot for every row its table can
+// hold (row IDs < num_sets * ways), the "hash" is the row ID itself, so row r
+// lives in set r % num_sets, which no more than `ways` row IDs share: no row
+// is ever evicted by another, whatever the policy, and a budget that covers
+// the table holds all of it. With hashed placement, the same cache holds about
+// 98 % (two candidate sets) or less, and the rest misses forever. The sketch
+// and the ghost history remix the hash with their seed, so they see no
+// difference.
 #pragma once
 
 // xxHash's documented inline build (its functions static, renamed with an
@@ -34,10 +43,12 @@ struct CandidateSets {
 
 class SetHasher {
  public:
-  SetHasher(uint64_t seed, uint64_t num_sets, uint32_t candidate_sets)
-      : seed_(seed), num_sets_(num_sets), two_(candidate_sets == 2 && num_sets > 1) {}
+  SetHasher(uint64_t seed, uint64_t num_sets, uint32_t candidate_sets, bool direct = false)
+      : seed_(seed), num_sets_(num_sets), two_(!direct && candidate_sets == 2 && num_sets > 1), direct_(direct) {}
 
-  uint64_t Hash(uint64_t row_id) const { return XXH3_64bits_withSeed(&row_id, sizeof(row_id), seed_); }
+  uint64_t Hash(uint64_t row_id) const {
+    return direct_ ? row_id : XXH3_64bits_withSeed(&row_id, sizeof(row_id), seed_);
+  }
 
   CandidateSets Candidates(uint64_t hash) const {
     const uint64_t first = First(hash);
@@ -63,11 +74,13 @@ class SetHasher {
 
   uint64_t num_sets() const { return num_sets_; }
   bool two_candidates() const { return two_; }
+  bool direct() const { return direct_; }
 
  private:
   uint64_t seed_;
   uint64_t num_sets_;
   bool two_;
+  bool direct_;
 };
 
 }  // namespace engram::cache

@@ -17,8 +17,9 @@
 namespace engram::cache {
 
 struct SharedCacheGeometry {
-  // "ESC1": the set layout of set_layout.h, the hashing of set_hasher.h.
-  static constexpr uint32_t kMagic = 0x31435345;
+  // "ESC2": the set layout of set_layout.h, the hashing of set_hasher.h
+  // (with its direct placement).
+  static constexpr uint32_t kMagic = 0x32435345;
 
   uint32_t magic = kMagic;
   uint32_t ways = 0;
@@ -26,6 +27,8 @@ struct SharedCacheGeometry {
   uint64_t seed = 0;            // SetHasher's
   uint32_t candidate_sets = 1;  // 1 or 2
   uint32_t row_bytes = 0;
+  uint32_t direct_placement = 0;  // 1: a row's set is its ID modulo num_sets (set_hasher.h)
+  uint32_t reserved = 0;
   uint64_t index_bytes = 0;     // the index region's size (>= num_sets * stride)
   uint64_t slab_bytes = 0;      // the slab region's size (>= num_sets * ways * row_bytes)
 
@@ -40,6 +43,10 @@ struct SharedCacheGeometry {
     if (ways < 1 || ways > 32) return fail("ways " + std::to_string(ways) + " is not in 1..32");
     if (num_sets < 1 || num_sets > (uint64_t{1} << 40)) return fail("set count " + std::to_string(num_sets));
     if (candidate_sets != 1 && candidate_sets != 2) return fail("candidate sets must be 1 or 2");
+    if (direct_placement > 1 || (direct_placement && candidate_sets != 1)) {
+      return fail("direct placement must be 0 or 1, and with one candidate set");
+    }
+    if (reserved != 0) return fail("a reserved field is set");
     if (row_bytes == 0 || row_bytes > (1u << 20)) return fail("row size " + std::to_string(row_bytes));
     const uint64_t stride = SetLayout::For(ways).stride;
     if (index_bytes / stride < num_sets) return fail("the index region is smaller than its sets");
@@ -52,6 +59,6 @@ struct SharedCacheGeometry {
 // Sent as its bytes: no pointers, no padding, the same layout on both ends.
 static_assert(std::is_trivially_copyable_v<SharedCacheGeometry> &&
               std::has_unique_object_representations_v<SharedCacheGeometry>);
-static_assert(sizeof(SharedCacheGeometry) == 48);
+static_assert(sizeof(SharedCacheGeometry) == 56);
 
 }  // namespace engram::cache

@@ -29,13 +29,14 @@ Result<PolicyRun> ReplayRowCache(const PolicyJob& job, const GatherTrace& trace,
   ENGRAM_ASSIGN_OR_RETURN(SideAreaPolicy side_policy, ParseSideAreaPolicy(job.policy));
   uint64_t capacity = job.capacity_rows;
   if (job.budget_bytes) {
-    auto fit = RowCache::CapacityForBudget(config, job.budget_bytes, job.row_bytes);
+    auto fit = RowCache::CapacityForBudget(config, job.budget_bytes, job.row_bytes, job.table_rows);
     if (!fit.ok()) return fit.status().WithContext("policy '" + job.policy + "'");
     capacity = *fit;
   }
   const uint64_t side_rows = static_cast<uint64_t>(side_policy.fraction * static_cast<double>(capacity));
   SideArea side(side_rows);
-  auto created = RowCache::CreateWithCapacity(config, std::max<uint64_t>(1, capacity - side_rows), /*row_bytes=*/0);
+  auto created = RowCache::CreateWithCapacity(config, std::max<uint64_t>(1, capacity - side_rows), /*row_bytes=*/0,
+                                             job.table_rows);
   if (!created.ok()) return created.status().WithContext("policy '" + job.policy + "'");
   std::unique_ptr<RowCache> cache = std::move(*created);
   RequestRecorder recorder;

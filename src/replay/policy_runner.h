@@ -32,6 +32,10 @@ struct PolicyJob {
   uint64_t capacity_rows = 0;
   uint64_t budget_bytes = 0;  // 0 = use capacity_rows
   uint32_t row_bytes = 264;
+  // The table's rows, when the trace's row IDs are known to be below it: as in
+  // a store, a RowCache with a slot for each of them places rows directly
+  // (src/cache/set_hasher.h). Default: any row ID.
+  uint64_t table_rows = ~uint64_t{0};
 };
 
 struct RunOptions {
