@@ -101,6 +101,7 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
   FrequencySketch::Probe probes[kRing];  // where the rows' sketch counters are, found once
   bool in_second[kRing];  // not found in the first set by the payload stage
   const bool two = hasher_.two_candidates();
+  const bool count_frequency = CountsFrequency();
   const bool default_sketch = sketch_.HasDefaultShape();
   // The stages are always inlined: GCC otherwise calls them out of line, and
   // each call reloads the captured ring (~30 instructions per row). The GNU
@@ -111,8 +112,10 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
     hashes[j % kRing] = h;
     first_sets[j % kRing] = hasher_.First(h);
     PrefetchSet<kWays>(first_sets[j % kRing]);
-    probes[j % kRing] = sketch_.ProbeOf(h);
-    sketch_.Prefetch(probes[j % kRing]);
+    if (count_frequency) {
+      probes[j % kRing] = sketch_.ProbeOf(h);
+      sketch_.Prefetch(probes[j % kRing]);
+    }
   };
   // The hints are read without the set locks: a locked instruction would wait
   // for the earlier rows' copies to drain from the store buffer, and a stale
@@ -150,7 +153,8 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
     if (i + kFirstSetAhead < n) find_in_first(i + kFirstSetAhead);
     if (i + kSecondSetAhead < n) find_in_second(i + kSecondSetAhead);
     std::span<std::byte> dst(dsts[i], copy && dsts[i] ? row_bytes_ : 0);
-    if (default_sketch) {
+    if (!count_frequency) {
+    } else if (default_sketch) {
       sketch_.IncrementDefaultShape(probes[i % kRing]);
     } else {
       sketch_.Increment(probes[i % kRing]);
@@ -183,11 +187,12 @@ void SetAssociativeRowCache::RecordHits(std::span<const uint64_t> row_ids) {
   // tick and one sketch increment per row, the batch's ticks taken at once;
   // the index lines are prefetched kIndexAhead rows ahead.
   const bool two = hasher_.two_candidates();
+  const bool count_frequency = CountsFrequency();
   uint64_t hashes[kRing];
   auto prepare = [&](size_t j) __attribute__((always_inline)) {
     hashes[j % kRing] = hasher_.Hash(row_ids[j]);
     PrefetchSet<0>(hasher_.First(hashes[j % kRing]));
-    sketch_.Prefetch(hashes[j % kRing]);
+    if (count_frequency) sketch_.Prefetch(hashes[j % kRing]);
   };
   for (size_t j = 0; j < std::min(n, kIndexAhead); ++j) prepare(j);
   const uint64_t first_tick = TakeTicks(n);
@@ -196,7 +201,7 @@ void SetAssociativeRowCache::RecordHits(std::span<const uint64_t> row_ids) {
   for (size_t i = 0; i < n; ++i) {
     if (i + kIndexAhead < n) prepare(i + kIndexAhead);
     const uint64_t h = hashes[i % kRing];
-    sketch_.Increment(h);
+    if (count_frequency) sketch_.Increment(h);
     TickUpkeep(first_tick + i, &next_halving);
     const uint64_t first = hasher_.First(h);
     uint64_t set = first;

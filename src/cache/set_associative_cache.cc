@@ -173,10 +173,11 @@ bool SetAssociativeRowCache::Lookup(uint64_t row_id, std::span<std::byte> dst, P
   // issued first, the index lines arrive during that wait, not after it.
   const uint64_t hash = hasher_.Hash(row_id);
   const CandidateSets c = hasher_.Candidates(hash);
-  sketch_.Prefetch(hash);
+  const bool count_frequency = CountsFrequency();
+  if (count_frequency) sketch_.Prefetch(hash);
   __builtin_prefetch(index_.data() + c.first * layout_.stride);
   if (c.second != c.first) __builtin_prefetch(index_.data() + c.second * layout_.stride);
-  sketch_.Increment(hash);
+  if (count_frequency) sketch_.Increment(hash);
   const uint32_t now = static_cast<uint32_t>(Tick64());
   LookupCounts counts;
   const bool found = LookupHashed(row_id, hash, c.first, -1, now, dst, pin, &counts);

@@ -105,6 +105,12 @@ class SetAssociativeRowCache final : public RowCache {
   // ---- introspection for tests and tools (no stats, no sketch, no clock) ----
   uint64_t num_sets() const { return num_sets_; }
   const SetHasher& hasher() const { return hasher_; }
+  // Whether lookups count in the frequency sketch. With direct placement
+  // (set_hasher.h) no row ever competes for a slot, so the sketch would never
+  // be read to choose a victim or admit a row: lookups skip it, which spares
+  // a hit a random cache line read and written. Rows are still ranked by
+  // recency (their stamps) for the hot set.
+  bool CountsFrequency() const { return !hasher_.direct(); }
   CandidateSets CandidateSetsOf(uint64_t row_id) const { return hasher_.CandidatesOf(row_id); }
   bool Contains(uint64_t row_id);
   bool IsPinned(uint64_t row_id);
