@@ -159,6 +159,10 @@ Result<std::unique_ptr<Store>> OpenStore(const std::string& file, uint64_t cache
 struct FioResult {
   std::string version;
   double iops = 0;
+  // fio's whole process (its io_uring workers included, as the store's CPU
+  // figure includes the store's): user + system seconds, from wait4.
+  double cpu_seconds = 0;
+  uint64_t ios = 0;
   Percentiles lat;
   std::vector<std::pair<double, double>> cdf;
 };
@@ -233,8 +237,9 @@ Result<FioResult> RunFio(const std::string& fio, const std::string& file, uint64
   // does not is killed rather than hanging the benchmark.
   const auto deadline = Clock::now() + std::chrono::duration<double>(seconds + 60);
   int wstatus = 0;
+  struct rusage usage {};
   for (;;) {
-    pid_t w = ::waitpid(pid, &wstatus, WNOHANG);
+    pid_t w = ::wait4(pid, &wstatus, WNOHANG, &usage);
     if (w == pid) break;
     if (w < 0 && errno != EINTR) return Status::FromErrno("waitpid fio", errno);
     if (Clock::now() > deadline) {
@@ -257,6 +262,9 @@ Result<FioResult> RunFio(const std::string& fio, const std::string& file, uint64
   FioResult r;
   r.version = j.value("fio version", std::string());
   r.iops = job["read"].value("iops", 0.0);
+  r.ios = job["read"].value("total_ios", uint64_t{0});
+  r.cpu_seconds = double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                  double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
   if (job["read"].contains("lat_ns") && job["read"]["lat_ns"].contains("percentile")) {
     for (const auto& [key, value] : job["read"]["lat_ns"]["percentile"].items()) {
       r.cdf.emplace_back(std::stod(key), value.get<double>() / 1000.0);
@@ -683,6 +691,8 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
       auto f = fio_at(p.depth, slice.seconds);
       if (f.ok()) {
         fio_sum += f->iops;
+        p.fio_cpu_seconds += f->cpu_seconds;
+        p.fio_ios += f->ios;
         p.round_ratios_fio.push_back(store_rate / f->iops);
       } else {
         p.fio_note = f.status().message();

@@ -125,6 +125,9 @@ struct MissBenchPoint {
   double store_seconds = 0, store_cpu_seconds = 0;
   double raw_iops = 0;
   double fio_iops = 0;  // 0 when fio did not run (see fio_note)
+  // fio's CPU (its whole process, start-up included) and reads over the rounds.
+  double fio_cpu_seconds = 0;
+  uint64_t fio_ios = 0;
   std::string fio_note;
   // Store rows/s over raw (fio) IOPS of each round: the store's slice and the
   // raw and fio slices right after it, so all three see the same host.
@@ -132,6 +135,7 @@ struct MissBenchPoint {
   double store_rows_per_s() const { return store_seconds > 0 ? double(rows) / store_seconds : 0; }
   double store_ns_per_row() const { return rows ? store_seconds * 1e9 / double(rows) : 0; }
   double store_cpu_ns_per_row() const { return rows ? store_cpu_seconds * 1e9 / double(rows) : 0; }
+  double fio_cpu_ns_per_read() const { return fio_ios ? fio_cpu_seconds * 1e9 / double(fio_ios) : 0; }
   // The medians of the rounds' paired ratios (a shared host's I/O and CPU
   // capacity drifts between seconds; pairing cancels most of that drift).
   double miss_ratio_raw() const { return MedianOf(round_ratios_raw); }

@@ -54,9 +54,13 @@ check_miss_output() {
     raw=$(sed -E 's/.* miss_ratio_raw=([^ ]*) .*/\1/' <<<"$line")
     awk -v r="$raw" 'BEGIN { exit !(r > 0) }' || fail "miss: raw ratio not positive: $line"
     fio_ratio=${line##*miss_ratio_fio=}
+    fio_cpu=$(sed -E 's/.* fio_cpu_ns_per_read=([^ ]*) .*/\1/' <<<"$line")
     if [ "$have_fio" = 1 ]; then
       awk -v r="$fio_ratio" 'BEGIN { exit !(r > 0) }' || fail "miss: fio ratio not positive: $line"
+      # fio's CPU per read, beside the store's per row: from its process's rusage.
+      awk -v c="$fio_cpu" 'BEGIN { exit !(c > 0) }' || fail "miss: fio CPU per read not positive: $line"
     else
+      [ "$fio_cpu" = n/a ] || fail "miss: a fio CPU figure without fio: $line"
       [ "$fio_ratio" = n/a ] || fail "miss: a fio ratio without fio: $line"
       grep -q "fio not found" "$tmp/miss.err" || fail "miss: no note that fio is missing: $(cat "$tmp/miss.err")"
     fi
