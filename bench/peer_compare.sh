@@ -4,12 +4,11 @@
 # 0.78, the report's fill), half and a quarter of it.
 #   CACHESIM=/path/to/cachesim bench/peer_compare.sh [BUILD_DIR] [OUT_DIR]
 #
-# The peers are libCacheSim's (github.com/1a1a11a/libCacheSim, the simulator
-# of the S3-FIFO and SIEVE authors), all fully associative: 23 online
-# configurations (peers=(...) below) run by its `cachesim` tool. CACHESIM
-# names a cachesim binary you built yourself from libCacheSim: this project
-# neither fetches nor builds third-party code (the figures in bench/RESULTS.md
-# and docs/lab-notes/ used a cachesim built from libCacheSim aa0fc40).
+# The peers are libCacheSim's (the simulator of the S3-FIFO and SIEVE
+# authors), all fully associative: 23 online configurations (peers=(...)
+# below) run by its `cachesim` tool. CACHESIM names your own cachesim
+# executable; this script only runs it (the figures in bench/RESULTS.md and
+# docs/lab-notes/ name the cachesim version they used).
 #
 # Texts: the shared deepspeed requests (tests/fixtures/traces/deepspeed) and
 # the unseen slices bench/unseen_text.sh cuts from three other documentation
@@ -34,8 +33,7 @@
 # (default ~/.cache/engram-store/peer_compare). Runs under nice.
 set -euo pipefail
 usage='usage: CACHESIM=/path/to/cachesim bench/peer_compare.sh [BUILD_DIR] [OUT_DIR]
-CACHESIM is a libCacheSim cachesim binary you built yourself
-(github.com/1a1a11a/libCacheSim); this script does not fetch or build it.
+CACHESIM is your own libCacheSim cachesim executable; this script only runs it.
 See the comment at the top of bench/peer_compare.sh for the texts, peers and
 ENGRAM_PEER_* settings.'
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
@@ -47,8 +45,8 @@ build=${1:-$here/build}
 out=${2:-$here/bench/plots}
 cachesim=${CACHESIM:-}
 [[ -n "$cachesim" && -x "$cachesim" ]] || {
-  echo "set CACHESIM to a cachesim binary built from libCacheSim (github.com/1a1a11a/libCacheSim);" \
-    "this script does not fetch or build it${cachesim:+ (CACHESIM=$cachesim is not an executable)}" >&2
+  echo "set CACHESIM to your own libCacheSim cachesim executable;" \
+    "this script only runs it${cachesim:+ (CACHESIM=$cachesim is not an executable)}" >&2
   exit 2
 }
 [[ -x "$build/engram-replay" ]] || { echo "no $build/engram-replay: build first (scripts/build.sh)" >&2; exit 2; }

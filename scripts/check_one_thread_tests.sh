@@ -4,8 +4,8 @@
 # cases run on one thread: a data race needs two, so the TSan build skips them.
 # A list like that goes stale silently (a case gains a worker pool and is no
 # longer watched by TSan), so this runs each listed program, whole, under
-# strace -f and refuses any clone that makes a thread (CLONE_THREAD), in the
-# program or in a process it starts.
+# strace -f (process-management calls only) and refuses any call that makes a
+# thread (flag CLONE_THREAD), in the program or in a process it starts.
 # Run by CTest (tsan_skips_only_one_thread_tests) in a build without
 # sanitizers: the sanitizers' runtimes cannot be traced (LeakSanitizer stops
 # the world with ptrace) and in the TSan build the programs are not there.
@@ -30,7 +30,7 @@ trap 'rm -f "$log"' EXIT
 failed=0
 for p in "${programs[@]}"; do
   [[ -x $build/tests/$p ]] || { echo "FAIL: $p is listed but $build/tests/$p was not built" >&2; failed=1; continue; }
-  if ! (cd "$build/tests" && strace -f -qq -e trace=clone,clone3 -o "$log" "./$p" >/dev/null 2>&1); then
+  if ! (cd "$build/tests" && strace -f -qq -e trace=%process -o "$log" "./$p" >/dev/null 2>&1); then
     echo "FAIL: $p failed (run it alone to see why)" >&2
     failed=1
     continue
