@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/peer_compare.sh runs a cachesim the user built: without CACHESIM it
+# bench/peer_compare.sh runs the user's own cachesim: without CACHESIM it
 # exits 2 and says so, whatever else is set, and builds nothing; --help names
 # CACHESIM. Nothing here needs a cachesim or a build.
 # Usage: peer_compare_args.sh BUILD_DIR SOURCE_DIR
@@ -15,8 +15,8 @@ mkdir -p lcs/libCacheSim/bin/cachesim
 touch lcs/CMakeLists.txt
 export ENGRAM_PEER_WORK=$tmp/work
 
-expect_error 2 "no CACHESIM" "set CACHESIM to a cachesim binary" env -u CACHESIM bash "$script" "$tmp/build" "$tmp/out"
-expect_error 2 "no CACHESIM, a source tree offered" "this script does not fetch or build it" \
+expect_error 2 "no CACHESIM" "set CACHESIM to your own libCacheSim cachesim executable" env -u CACHESIM bash "$script" "$tmp/build" "$tmp/out"
+expect_error 2 "no CACHESIM, a source tree offered" "this script only runs it" \
   env -u CACHESIM LIBCACHESIM_SRC="$tmp/lcs" bash "$script" "$tmp/build" "$tmp/out"
 expect_error 2 "CACHESIM not executable" "CACHESIM=$tmp/lcs/CMakeLists.txt is not an executable" \
   env CACHESIM="$tmp/lcs/CMakeLists.txt" bash "$script" "$tmp/build" "$tmp/out"
@@ -24,5 +24,5 @@ expect_error 2 "CACHESIM not executable" "CACHESIM=$tmp/lcs/CMakeLists.txt is no
 
 bash "$script" --help >help.txt 2>&1 || fail "--help: exit $?"
 grep -q 'CACHESIM=/path/to/cachesim' help.txt || fail "--help does not name CACHESIM: $(cat help.txt)"
-grep -qi 'does not fetch or build' help.txt || fail "--help does not say cachesim is the user's own build: $(cat help.txt)"
+grep -qi 'your own libCacheSim cachesim executable; this script only runs it' help.txt || fail "--help does not say cachesim is the user's own build: $(cat help.txt)"
 echo "peer_compare.sh arguments OK"
