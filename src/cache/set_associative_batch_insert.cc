@@ -33,7 +33,7 @@ void SetAssociativeRowCache::InsertBatch(std::span<const uint64_t> row_ids, std:
     hashes[j % kRing] = h;
     candidates[j % kRing] = hasher_.Candidates(h);
     PrefetchIndex(candidates[j % kRing]);
-    sketch_.Prefetch(h);
+    if (CountsFrequency()) sketch_.Prefetch(h);
     if (ghost_) ghost_->Prefetch(h);
   };
   // While the cache is filling, the payload slot a free way would give the

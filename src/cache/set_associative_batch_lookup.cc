@@ -153,11 +153,12 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
     if (i + kFirstSetAhead < n) find_in_first(i + kFirstSetAhead);
     if (i + kSecondSetAhead < n) find_in_second(i + kSecondSetAhead);
     std::span<std::byte> dst(dsts[i], copy && dsts[i] ? row_bytes_ : 0);
-    if (!count_frequency) {
-    } else if (default_sketch) {
-      sketch_.IncrementDefaultShape(probes[i % kRing]);
-    } else {
-      sketch_.Increment(probes[i % kRing]);
+    if (count_frequency) {
+      if (default_sketch) {
+        sketch_.IncrementDefaultShape(probes[i % kRing]);
+      } else {
+        sketch_.Increment(probes[i % kRing]);
+      }
     }
     TickUpkeep(first_tick + i, &next_halving);
     const uint32_t now = static_cast<uint32_t>(first_tick + i);
@@ -184,7 +185,7 @@ void SetAssociativeRowCache::RecordHits(std::span<const uint64_t> row_ids) {
   const size_t n = row_ids.size();
   if (n == 0) return;
   // The same bookkeeping as the last stage of LookupBatchIn for a hit: one
-  // tick and one sketch increment per row, the batch's ticks taken at once;
+  // tick and (unless placement is direct) one sketch increment per row, the batch's ticks taken at once;
   // the index lines are prefetched kIndexAhead rows ahead.
   const bool two = hasher_.two_candidates();
   const bool count_frequency = CountsFrequency();

@@ -82,7 +82,8 @@ SetAssociativeRowCache::SetAssociativeRowCache(const RowCacheConfig& config, uin
       // sketch's own period would be one more shared counter per lookup.
       sketch_(footprint.sketch_bytes, config.sketch_depth, config.counter_bits, config.seed, config.conservative_update,
               config.sketch_blocked),
-      halving_ticks_(HalvingPeriod(config, num_sets * config.ways)),
+      // Direct placement keeps no frequencies (CountsFrequency): nothing to halve.
+      halving_ticks_(direct ? 0 : HalvingPeriod(config, num_sets * config.ways)),
       relocation_(config.relocation_depth, num_sets * config.ways),
       victim_choice_(config, num_sets * config.ways),
       admission_(AdmissionFor(config, num_sets * config.ways)),
