@@ -246,6 +246,13 @@ TEST(SharedRowCacheReaderTest, AttachRefusesAGeometryThatDoesNotCheckOutAndSaysW
   says(attach([&](auto& b) { b.slab_bytes = g.slab_bytes - 1; }), "slab region is smaller than its rows");
   says(attach([](auto& b) { b.row_bytes = 0; }), "row size 0");
   says(attach([](auto& b) { b.candidate_sets = 3; }), "candidate sets must be 1 or 2");
+  says(attach([](auto& b) { b.direct_placement = 2; }), "direct placement must be 0 or 1");
+  says(attach([](auto& b) {
+         b.direct_placement = 1;
+         b.candidate_sets = 2;
+       }),
+       "with one candidate set");
+  says(attach([](auto& b) { b.reserved = 1; }), "a reserved field is set");
   // Sizes whose products would wrap around 2^64 are refused, not wrapped.
   says(attach([](auto& b) {
          b.num_sets = uint64_t{1} << 40;
