@@ -684,7 +684,11 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
       }
       const double store_rate = s.seconds > 0 ? double(s.rows) / s.seconds : 0;
       say("miss: raw engine reads at depth " + std::to_string(p.depth));
+      const double raw_cpu0 = ProcessCpuSeconds();
       ENGRAM_ASSIGN_OR_RETURN(io::ReadBenchResult raw, MeasureRawReads(slice, p.depth));
+      // Engine set-up and shutdown included, as fio's start-up is in its figure.
+      p.raw_cpu_seconds += ProcessCpuSeconds() - raw_cpu0;
+      p.raw_reads += raw.reads;
       if (raw.errors > 0) return Status::IOError("miss: " + std::to_string(raw.errors) + " raw reads failed");
       raw_sum += raw.iops;
       if (raw.iops > 0) p.round_ratios_raw.push_back(store_rate / raw.iops);

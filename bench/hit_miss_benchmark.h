@@ -124,6 +124,10 @@ struct MissBenchPoint {
   uint32_t fresh_stores = 0;  // stores opened: one per pass over every block
   double store_seconds = 0, store_cpu_seconds = 0;
   double raw_iops = 0;
+  // The raw engine's process CPU (its ring thread and io_uring workers) and
+  // reads over the rounds: the same engine as the store's, without the store.
+  double raw_cpu_seconds = 0;
+  uint64_t raw_reads = 0;
   double fio_iops = 0;  // 0 when fio did not run (see fio_note)
   // fio's CPU (its whole process, start-up included) and reads over the rounds.
   double fio_cpu_seconds = 0;
@@ -135,6 +139,7 @@ struct MissBenchPoint {
   double store_rows_per_s() const { return store_seconds > 0 ? double(rows) / store_seconds : 0; }
   double store_ns_per_row() const { return rows ? store_seconds * 1e9 / double(rows) : 0; }
   double store_cpu_ns_per_row() const { return rows ? store_cpu_seconds * 1e9 / double(rows) : 0; }
+  double raw_cpu_ns_per_read() const { return raw_reads ? raw_cpu_seconds * 1e9 / double(raw_reads) : 0; }
   double fio_cpu_ns_per_read() const { return fio_ios ? fio_cpu_seconds * 1e9 / double(fio_ios) : 0; }
   // The medians of the rounds' paired ratios (a shared host's I/O and CPU
   // capacity drifts between seconds; pairing cancels most of that drift).

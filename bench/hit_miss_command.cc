@@ -184,6 +184,7 @@ int RunMissCommand(const MissArgs& args) {
                           {"store_ns_per_row", p.store_ns_per_row()},
                           {"store_cpu_ns_per_row", p.store_cpu_ns_per_row()},
                           {"raw_iops", p.raw_iops},
+                          {"raw_cpu_ns_per_read", p.raw_cpu_ns_per_read()},
                           {"rounds", p.round_ratios_raw.size()},
                           {"miss_ratio_raw", p.miss_ratio_raw()},
                           {"total_ratio_raw", p.total_ratio_raw()},
@@ -202,10 +203,10 @@ int RunMissCommand(const MissArgs& args) {
     } else {
       std::printf(
           "miss rows_per_gather=%u depth=%u store_rows_per_s=%.0f raw_iops=%.0f fio_iops=%s store_ns_per_row=%.1f "
-          "store_cpu_ns_per_row=%.1f fio_cpu_ns_per_read=%s fresh_stores=%u rounds=%zu total_ratio_raw=%.3f "
+          "store_cpu_ns_per_row=%.1f raw_cpu_ns_per_read=%.1f fio_cpu_ns_per_read=%s fresh_stores=%u rounds=%zu total_ratio_raw=%.3f "
           "total_ratio_fio=%s miss_ratio_raw=%.3f miss_ratio_fio=%s\n",
           p.rows_per_gather, p.depth, p.store_rows_per_s(), p.raw_iops, OrNa(p.fio_iops, "%.0f").c_str(),
-          p.store_ns_per_row(), p.store_cpu_ns_per_row(),
+          p.store_ns_per_row(), p.store_cpu_ns_per_row(), p.raw_cpu_ns_per_read(),
           OrNa(p.fio_iops > 0 ? p.fio_cpu_ns_per_read() : 0, "%.1f").c_str(), p.fresh_stores, p.round_ratios_raw.size(),
           p.total_ratio_raw(), OrNa(p.total_ratio_fio(), "%.3f").c_str(), p.miss_ratio_raw(),
           OrNa(p.miss_ratio_fio(), "%.3f").c_str());

@@ -46,7 +46,7 @@ check_miss_output() {
     depth=$((n < 32 ? n : 32))
     line=$(grep "^miss rows_per_gather=$n depth=$depth " "$tmp/miss.txt") ||
       fail "miss: no line for $n rows at depth $depth: $(cat "$tmp/miss.txt")"
-    for key in store_rows_per_s raw_iops store_ns_per_row store_cpu_ns_per_row fresh_stores; do
+    for key in store_rows_per_s raw_iops store_ns_per_row store_cpu_ns_per_row raw_cpu_ns_per_read fresh_stores; do
       grep -Eq " $key=$number( |$)" <<<"$line" || fail "miss: no $key number: $line"
     done
     grep -Eq " miss_ratio_raw=$number miss_ratio_fio=($number|n/a)$" <<<"$line" ||
