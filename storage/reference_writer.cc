@@ -11,11 +11,11 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "storage/byte_order.h"
 #include "storage/file_util.h"
 #include "storage/embedded_hash_layout.h"
+#include "storage/log.h"
 #include "storage/reference_layout.h"
 #include "storage/reference_table.h"
 #include "storage/table_writer.h"
@@ -226,8 +226,8 @@ Result<TableHeader> WriteReferenceTable(const ConvertSpec& spec, const std::vect
   if (::fchmod(temp.fd(), 0644) != 0) return Status::FromErrno("chmod " + temp.path(), errno);
   ENGRAM_RETURN_IF_ERROR(temp.RenameTo(out_path));
   if (sync) ENGRAM_RETURN_IF_ERROR(fileutil::SyncParentDir(out_path));
-  spdlog::info("wrote Engram reference table {}: {} rows of {} B in {} shards, {} block checksums, {} bytes", out_path,
-               header.row_count, header.record_bytes, layout.shards().size(), units, header.file_bytes);
+  log::Info("wrote Engram reference table {}: {} rows of {} B in {} shards, {} block checksums, {} bytes", out_path,
+            header.row_count, header.record_bytes, layout.shards().size(), units, header.file_bytes);
   return header;
 }
 

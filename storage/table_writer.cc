@@ -10,9 +10,8 @@
 #include <cstring>
 #include <random>
 
-#include <spdlog/spdlog.h>
-
 #include "storage/file_util.h"
+#include "storage/log.h"
 #include "storage/temp_file_cleanup.h"
 
 namespace engram {
@@ -175,8 +174,8 @@ Status TableWriter::Finish() {
   UnregisterTempFile(temp_token_);
   temp_token_ = -1;
   if (options_.sync) ENGRAM_RETURN_IF_ERROR(fileutil::SyncParentDir(path_));
-  spdlog::info("wrote Engram table {}: {} rows of {} B, {} blocks, {} bytes", path_, header_.row_count,
-               header_.record_bytes, header_.block_count, header_.file_bytes);
+  log::Info("wrote Engram table {}: {} rows of {} B, {} blocks, {} bytes", path_, header_.row_count,
+            header_.record_bytes, header_.block_count, header_.file_bytes);
   return Status::OK();
 }
 

@@ -6,6 +6,10 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
+#include <string>
+
+#include "storage/log.h"
+#include "tests/testing/captured_log.h"
 
 namespace engram {
 namespace {
@@ -42,6 +46,45 @@ TEST_F(LoggingTest, EnvironmentBeatsToolDefaultAndFlagBeatsEnvironment) {
   unsetenv("SPDLOG_LEVEL");
   ASSERT_TRUE(ConfigureLogging("", "warn").ok());
   EXPECT_EQ(spdlog::get_level(), spdlog::level::warn);
+}
+
+// A type that counts how often it is formatted: a line below the logger's
+// level must not be formatted at all (as with spdlog's own calls).
+struct CountsFormatting {
+  int* count;
+};
+
+}  // namespace
+}  // namespace engram
+
+template <>
+struct fmt::formatter<engram::CountsFormatting> : fmt::formatter<int> {
+  auto format(const engram::CountsFormatting& c, fmt::format_context& ctx) const {
+    return fmt::formatter<int>::format(++*c.count, ctx);
+  }
+};
+
+namespace engram {
+namespace {
+
+TEST(LogLineTest, ALineAtTheLevelReachesTheDefaultLoggerFormattedWithItsLevel) {
+  testing::CapturedLog captured;  // level info
+  log::Warn("table {}: {} blocks", "t", 3);
+  log::Info("opened {}", std::string("x.engram"));
+  const std::string text = captured.text();
+  EXPECT_NE(text.find("[warning] table t: 3 blocks"), std::string::npos) << text;
+  EXPECT_NE(text.find("[info] opened x.engram"), std::string::npos) << text;
+}
+
+TEST(LogLineTest, ALineBelowTheLevelIsNeitherWrittenNorFormatted) {
+  testing::CapturedLog captured;  // level info
+  int formatted = 0;
+  log::Debug("hidden {}", CountsFormatting{&formatted});
+  EXPECT_EQ(formatted, 0);
+  EXPECT_EQ(captured.text(), "");
+  log::Error("shown {}", CountsFormatting{&formatted});
+  EXPECT_EQ(formatted, 1);
+  EXPECT_NE(captured.text().find("[error] shown 1"), std::string::npos) << captured.text();
 }
 
 }  // namespace

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
-#include <spdlog/spdlog.h>
 
 #include "src/common/logging.h"
 #include "src/common/progress_meter.h"

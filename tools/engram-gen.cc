@@ -10,7 +10,6 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "src/common/logging.h"
 #include "src/common/progress_meter.h"

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
-#include <spdlog/spdlog.h>
 
 #include "storage/bounded_json.h"
 #include "src/common/logging.h"

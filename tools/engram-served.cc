@@ -11,12 +11,12 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
-#include <spdlog/spdlog.h>
 
 #include "src/common/cli_checks.h"
 #include "src/common/logging.h"
 #include "src/node/node_service.h"
 #include "src/replay/cli_values.h"
+#include "storage/log.h"
 
 namespace {
 
@@ -111,13 +111,13 @@ int main(int argc, char** argv) {
 
   auto service = engram::node::NodeService::Start(options);
   if (!service.ok()) return Fail(service.status().ToString());
-  if ((*service)->metrics_port() != 0) spdlog::info("engram-served: metrics on port {}", (*service)->metrics_port());
+  if ((*service)->metrics_port() != 0) engram::log::Info("engram-served: metrics on port {}", (*service)->metrics_port());
   // Readiness for scripts and service managers: one line on stdout.
   std::printf("engram-served: ready on %s\n", options.socket_path.c_str());
   std::fflush(stdout);
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  spdlog::info("engram-served: {} received; stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  engram::log::Info("engram-served: {} received; stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   (*service)->Stop();
   return 0;
 }

@@ -1,8 +1,7 @@
 #include "src/metrics/http_endpoint.h"
 
 #include "src/metrics/metrics_snapshot.h"
-
-#include <spdlog/spdlog.h>
+#include "storage/log.h"
 
 #include <atomic>
 #include <boost/algorithm/string/predicate.hpp>
@@ -110,9 +109,9 @@ class MetricsHttpEndpoint::Impl {
     }
     port_ = acceptor_.local_endpoint().port();
     if (!IsLoopback(addr)) {
-      spdlog::warn("metrics endpoint: {} is not a loopback address: /metrics on port {} is reachable from other "
-                   "hosts (listen on 127.0.0.1 or localhost to keep it local)",
-                   options_.address, port_);
+      log::Warn("metrics endpoint: {} is not a loopback address: /metrics on port {} is reachable from other "
+                "hosts (listen on 127.0.0.1 or localhost to keep it local)",
+                options_.address, port_);
     }
     return Status::OK();
   }
@@ -403,7 +402,7 @@ void MetricsHttpEndpoint::Impl::Accept() {
     accept_errors_.fetch_add(1);
     if (!accept_error_logged_) {
       accept_error_logged_ = true;
-      spdlog::warn("metrics endpoint: accept failed ({}); retrying every 100 ms", ec.message());
+      log::Warn("metrics endpoint: accept failed ({}); retrying every 100 ms", ec.message());
     }
     accept_backoff_.expires_after(std::chrono::milliseconds(100));
     accept_backoff_.async_wait([this](boost::system::error_code wait_ec) {
@@ -424,7 +423,7 @@ Result<std::unique_ptr<MetricsHttpEndpoint>> MetricsHttpEndpoint::Start(const Ht
   auto impl = std::make_unique<Impl>(options, std::move(render_metrics));
   ENGRAM_RETURN_IF_ERROR(impl->Bind());
   impl->Run();
-  spdlog::info("metrics endpoint listening on http://{}:{}/metrics", options.address, impl->port_);
+  log::Info("metrics endpoint listening on http://{}:{}/metrics", options.address, impl->port_);
   return std::unique_ptr<MetricsHttpEndpoint>(new MetricsHttpEndpoint(std::move(impl)));
 }
 

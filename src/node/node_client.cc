@@ -4,8 +4,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <spdlog/spdlog.h>
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -25,6 +23,7 @@
 #include "src/store/gather_plan.h"
 #include "src/store/gather_ticket_access.h"
 #include "storage/io/io_stats.h"
+#include "storage/log.h"
 #include "storage/mutex.h"
 
 namespace engram::node {
@@ -247,7 +246,7 @@ void Session::Die(Status why) {
     alive_.store(false, std::memory_order_release);
     pending.swap(pending_);
   }
-  spdlog::warn("node: {}", why.ToString());
+  log::Warn("node: {}", why.ToString());
   ::shutdown(fd_, SHUT_RDWR);
   for (auto& [id, reply] : pending) reply(why);
 }
@@ -515,7 +514,7 @@ Status NodeClientStore::Adopt(std::unique_ptr<Session> s) {
   }
   metrics_port_ = s->welcome().metrics_port;
   std::atomic_store(&session_, std::shared_ptr<Session>(std::move(s)));
-  spdlog::info("node: reconnected to engram-served at {}", options_.node);
+  log::Info("node: reconnected to engram-served at {}", options_.node);
   return Status::OK();
 }
 

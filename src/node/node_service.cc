@@ -10,8 +10,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -28,6 +26,7 @@
 #include "src/node/wire.h"
 #include "src/store/store_impl.h"
 #include "src/store/table_state.h"
+#include "storage/log.h"
 
 namespace engram::node {
 namespace {
@@ -183,8 +182,8 @@ Result<std::unique_ptr<NodeService>> NodeServiceImpl::Start(const NodeServiceOpt
   if (s->stop_fd_ < 0) return Status::FromErrno("engram-served: eventfd", errno);
   if (::listen(s->listen_fd_, 128) != 0) return Status::FromErrno("engram-served: listen", errno);
   s->acceptor_ = std::thread([raw] { raw->AcceptLoop(); });
-  spdlog::info("engram-served: serving {} table(s) on {} ({} B of shared cache memory)", s->store_->table_count(),
-               options.socket_path, s->memory_->allocated());
+  log::Info("engram-served: serving {} table(s) on {} ({} B of shared cache memory)", s->store_->table_count(),
+            options.socket_path, s->memory_->allocated());
   return std::unique_ptr<NodeService>(std::move(s));
 }
 
@@ -206,7 +205,7 @@ Status NodeServiceImpl::Listen() {
                                      " (stop it first, or use another socket path)");
     }
     // Nobody answers: the socket of a service that died. Remove it.
-    spdlog::info("engram-served: removing the stale socket {}", path);
+    log::Info("engram-served: removing the stale socket {}", path);
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Status::FromErrno("remove stale socket " + path, errno);
   }
   listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -263,7 +262,7 @@ void NodeServiceImpl::AcceptLoop() {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
-        spdlog::warn("engram-served: accept: {}", std::strerror(errno));
+        log::Warn("engram-served: accept: {}", std::strerror(errno));
         // EMFILE and friends: do not spin.
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
@@ -280,7 +279,7 @@ void NodeServiceImpl::AcceptLoop() {
     if (stopping_.load()) break;  // the connection closes with c
     const size_t live = LiveConnections();
     if (live >= options_.max_clients) {
-      spdlog::warn("engram-served: refusing a client (pid {}): {} clients connected already", c->pid, live);
+      log::Warn("engram-served: refusing a client (pid {}): {} clients connected already", c->pid, live);
       c->Send(MessageType::kError, 0,
               EncodeStatus(Status::ResourceExhausted("engram-served: " + std::to_string(live) +
                                                      " clients are connected, the most it serves (--max-clients)")));
@@ -322,15 +321,15 @@ void NodeServiceImpl::Serve(const std::shared_ptr<Connection>& c) {
     Status s = Greet(*c, *first);
     greeted = s.ok();
     if (!s.ok()) {
-      spdlog::warn("engram-served: refused client pid {}: {}", c->pid, s.ToString());
+      log::Warn("engram-served: refused client pid {}: {}", c->pid, s.ToString());
       c->Send(MessageType::kError, first->request_id, EncodeStatus(s));
     }
   } else if (first.ok()) {
     c->Send(MessageType::kError, first->request_id,
             EncodeStatus(Status::InvalidArgument("node protocol: the first message must be a hello")));
   } else if (first.status().code() != StatusCode::kCancelled) {
-    spdlog::warn("engram-served: a client (pid {}) sent garbage: {}; disconnecting it", c->pid,
-                 first.status().ToString());
+    log::Warn("engram-served: a client (pid {}) sent garbage: {}; disconnecting it", c->pid,
+              first.status().ToString());
     c->Send(MessageType::kError, 0, EncodeStatus(first.status()));
   }
   if (first.ok() && first->fd >= 0) ::close(first->fd);
@@ -338,8 +337,8 @@ void NodeServiceImpl::Serve(const std::shared_ptr<Connection>& c) {
     auto m = ReceiveMessage(c->fd);
     if (!m.ok()) {
       if (m.status().code() != StatusCode::kCancelled && !stopping_.load()) {
-        spdlog::warn("engram-served: client '{}' (pid {}): {}; disconnecting it", c->name, c->pid,
-                     m.status().ToString());
+        log::Warn("engram-served: client '{}' (pid {}): {}; disconnecting it", c->name, c->pid,
+                  m.status().ToString());
         c->Send(MessageType::kError, 0, EncodeStatus(m.status()));
       }
       break;
@@ -349,8 +348,8 @@ void NodeServiceImpl::Serve(const std::shared_ptr<Connection>& c) {
       m->fd = -1;
     }
     if (Status s = Handle(c, *m); !s.ok()) {
-      spdlog::warn("engram-served: client '{}' (pid {}) sent a bad request: {}; disconnecting it", c->name, c->pid,
-                   s.ToString());
+      log::Warn("engram-served: client '{}' (pid {}) sent a bad request: {}; disconnecting it", c->name, c->pid,
+                s.ToString());
       c->Send(MessageType::kError, m->request_id, EncodeStatus(s));
       break;
     }
@@ -432,7 +431,7 @@ Status NodeServiceImpl::Greet(Connection& c, const Message& hello_message) {
     sent = SendMessage(c.fd, MessageType::kWelcome, hello_message.request_id, payload, {}, ro);
   }
   ::close(ro);
-  if (sent.ok()) spdlog::info("engram-served: client '{}' (pid {}) connected", c.name, c.pid);
+  if (sent.ok()) log::Info("engram-served: client '{}' (pid {}) connected", c.name, c.pid);
   return sent;
 }
 
@@ -537,7 +536,7 @@ void NodeServiceImpl::Disconnected(Connection& c) {
     departed_.counters += c.counters;
     ++departed_.clients;
   }
-  if (!stopping_.load()) spdlog::info("engram-served: client '{}' (pid {}) disconnected", c.name, c.pid);
+  if (!stopping_.load()) log::Info("engram-served: client '{}' (pid {}) disconnected", c.name, c.pid);
 }
 
 void NodeServiceImpl::AddClientMetrics(MetricsSnapshot& m) const {
@@ -629,7 +628,7 @@ void NodeServiceImpl::Stop() {
   }
   if (stop_fd_ >= 0) ::close(stop_fd_);
   stop_fd_ = -1;
-  spdlog::info("engram-served: stopped");
+  log::Info("engram-served: stopped");
 }
 
 }  // namespace

@@ -1,10 +1,9 @@
 #include "src/store/block_batch.h"
 
-#include <spdlog/spdlog.h>
-
 #include <string>
 
 #include "src/store/table_state.h"
+#include "storage/log.h"
 
 namespace engram {
 
@@ -88,10 +87,10 @@ Status BlockBatch::Check(size_t b, TableState& table) const {
   if (!s.ok()) {
     LogRateLimiter::Decision d = table.block_error_log.Admit();
     if (d.log && d.suppressed > 0) {
-      spdlog::error("table {}: {} ({} more block failures not logged since the last line; see the counters)",
-                    table.name, s.ToString(), d.suppressed);
+      log::Error("table {}: {} ({} more block failures not logged since the last line; see the counters)",
+                 table.name, s.ToString(), d.suppressed);
     } else if (d.log) {
-      spdlog::error("table {}: {}", table.name, s.ToString());
+      log::Error("table {}: {}", table.name, s.ToString());
     }
   }
   return s;

@@ -1,9 +1,9 @@
 #include "src/store/read_buffer_pool.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <utility>
+
+#include "storage/log.h"
 
 namespace engram {
 
@@ -39,7 +39,7 @@ bool ReadBufferPool::Grow() {
     if (!s.ok()) {
       registration_refused_ = true;  // stop asking: the next slab would be refused too
       if (s.code() != StatusCode::kUnsupported) {
-        spdlog::info("store: read buffers not registered with the I/O engine ({})", s.ToString());
+        log::Info("store: read buffers not registered with the I/O engine ({})", s.ToString());
       }
     }
   }

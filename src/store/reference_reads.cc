@@ -1,9 +1,9 @@
 #include "src/store/reference_reads.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <string>
+
+#include "storage/log.h"
 
 namespace engram {
 
@@ -61,18 +61,18 @@ Status HoldReferenceScales(TableState& table, double share) {
   if (ref == nullptr || ref->layout().scale_row_bytes() == 0) return Status::OK();
   const uint64_t bytes = ref->layout().row_count() * ref->layout().scale_row_bytes();
   if (share == 0.0 || static_cast<double>(bytes) > share * static_cast<double>(table.cache_budget_bytes)) {
-    spdlog::info("store: table {}: scales ({} B) read with each missed row", table.name, bytes);
+    log::Info("store: table {}: scales ({} B) read with each missed row", table.name, bytes);
     return Status::OK();
   }
   table.resident_scales.resize(bytes);
   Status s = ref->ReadScales(table.resident_scales);
   if (!s.ok()) {
     std::vector<std::byte>().swap(table.resident_scales);
-    spdlog::warn("store: table {}: scales stay on disk, read with each missed row: {}", table.name, s.ToString());
+    log::Warn("store: table {}: scales stay on disk, read with each missed row: {}", table.name, s.ToString());
     return Status::OK();
   }
   table.cache_budget_bytes -= bytes;
-  spdlog::info("store: table {}: scales held in memory ({} B of the cache budget)", table.name, bytes);
+  log::Info("store: table {}: scales held in memory ({} B of the cache budget)", table.name, bytes);
   return Status::OK();
 }
 

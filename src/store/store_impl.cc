@@ -1,6 +1,5 @@
 #include "src/store/store_impl.h"
 
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include "src/store/reference_reads.h"
 #include "src/store/store_metrics.h"
 #include "storage/io/io_stats.h"
+#include "storage/log.h"
 #include "storage/rank_manifest.h"
 
 namespace engram {
@@ -109,7 +109,7 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options, 
     ENGRAM_ASSIGN_OR_RETURN(store->engine_, io::CreateIoEngine(io));
   }
   ENGRAM_ASSIGN_OR_RETURN(store->read_buffers_, ReadBufferPool::Create(options.read_buffer_bytes, *store->engine_));
-  spdlog::info("store: I/O backend {}", store->engine_->Describe());
+  log::Info("store: I/O backend {}", store->engine_->Describe());
 
   // Tables given by rank manifest: this rank's file of each.
   ENGRAM_ASSIGN_OR_RETURN(std::vector<RankTablePick> picks, PickRankTables(options));
@@ -150,8 +150,8 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options, 
       uint64_t cache_budget,
       EffectiveCacheBudget(options.cache_bytes, options.cache_memory_fraction, mem_available));
   if (options.cache_memory_fraction != 0.0) {
-    spdlog::info("store: cache budget {} B = min(cache_bytes {}, {} x MemAvailable {})", cache_budget,
-                 options.cache_bytes, options.cache_memory_fraction, mem_available);
+    log::Info("store: cache budget {} B = min(cache_bytes {}, {} x MemAvailable {})", cache_budget,
+              options.cache_bytes, options.cache_memory_fraction, mem_available);
   }
   // A table's cache is capped at its rows; what it cannot use goes to others.
   std::vector<uint64_t> caps;
@@ -171,8 +171,8 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options, 
     if (!cache.ok()) return cache.status().WithContext("cache for table " + t.name);
     t.cache = std::move(cache).value();
     if (options.commit_cache_memory) t.cache->CommitMemory();
-    spdlog::info("store: table {} ({} rows of {} B) cache {} B = {} rows, policy {}", t.name, t.file->row_count(),
-                 t.file->record_bytes(), t.cache_budget_bytes, t.cache->capacity_rows(), cache_config.ToSpec());
+    log::Info("store: table {} ({} rows of {} B) cache {} B = {} rows, policy {}", t.name, t.file->row_count(),
+              t.file->record_bytes(), t.cache_budget_bytes, t.cache->capacity_rows(), cache_config.ToSpec());
   }
   // Every check that can fail comes before the trace is opened: a store that
   // does not open leaves no trace file.
@@ -221,12 +221,12 @@ StoreImpl::~StoreImpl() {
   if (completion_pool_) completion_pool_->join();
   if (hot_set_) {
     // Every gather has finished: the caches hold what the store ends with.
-    if (Status s = hot_set_->Save(); !s.ok()) spdlog::error("store: the hot set was not saved: {}", s.ToString());
+    if (Status s = hot_set_->Save(); !s.ok()) log::Error("store: the hot set was not saved: {}", s.ToString());
   }
   if (trace_) {
     // The store has no other way to report it: the log says the trace is
     // missing or incomplete, and why.
-    if (Status s = trace_->Close(); !s.ok()) spdlog::error("store: the gather trace was not saved: {}", s.ToString());
+    if (Status s = trace_->Close(); !s.ok()) log::Error("store: the gather trace was not saved: {}", s.ToString());
   }
 }
 

@@ -1,7 +1,6 @@
 #include "src/store/trace_writer.h"
 
 #include <fcntl.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +8,7 @@
 #include <charconv>
 
 #include "storage/file_util.h"
+#include "storage/log.h"
 #include "storage/temp_file_cleanup.h"
 
 namespace engram {
@@ -75,7 +75,7 @@ TraceWriter::~TraceWriter() {
     closed = closed_;
   }
   if (closed) return;  // whoever closed it was told how it went
-  if (Status s = Close(); !s.ok()) spdlog::error("store: the gather trace was not saved: {}", s.ToString());
+  if (Status s = Close(); !s.ok()) log::Error("store: the gather trace was not saved: {}", s.ToString());
 }
 
 void TraceWriter::Record(size_t table, std::span<const uint64_t> row_ids) {
@@ -116,7 +116,7 @@ Status TraceWriter::WriteBufferLocked() {
 void TraceWriter::FailLocked(Status s) {
   if (error_.ok()) {
     error_ = std::move(s);
-    spdlog::error("store: gather trace failed, no more gathers are recorded: {}", error_.ToString());
+    log::Error("store: gather trace failed, no more gathers are recorded: {}", error_.ToString());
   }
   lost_gathers_ += buffered_gathers_;
   buffered_gathers_ = 0;

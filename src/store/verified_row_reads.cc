@@ -1,7 +1,5 @@
 #include "src/store/verified_row_reads.h"
 
-#include <spdlog/spdlog.h>
-
 #include <boost/asio/post.hpp>
 
 #include <memory>
@@ -11,6 +9,7 @@
 #include "src/store/reference_reads.h"
 #include "src/store/store_impl.h"
 #include "src/store/table_state.h"
+#include "storage/log.h"
 
 namespace engram {
 namespace {
@@ -27,7 +26,7 @@ struct RowReads {
 bool EndWithoutReads(const RowReads& op, std::span<const uint64_t> rows, const Status& built, bool no_blocks,
                      const std::string& what) {
   if (!built.ok()) {
-    spdlog::warn("{} on table {}: {}", what, op.store->table_state(op.table).name, built.ToString());
+    log::Warn("{} on table {}: {}", what, op.store->table_state(op.table).name, built.ToString());
     for (uint64_t r : rows) op.land(r, false, {});
   }
   if (built.ok() && !no_blocks) return false;

@@ -1,7 +1,5 @@
 #include "src/store/warm_start.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <chrono>
 #include <unordered_set>
@@ -10,6 +8,7 @@
 #include "src/store/store_impl.h"
 #include "src/store/table_state.h"
 #include "src/store/verified_row_reads.h"
+#include "storage/log.h"
 #include "storage/reference_layout.h"
 
 namespace engram {
@@ -62,9 +61,9 @@ std::vector<std::vector<HotSetRow>> HotSetKeeper::Load() {
   auto saved = ReadHotSetFile(path_, max_bytes);
   if (!saved.ok()) {
     if (saved.status().code() == StatusCode::kNotFound) {
-      spdlog::info("store: no hot set at {} yet: the caches start cold", path_);
+      log::Info("store: no hot set at {} yet: the caches start cold", path_);
     } else {
-      spdlog::warn("store: hot set {} ignored: {}", path_, saved.status().ToString());
+      log::Warn("store: hot set {} ignored: {}", path_, saved.status().ToString());
     }
     return warm;
   }
@@ -93,7 +92,7 @@ std::vector<std::vector<HotSetRow>> HotSetKeeper::Load() {
   if (!reasons.empty()) {
     std::string all;
     for (const std::string& r : reasons) all += (all.empty() ? "" : "; ") + r;
-    spdlog::warn("store: hot set {} ignored for {} of {} tables: {}", path_, reasons.size(), n, all);
+    log::Warn("store: hot set {} ignored for {} of {} tables: {}", path_, reasons.size(), n, all);
   }
   return warm;
 }
@@ -213,7 +212,7 @@ void HotSetKeeper::SaveEvery(double interval_seconds) {
       while (!stop_ && std::chrono::steady_clock::now() < due) changed_.WaitUntil(&mu_, due);
       if (stop_) return;
     }
-    if (Status s = Save(); !s.ok()) spdlog::error("store: hot set not saved: {}", s.ToString());
+    if (Status s = Save(); !s.ok()) log::Error("store: hot set not saved: {}", s.ToString());
   }
 }
 

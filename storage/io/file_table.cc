@@ -5,9 +5,8 @@
 
 #include <cerrno>
 
-#include <spdlog/spdlog.h>
-
 #include "storage/file_util.h"
+#include "storage/log.h"
 
 namespace engram::io {
 
@@ -34,7 +33,7 @@ Result<FileId> FileTable::Open(const std::string& path, bool want_direct) {
       MutexLock lock(&mu_);
       if (!logged_no_direct_) {
         logged_no_direct_ = true;
-        spdlog::info("io: filesystem of '{}' refuses O_DIRECT; using buffered reads", path);
+        log::Info("io: filesystem of '{}' refuses O_DIRECT; using buffered reads", path);
       }
     } else {
       return Status::FromErrno("open '" + path + "'", errno);

@@ -3,12 +3,11 @@
 #include <atomic>
 #include <cstdlib>
 
-#include <spdlog/spdlog.h>
-
 #include "storage/io/io_uring_engine.h"
 #include "storage/io/io_uring_ring_set.h"
 #include "storage/io/mmap_engine.h"
 #include "storage/io/pread_engine.h"
+#include "storage/log.h"
 #include "storage/mutex.h"
 
 namespace engram::io {
@@ -98,9 +97,9 @@ Result<std::unique_ptr<IoEngine>> CreateIoEngine(const IoOptions& options) {
       // container without io_uring should not repeat it for every table.
       static std::atomic<bool> warned{false};
       if (!warned.exchange(true)) {
-        spdlog::warn("io: io_uring unavailable ({}); falling back to the pread backend", ring.status().ToString());
+        log::Warn("io: io_uring unavailable ({}); falling back to the pread backend", ring.status().ToString());
       } else {
-        spdlog::debug("io: io_uring unavailable ({}); using pread", ring.status().ToString());
+        log::Debug("io: io_uring unavailable ({}); using pread", ring.status().ToString());
       }
       return PreadEngine::Create(options);
     }

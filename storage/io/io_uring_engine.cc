@@ -7,9 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include <spdlog/spdlog.h>
-
 #include "storage/io/fault_injector.h"
+#include "storage/log.h"
 
 namespace engram::io {
 namespace {
@@ -119,7 +118,7 @@ Status IoUringEngine::SetupRing() {
       break;
     }
     if (rc != -EINVAL) break;  // not a flags problem: no point stepping down
-    spdlog::debug("io: io_uring_setup with {} refused (EINVAL); trying fewer flags", set.name);
+    log::Debug("io: io_uring_setup with {} refused (EINVAL); trying fewer flags", set.name);
   }
   if (rc != 0) return Status::FromErrno("io_uring_setup", -rc);
   ring_initialized_ = true;
@@ -130,7 +129,7 @@ Status IoUringEngine::SetupRing() {
                                                           : io_uring_register_files_sparse(&ring_, options_.max_open_files);
     fixed_files_ = rc == 0;
     if (!fixed_files_) {
-      spdlog::info("io: io_uring file registration failed ({}); using plain file descriptors", std::strerror(-rc));
+      log::Info("io: io_uring file registration failed ({}); using plain file descriptors", std::strerror(-rc));
     }
   }
   if (options_.register_buffers) {
@@ -138,8 +137,8 @@ Status IoUringEngine::SetupRing() {
                                                           : io_uring_register_buffers_sparse(&ring_, kMaxRegisteredBuffers);
     buffer_table_ = rc == 0;
     if (!buffer_table_) {
-      spdlog::info("io: io_uring buffer table setup failed ({}); reads will not use fixed buffers",
-                   std::strerror(-rc));
+      log::Info("io: io_uring buffer table setup failed ({}); reads will not use fixed buffers",
+                std::strerror(-rc));
     }
   }
   return Status::OK();
@@ -262,7 +261,7 @@ Status IoUringEngine::AttachFile(FileId id) {
     int to_register = fd;
     const int rc = io_uring_register_files_update(&ring_, id, &to_register, 1);
     fixed_file_[id] = rc == 1;
-    if (rc != 1) spdlog::debug("io: registering '{}' as fixed file failed ({})", path, std::strerror(-rc));
+    if (rc != 1) log::Debug("io: registering '{}' as fixed file failed ({})", path, std::strerror(-rc));
     return Status::OK();
   });
 }
@@ -357,7 +356,7 @@ void IoUringEngine::Loop() {
     if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
       // The ring itself is failing: fail what has not been submitted rather
       // than spinning on it. In-flight reads still get their CQEs.
-      spdlog::error("io: io_uring_enter failed: {}", std::strerror(-rc));
+      log::Error("io: io_uring_enter failed: {}", std::strerror(-rc));
       while (!ready_.empty()) {
         Op* op = ready_.front();
         ready_.pop_front();

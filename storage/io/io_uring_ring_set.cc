@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include <spdlog/spdlog.h>
+#include "storage/log.h"
 
 namespace engram::io {
 namespace {
@@ -134,7 +134,7 @@ Status IoUringRingSet::RegisterBuffer(std::span<std::byte> region) {
     if (!st.ok() && first_failure.ok()) first_failure = std::move(st);
   }
   if (!any) return first_failure;
-  if (!first_failure.ok()) spdlog::debug("io: a buffer registered with only some rings ({})", first_failure.ToString());
+  if (!first_failure.ok()) log::Debug("io: a buffer registered with only some rings ({})", first_failure.ToString());
   return Status::OK();
 }
 
