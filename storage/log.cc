@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <string>
+
 namespace engram::log {
 namespace {
 
@@ -19,6 +21,16 @@ spdlog::level::level_enum ToSpdlog(Level level) {
 
 bool Enabled(Level level) { return spdlog::default_logger_raw()->should_log(ToSpdlog(level)); }
 
-void Write(Level level, std::string_view line) { spdlog::default_logger_raw()->log(ToSpdlog(level), line); }
+// spdlog's log() catches what its sinks throw and reports it on stderr.
+void Write(Level level, std::string_view line) noexcept { spdlog::default_logger_raw()->log(ToSpdlog(level), line); }
+
+void WriteUnformatted(Level level, fmt::string_view format, const std::exception& why) noexcept {
+  try {
+    Write(level,
+          std::string("log line not formatted (") + why.what() + "): " + std::string(format.data(), format.size()));
+  } catch (...) {
+    // Out of memory for the message too: the line is lost, the caller goes on.
+  }
+}
 
 }  // namespace engram::log

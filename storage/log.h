@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include <exception>
 #include <string_view>
 #include <utility>
 
@@ -22,11 +23,20 @@ enum class Level { kDebug, kInfo, kWarn, kError };
 // Whether spdlog's default logger writes lines of `level`.
 bool Enabled(Level level);
 // Writes one preformatted line through spdlog's default logger.
-void Write(Level level, std::string_view line);
+void Write(Level level, std::string_view line) noexcept;
+// Writes the format string of a line that could not be formatted, and why.
+void WriteUnformatted(Level level, fmt::string_view format, const std::exception& why) noexcept;
 
+// Never throws, as spdlog's own calls never do (a destructor logs a failed
+// save): a line that cannot be formatted (out of memory) is reported as such.
 template <typename... Args>
-void At(Level level, fmt::format_string<Args...> format, Args&&... args) {
-  if (Enabled(level)) Write(level, fmt::format(format, std::forward<Args>(args)...));
+void At(Level level, fmt::format_string<Args...> format, Args&&... args) noexcept {
+  if (!Enabled(level)) return;
+  try {
+    Write(level, fmt::format(format, std::forward<Args>(args)...));
+  } catch (const std::exception& e) {
+    WriteUnformatted(level, fmt::string_view(format), e);
+  }
 }
 template <typename... Args>
 void Debug(fmt::format_string<Args...> format, Args&&... args) {

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 #include "storage/log.h"
@@ -54,6 +55,9 @@ struct CountsFormatting {
   int* count;
 };
 
+// A type whose formatting throws, as formatting does when memory runs out.
+struct FailsToFormat {};
+
 }  // namespace
 }  // namespace engram
 
@@ -61,6 +65,13 @@ template <>
 struct fmt::formatter<engram::CountsFormatting> : fmt::formatter<int> {
   auto format(const engram::CountsFormatting& c, fmt::format_context& ctx) const {
     return fmt::formatter<int>::format(++*c.count, ctx);
+  }
+};
+
+template <>
+struct fmt::formatter<engram::FailsToFormat> : fmt::formatter<int> {
+  auto format(const engram::FailsToFormat&, fmt::format_context&) const -> fmt::format_context::iterator {
+    throw std::runtime_error("no memory");
   }
 };
 
@@ -85,6 +96,13 @@ TEST(LogLineTest, ALineBelowTheLevelIsNeitherWrittenNorFormatted) {
   log::Error("shown {}", CountsFormatting{&formatted});
   EXPECT_EQ(formatted, 1);
   EXPECT_NE(captured.text().find("[error] shown 1"), std::string::npos) << captured.text();
+}
+
+TEST(LogLineTest, ALineThatCannotBeFormattedIsReportedNotThrown) {
+  testing::CapturedLog captured;
+  log::Warn("table {}: {}", "t", FailsToFormat{});  // must not throw
+  EXPECT_NE(captured.text().find("[warning] log line not formatted (no memory): table {}: {}"), std::string::npos)
+      << captured.text();
 }
 
 }  // namespace
