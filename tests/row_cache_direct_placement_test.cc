@@ -1,13 +1,19 @@
 // Direct placement (src/cache/set_hasher.h): a cache with a slot for every
-// row of its table holds all of it after one read, under every policy, and
-// its lookups keep no frequencies.
+// row of its table holds all of it after one read, under every policy, its
+// lookups keep no frequencies, row r lives in slot r, and a batch serves its
+// hits from the residency bitmap (src/cache/residency_bitmap.h).
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "src/cache/cache_sizing.h"
 #include "src/cache/row_cache.h"
 #include "src/cache/set_associative_cache.h"
 
@@ -88,6 +94,165 @@ TEST(RowCacheDirectPlacement, LookupsKeepNoFrequenciesOnlyWhenPlacementIsDirect)
   }
   EXPECT_EQ((*direct)->EstimateOf(42), 0u);
   EXPECT_GT((*hashed)->EstimateOf(42), 0u);
+}
+
+// The pointers LookupBatch wants for rows laid end to end in `out`.
+std::vector<std::byte*> DestinationsIn(std::vector<std::byte>& out, size_t rows) {
+  out.assign(rows * kRowBytes, std::byte{0});
+  std::vector<std::byte*> dsts;
+  for (size_t i = 0; i < rows; ++i) dsts.push_back(out.data() + i * kRowBytes);
+  return dsts;
+}
+
+std::unique_ptr<cache::SetAssociativeRowCache> DirectCache(const char* spec = "default") {
+  const RowCacheConfig config = RowCacheConfig::FromSpec(spec).value();
+  auto made = cache::SetAssociativeRowCache::Make(config, cache::SetsForCapacity(config, kTableRows), kRowBytes,
+                                                   kTableRows);
+  EXPECT_TRUE(made.ok() && (*made)->hasher().direct());
+  return made.ok() ? std::move(*made) : nullptr;
+}
+
+TEST(RowCacheDirectPlacement, EveryRowLivesInItsOwnSlotWhateverOrderRowsArriveIn) {
+  for (const char* spec : {"default", "ways8", "two-choice", "default,ways=3"}) {
+    SCOPED_TRACE(spec);
+    auto cache = DirectCache(spec);
+    ASSERT_NE(cache, nullptr);
+    EXPECT_EQ(HitsOnTheSecondPass(*cache), kTableRows);
+    const uint32_t ways = cache->config().ways;
+    for (uint64_t set : {uint64_t{0}, uint64_t{1}, uint64_t{777}, kTableRows / ways - 1}) {
+      std::vector<uint64_t> want;
+      for (uint32_t w = 0; w < ways; ++w) want.push_back(set * ways + w);
+      EXPECT_EQ(cache->ResidentsOf(set), want) << "set " << set;
+    }
+  }
+}
+
+TEST(RowCacheDirectPlacement, ARowIdWithoutASlotIsNeverPlacedAndAlwaysMisses) {
+  auto cache = DirectCache();
+  ASSERT_NE(cache, nullptr);
+  EXPECT_EQ(HitsOnTheSecondPass(*cache), kTableRows);
+  std::vector<std::byte> out(kRowBytes);
+  for (uint64_t id : {cache->capacity_rows(), cache->capacity_rows() + 7, uint64_t{1} << 62}) {
+    SCOPED_TRACE(id);
+    EXPECT_FALSE(cache->Lookup(id, out));
+    EXPECT_EQ(cache->Insert(id, RowOf(id)), InsertOutcome::kRefusedLostAdmission);
+    EXPECT_EQ(cache->InsertPinned(id, RowOf(id)), InsertOutcome::kRefusedLostAdmission);
+    EXPECT_FALSE(cache->InsertIntoFreeWay(id, RowOf(id), 0));
+    std::vector<uint64_t> ids = {id};
+    std::vector<std::byte> rows;
+    std::vector<std::byte*> dsts = DestinationsIn(rows, 1);
+    std::vector<uint8_t> hit(1, 2);
+    EXPECT_EQ(cache->LookupBatch(ids, dsts, PinAction::kKeep, hit), 0u);
+    EXPECT_EQ(hit[0], 0);
+  }
+  EXPECT_EQ(cache->Stats().evictions, 0u);
+  EXPECT_EQ(HitsOnTheSecondPass(*cache), kTableRows) << "a row without a slot displaced one with a slot";
+}
+
+// The index is made read-only once the table is in: a batch that stamped or
+// locked a set would fault. Its hits read only the bitmap and the slab.
+TEST(RowCacheDirectPlacement, BatchHitsWriteNothingInTheIndex) {
+  const RowCacheConfig config = RowCacheConfig::FromSpec("default").value();
+  uint8_t* index = nullptr;
+  uint64_t index_bytes = 0;
+  std::vector<std::pair<void*, size_t>> mappings;
+  CacheRegionAllocator regions = [&](uint64_t bytes, const char* what) -> Result<cache::AnonymousMemory> {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return Status::ResourceExhausted(what);
+    mappings.emplace_back(p, bytes);
+    if (std::string(what) == "index") index = static_cast<uint8_t*>(p), index_bytes = bytes;
+    return cache::AnonymousMemory::Unowned(static_cast<uint8_t*>(p), bytes);
+  };
+  {
+    auto made = cache::SetAssociativeRowCache::Make(config, cache::SetsForCapacity(config, kTableRows), kRowBytes,
+                                                     kTableRows, regions);
+    ASSERT_TRUE(made.ok()) << made.status().ToString();
+    cache::SetAssociativeRowCache& cache = **made;
+    ASSERT_NE(index, nullptr);
+    EXPECT_EQ(HitsOnTheSecondPass(cache), kTableRows);
+    cache.WaitForMemory();
+    // The clock's upkeep (Maintain) locks a slice of sets every so many
+    // ticks, whatever the lookups: the batch runs between two upkeeps.
+    const uint64_t every = cache.TicksBetweenUpkeepForTesting();
+    cache.AdvanceClockForTesting(every - cache.ClockForTesting() % every + 1);
+    ASSERT_EQ(mprotect(index, index_bytes, PROT_READ), 0);
+    std::vector<uint64_t> ids(every - 2);
+    std::mt19937_64 rng(9);
+    for (uint64_t& id : ids) id = rng() % kTableRows;
+    std::vector<std::byte> rows;
+    std::vector<std::byte*> dsts = DestinationsIn(rows, ids.size());
+    std::vector<uint8_t> hit(ids.size());
+    EXPECT_EQ(cache.LookupBatch(ids, dsts, PinAction::kKeep, hit), ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ASSERT_EQ(std::vector<std::byte>(dsts[i], dsts[i] + kRowBytes), RowOf(ids[i])) << ids[i];
+    }
+    ASSERT_EQ(mprotect(index, index_bytes, PROT_READ | PROT_WRITE), 0);
+  }
+  for (auto [p, bytes] : mappings) munmap(p, bytes);
+}
+
+TEST(RowCacheDirectPlacement, ABatchAskedToConsumePinsStillConsumesThem) {
+  auto cache = DirectCache();
+  ASSERT_NE(cache, nullptr);
+  ASSERT_EQ(cache->InsertPinned(5, RowOf(5)), InsertOutcome::kInserted);
+  ASSERT_EQ(cache->Insert(6, RowOf(6)), InsertOutcome::kInserted);
+  std::vector<uint64_t> ids = {5, 6};
+  std::vector<std::byte> rows;
+  std::vector<std::byte*> dsts = DestinationsIn(rows, ids.size());
+  std::vector<uint8_t> hit(ids.size());
+  EXPECT_EQ(cache->LookupBatch(ids, dsts, PinAction::kKeep, hit), 2u);
+  EXPECT_TRUE(cache->IsPinned(5));
+  EXPECT_EQ(cache->LookupBatch(ids, dsts, PinAction::kConsume, hit), 2u);
+  EXPECT_FALSE(cache->IsPinned(5));
+  EXPECT_EQ(std::vector<std::byte>(dsts[0], dsts[0] + kRowBytes), RowOf(5));
+  EXPECT_EQ(cache->Stats().pinned_rows, 0u);
+}
+
+// Writers place rows while readers gather them in batches: a reader that
+// sees a row's residency bit must see all of its bytes (run under TSan too).
+TEST(RowCacheDirectPlacement, BatchesGatheringWhileRowsArriveCopyOnlyWholeRows) {
+  auto cache = DirectCache();
+  ASSERT_NE(cache, nullptr);
+  constexpr int kWriters = 2, kReaders = 2;
+  std::atomic<bool> writers_done{false};
+  std::atomic<uint64_t> wrong{0}, hits{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      std::vector<uint64_t> order;
+      for (uint64_t id = w; id < kTableRows; id += kWriters) order.push_back(id);
+      std::shuffle(order.begin(), order.end(), std::mt19937_64(w));
+      std::vector<std::byte> out(kRowBytes);
+      for (uint64_t id : order) {
+        if (!cache->Lookup(id, out)) cache->Insert(id, RowOf(id));
+      }
+    });
+  }
+  for (int r = 0; r < kReaders; ++r) {
+    threads.emplace_back([&, r] {
+      std::mt19937_64 rng(100 + r);
+      std::vector<uint64_t> ids(256);
+      std::vector<std::byte> rows;
+      std::vector<std::byte*> dsts = DestinationsIn(rows, ids.size());
+      std::vector<uint8_t> hit(ids.size());
+      bool last = false;
+      while (!last) {
+        last = writers_done.load();
+        for (uint64_t& id : ids) id = rng() % kTableRows;
+        hits += cache->LookupBatch(ids, dsts, PinAction::kKeep, hit);
+        for (size_t i = 0; i < ids.size(); ++i) {
+          if (hit[i] && std::vector<std::byte>(dsts[i], dsts[i] + kRowBytes) != RowOf(ids[i])) ++wrong;
+        }
+      }
+    });
+  }
+  for (int w = 0; w < kWriters; ++w) threads[w].join();
+  writers_done = true;
+  for (size_t t = kWriters; t < threads.size(); ++t) threads[t].join();
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_GT(hits.load(), 0u);
+  EXPECT_EQ(cache->Stats().evictions, 0u);
+  EXPECT_EQ(HitsOnTheSecondPass(*cache), kTableRows);
 }
 
 }  // namespace

@@ -33,6 +33,13 @@
 // its n ticks with one add to the clock and adds its hits and misses to the
 // statistics once. If another thread moves or evicts a row between its
 // prefetch and its lookup, the lookup is simply slower, never wrong.
+//
+// With direct placement (set_hasher.h) none of that is needed: row r can only
+// be in slot r, so a batch (LookupBatchDirect) tests r's residency bit
+// (residency_bitmap.h), copies slot r, and prefetches the payloads of the
+// resident rows kDirectAhead places ahead -- a flat memcpy gather plus one
+// bit per row. Its hits stamp nothing (the stamp is what would fetch the
+// index line); the outcomes and counts are still those of sequential Lookups.
 #include <algorithm>
 #include <bit>
 
@@ -47,6 +54,8 @@ constexpr size_t kIndexAhead = 8;
 constexpr size_t kFirstSetAhead = 4;
 constexpr size_t kSecondSetAhead = 2;
 constexpr size_t kRing = 16;  // > kIndexAhead, power of two
+// Direct placement: only the payload, nothing it depends on, is fetched ahead.
+constexpr size_t kDirectAhead = 8;
 static_assert(kRing > kIndexAhead && (kRing & (kRing - 1)) == 0);
 
 }  // namespace
@@ -75,6 +84,11 @@ template <uint32_t kWays>
 
 size_t SetAssociativeRowCache::LookupBatch(std::span<const uint64_t> row_ids, std::span<std::byte* const> dsts,
                                            PinAction pin, std::span<uint8_t> hit) {
+  // A batch that may have to consume a pin takes the path that reads the
+  // pinned mask under the set's version.
+  if (residency_.slots() != 0 && (pin == PinAction::kKeep || !ever_pinned_.load(std::memory_order_relaxed))) {
+    return LookupBatchDirect(row_ids, dsts, pin, hit);
+  }
   if (layout_.compact) {
     switch (layout_.ways) {
       case 4: return LookupBatchIn<4>(row_ids, dsts, pin, hit);
@@ -175,6 +189,43 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
          ServeHintedHit<kWays>(row_ids[i], hinted_set, hinted_way, now, dst, pin, &counts)) ||
         LookupHashed<kWays>(row_ids[i], hashes[i % kRing], first_sets[i % kRing], first_ways[i % kRing], now, dst,
                             pin, &counts);
+    hit[i] = found ? 1 : 0;
+  }
+  counts.AddTo(Shard());
+  return counts.hits;
+}
+
+size_t SetAssociativeRowCache::LookupBatchDirect(std::span<const uint64_t> row_ids, std::span<std::byte* const> dsts,
+                                                 PinAction pin, std::span<uint8_t> hit) {
+  const size_t n = row_ids.size();
+  const bool copy = row_bytes_ != 0;
+  const uint8_t* const slab = slab_.data();
+  // Only resident rows' payloads are prefetched: another row's slot may be
+  // memory never touched, and it is read from the device anyway.
+  auto prefetch = [&](size_t j) __attribute__((always_inline)) {
+    const uint64_t r = row_ids[j];
+    if (copy && residency_.Test(r)) PrefetchRange(slab + r * row_bytes_, row_bytes_);
+  };
+  for (size_t j = 0; j < std::min(n, kDirectAhead); ++j) prefetch(j);
+  // Ticks as LookupBatchIn takes them: a hit here stamps nothing, but the
+  // clock's upkeep and the rows looked up under the lock go on as there.
+  const uint64_t first_tick = n != 0 ? TakeTicks(n) : 0;
+  uint64_t next_halving = FirstHalvingFrom(first_tick);
+  LookupCounts counts;
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kDirectAhead < n) prefetch(i + kDirectAhead);
+    TickUpkeep(first_tick + i, &next_halving);
+    const uint64_t r = row_ids[i];
+    std::span<std::byte> dst(dsts[i], copy && dsts[i] ? row_bytes_ : 0);
+    bool found;
+    if (residency_.Test(r)) {
+      CopyRowOut(slab + r * row_bytes_, dst);
+      ++counts.hits;
+      ++counts.unlocked_hits;
+      found = true;
+    } else {
+      found = LookupHashed<0>(r, r, hasher_.First(r), -1, static_cast<uint32_t>(first_tick + i), dst, pin, &counts);
+    }
     hit[i] = found ? 1 : 0;
   }
   counts.AddTo(Shard());

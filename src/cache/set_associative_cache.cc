@@ -75,13 +75,14 @@ SetAssociativeRowCache::SetAssociativeRowCache(const RowCacheConfig& config, uin
       num_sets_(num_sets),
       row_bytes_(row_bytes),
       footprint_(footprint),
-      hasher_(config.seed, num_sets, config.candidate_sets, direct),
+      hasher_(config.seed, num_sets, config.candidate_sets, direct ? config.ways : 0),
       index_(std::move(index)),
       slab_(std::move(slab)),
       // The cache halves the sketch itself, on its clock (see Tick64): the
       // sketch's own period would be one more shared counter per lookup.
       sketch_(footprint.sketch_bytes, config.sketch_depth, config.counter_bits, config.seed, config.conservative_update,
               config.sketch_blocked),
+      residency_(direct ? ResidencyBitmap(num_sets * config.ways) : ResidencyBitmap()),
       // Direct placement keeps no frequencies (CountsFrequency): nothing to halve.
       halving_ticks_(direct ? 0 : HalvingPeriod(config, num_sets * config.ways)),
       relocation_(config.relocation_depth, num_sets * config.ways),
@@ -267,6 +268,18 @@ void SetAssociativeRowCache::WriteEntry(uint64_t set, uint32_t way, uint64_t row
     if (n != 0) std::memcpy(dst, row.data(), n);
     if (n < row_bytes_) std::memset(dst + n, 0, row_bytes_ - n);  // a short row never leaves stale bytes
   }
+  // Last: a batch that sees the bit copies the row without the lock.
+  if (residency_.slots() != 0) residency_.Set(set * layout_.ways + way);
+}
+
+bool SetAssociativeRowCache::FindFreeWay(const LockedSets& l, uint64_t row_id, uint64_t* set, uint32_t* way) const {
+  if (hasher_.direct()) {
+    if (!hasher_.DirectWay(row_id, way) || (View(l.sets.first).occupied() >> *way & 1u)) return false;
+    *set = l.sets.first;
+    return true;
+  }
+  const uint64_t candidates[2] = {l.sets.first, l.sets.second};
+  return FreeWay::Find(Storage(), candidates, l.two ? 2 : 1, set, way);
 }
 
 SetAssociativeRowCache::Placement SetAssociativeRowCache::Place(const LockedSets& l, uint64_t row_id, uint64_t hash,
@@ -277,7 +290,10 @@ SetAssociativeRowCache::Placement SetAssociativeRowCache::Place(const LockedSets
   const int count = l.two ? 2 : 1;
   uint64_t set;
   uint32_t way;
-  if (FreeWay::Find(storage, candidates, count, &set, &way)) return {InsertOutcome::kInserted, set, way};
+  if (FindFreeWay(l, row_id, &set, &way)) return {InsertOutcome::kInserted, set, way};
+  // Direct placement: a row's own slot is free (it is not resident), so only
+  // a row ID beyond the slots gets here, and it is never placed.
+  if (hasher_.direct()) return {InsertOutcome::kRefusedLostAdmission, 0, 0};
 
   uint64_t moves;
   if (relocation_.Worthwhile(l.two, empty_slots_.load(std::memory_order_relaxed)) &&
@@ -305,7 +321,9 @@ SetAssociativeRowCache::Placement SetAssociativeRowCache::Place(const LockedSets
 }
 
 std::vector<std::span<uint8_t>> SetAssociativeRowCache::MemoryRegions() const {
-  std::vector<std::span<uint8_t>> r = {{index_.data(), index_.size()}, {slab_.data(), slab_.size()}, sketch_.memory()};
+  std::vector<std::span<uint8_t>> r = {{index_.data(), index_.size()}, {slab_.data(), slab_.size()}};
+  if (CountsFrequency()) r.push_back(sketch_.memory());
+  if (residency_.slots() != 0) r.push_back(residency_.memory());
   if (ghost_) r.push_back(ghost_->memory());
   return r;
 }
@@ -382,6 +400,7 @@ InsertOutcome SetAssociativeRowCache::InsertHashed(uint64_t row_id, uint64_t has
 }
 
 InsertOutcome SetAssociativeRowCache::InsertPinned(uint64_t row_id, std::span<const std::byte> row) {
+  if (!ever_pinned_.load(std::memory_order_relaxed)) ever_pinned_.store(true, std::memory_order_relaxed);
   const uint64_t hash = hasher_.Hash(row_id);
   const uint32_t now = static_cast<uint32_t>(Tick64());
   StatShard& stats = Shard();
@@ -399,7 +418,8 @@ InsertOutcome SetAssociativeRowCache::InsertPinned(uint64_t row_id, std::span<co
     return InsertOutcome::kAlreadyPresent;
   }
   Placement p = Place(l, row_id, hash, now, PlaceMode::kPinned);
-  if (p.outcome == InsertOutcome::kRefusedAllPinned) {
+  // (kRefusedLostAdmission: with direct placement, a row ID with no slot.)
+  if (p.outcome == InsertOutcome::kRefusedAllPinned || p.outcome == InsertOutcome::kRefusedLostAdmission) {
     UnlockCandidates(l);
     stats.pinned_refusals.fetch_add(1, std::memory_order_relaxed);
     return p.outcome;
@@ -532,9 +552,8 @@ bool SetAssociativeRowCache::InsertIntoFreeWay(uint64_t row_id, std::span<const 
     UnlockCandidates(l);
     return false;
   }
-  const uint64_t candidates[2] = {l.sets.first, l.sets.second};
   uint32_t way;
-  const bool placed = FreeWay::Find(Storage(), candidates, l.two ? 2 : 1, &set, &way);
+  const bool placed = FindFreeWay(l, row_id, &set, &way);
   if (placed) WriteEntry(set, way, row_id, now, row, /*pinned=*/false);
   UnlockCandidates(l);
   if (!placed) return false;

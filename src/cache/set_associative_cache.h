@@ -29,7 +29,9 @@
 // row while holding the set's lock; writers hold the same lock, so a copied
 // row is never torn. LookupBatch serves the hits its hints found without the
 // lock, by an unlocked read the set's version validates (set_layout.h), and
-// takes the lock only when a writer interfered.
+// takes the lock only when a writer interfered. With direct placement
+// (set_hasher.h) a batch serves hits from the residency bitmap alone
+// (residency_bitmap.h): no index line, no lock, no version check.
 #pragma once
 
 #include <algorithm>
@@ -49,6 +51,7 @@
 #include "src/cache/frequency_sketch.h"
 #include "src/cache/ghost_history.h"
 #include "src/cache/huge_page_promotion.h"
+#include "src/cache/residency_bitmap.h"
 #include "src/cache/row_cache.h"
 #include "src/cache/set_hasher.h"
 #include "src/cache/set_layout.h"
@@ -109,7 +112,9 @@ class SetAssociativeRowCache final : public RowCache {
   // (set_hasher.h) no row ever competes for a slot, so the sketch would never
   // be read to choose a victim or admit a row: lookups skip it, which spares
   // a hit a random cache line read and written. Rows are still ranked by
-  // recency (their stamps) for the hot set.
+  // their stamps for the hot set; there a stamp is the tick a row was placed
+  // or last looked up one at a time (Lookup): a batch's hits touch no index
+  // line to stamp (LookupBatchDirect).
   bool CountsFrequency() const { return !hasher_.direct(); }
   CandidateSets CandidateSetsOf(uint64_t row_id) const { return hasher_.CandidatesOf(row_id); }
   bool Contains(uint64_t row_id);
@@ -124,6 +129,10 @@ class SetAssociativeRowCache final : public RowCache {
   // upkeep those ticks would do (halving, Maintain) is done, without ticking
   // one by one -- so a test can age rows by 2^31 ticks in milliseconds.
   void AdvanceClockForTesting(uint64_t ticks);
+  // The next tick, and the ticks between two Maintain calls (a test can
+  // then run a batch that does no clock upkeep).
+  uint64_t ClockForTesting() const { return clock_.load(std::memory_order_relaxed); }
+  uint64_t TicksBetweenUpkeepForTesting() const { return maintain_ticks_; }
   // The background promotion of the index and slab to huge pages (see
   // SlotFilled): tests wait for it and read its progress.
   HugePagePromotion& huge_pages_for_testing() { return huge_pages_; }
@@ -279,6 +288,15 @@ class SetAssociativeRowCache final : public RowCache {
   // A hint for prefetching only: it may be stale by the time it is used.
   template <uint32_t kWays>
   int FindWayHint(uint64_t set, uint64_t row_id) const;
+  // LookupBatch with direct placement: a row whose residency bit is set is
+  // copied from its slot, payloads prefetched kDirectAhead rows ahead; any
+  // other row takes the ordinary lookup (a miss, or a row placed meanwhile).
+  size_t LookupBatchDirect(std::span<const uint64_t> row_ids, std::span<std::byte* const> dsts, PinAction pin,
+                           std::span<uint8_t> hit);
+  // Direct placement: the slot of step 1 of Place (and of InsertIntoFreeWay)
+  // is the row's own (set_hasher.h), free unless the row is resident; a row
+  // with no slot gets none.
+  bool FindFreeWay(const LockedSets& l, uint64_t row_id, uint64_t* set, uint32_t* way) const;
   // LookupBatch for one set shape (see LayoutFor).
   template <uint32_t kWays>
   size_t LookupBatchIn(std::span<const uint64_t> row_ids, std::span<std::byte* const> dsts, PinAction pin,
@@ -345,6 +363,13 @@ class SetAssociativeRowCache final : public RowCache {
   AnonymousMemory index_;
   AnonymousMemory slab_;
   FrequencySketch sketch_;
+  // Direct placement only (no slots otherwise): which slots hold their row.
+  // Paid from the budget's charge for the sketch, which a direct cache never
+  // touches (CountsFrequency); 1 bit per slot against the sketch's 16.
+  ResidencyBitmap residency_;
+  // Whether any row was ever pinned: until then a batch asked to consume
+  // pins has none to consume and may take the direct path.
+  std::atomic<bool> ever_pinned_{false};
   const uint64_t halving_ticks_;  // halve the sketch every this many ticks; 0 = never
   // Only with the reuse-distance rules: previous accesses of rows not
   // in the cache (recorded on refusal and eviction).

@@ -5,13 +5,16 @@
 // the sketch counters. Tests use it to craft row IDs that collide in a set.
 //
 // Direct placement: when the cache has a slot for every row its table can
-// hold (row IDs < num_sets * ways), the "hash" is the row ID itself, so row r
-// lives in set r % num_sets, which no more than `ways` row IDs share: no row
-// is ever evicted by another, whatever the policy, and a budget that covers
-// the table holds all of it. With hashed placement, the same cache holds about
-// 98 % (two candidate sets) or less, and the rest misses forever. The sketch
-// and the ghost history remix the hash with their seed, so they see no
-// difference.
+// hold (row IDs < num_sets * ways), the "hash" is the row ID itself and row r
+// lives in set r / ways, way r % ways (SetAssociativeRowCache places it
+// there): slot r of the slab, which no other row shares. No row is ever
+// evicted by another, whatever the policy, a budget that covers the table
+// holds all of it, and a hit can find a row's payload from its ID alone
+// (src/cache/residency_bitmap.h). With hashed placement, the same cache holds
+// about 98 % (two candidate sets) or less, and the rest misses forever. The
+// sketch and the ghost history remix the hash with their seed, so they see no
+// difference. A row ID beyond the slots has no home: its "set" is r %
+// num_sets, it is never placed, and every lookup of it misses.
 #pragma once
 
 // xxHash's documented inline build (its functions static, renamed with an
@@ -43,11 +46,15 @@ struct CandidateSets {
 
 class SetHasher {
  public:
-  SetHasher(uint64_t seed, uint64_t num_sets, uint32_t candidate_sets, bool direct = false)
-      : seed_(seed), num_sets_(num_sets), two_(!direct && candidate_sets == 2 && num_sets > 1), direct_(direct) {}
+  // direct_ways: the ways of a set, for direct placement; 0 for hashed.
+  SetHasher(uint64_t seed, uint64_t num_sets, uint32_t candidate_sets, uint32_t direct_ways = 0)
+      : seed_(seed),
+        num_sets_(num_sets),
+        two_(direct_ways == 0 && candidate_sets == 2 && num_sets > 1),
+        direct_ways_(direct_ways) {}
 
   uint64_t Hash(uint64_t row_id) const {
-    return direct_ ? row_id : XXH3_64bits_withSeed(&row_id, sizeof(row_id), seed_);
+    return direct_ways_ != 0 ? row_id : XXH3_64bits_withSeed(&row_id, sizeof(row_id), seed_);
   }
 
   CandidateSets Candidates(uint64_t hash) const {
@@ -56,7 +63,16 @@ class SetHasher {
   }
   // The two halves of Candidates, for a lookup that needs the second set only
   // when the row is not in its first.
-  uint64_t First(uint64_t hash) const { return hash % num_sets_; }
+  uint64_t First(uint64_t hash) const {
+    if (direct_ways_ != 0 && hash / direct_ways_ < num_sets_) return hash / direct_ways_;
+    return hash % num_sets_;
+  }
+  // Direct placement: the way of row_id's set it lives in, if it has a slot.
+  bool DirectWay(uint64_t row_id, uint32_t* way) const {
+    if (direct_ways_ == 0 || row_id / direct_ways_ >= num_sets_) return false;
+    *way = static_cast<uint32_t>(row_id % direct_ways_);
+    return true;
+  }
   uint64_t Second(uint64_t hash, uint64_t first) const {
     if (!two_) return first;
     // Uniform over the other num_sets - 1 sets, so the two always differ.
@@ -74,13 +90,13 @@ class SetHasher {
 
   uint64_t num_sets() const { return num_sets_; }
   bool two_candidates() const { return two_; }
-  bool direct() const { return direct_; }
+  bool direct() const { return direct_ways_ != 0; }
 
  private:
   uint64_t seed_;
   uint64_t num_sets_;
   bool two_;
-  bool direct_;
+  uint32_t direct_ways_;
 };
 
 }  // namespace engram::cache

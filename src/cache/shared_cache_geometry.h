@@ -17,9 +17,9 @@
 namespace engram::cache {
 
 struct SharedCacheGeometry {
-  // "ESC2": the set layout of set_layout.h, the hashing of set_hasher.h
+  // "ESC3": the set layout of set_layout.h, the hashing of set_hasher.h
   // (with its direct placement).
-  static constexpr uint32_t kMagic = 0x32435345;
+  static constexpr uint32_t kMagic = 0x33435345;
 
   uint32_t magic = kMagic;
   uint32_t ways = 0;
@@ -27,7 +27,7 @@ struct SharedCacheGeometry {
   uint64_t seed = 0;            // SetHasher's
   uint32_t candidate_sets = 1;  // 1 or 2
   uint32_t row_bytes = 0;
-  uint32_t direct_placement = 0;  // 1: a row's set is its ID modulo num_sets (set_hasher.h)
+  uint32_t direct_placement = 0;  // 1: row r is in set r / ways, way r % ways (set_hasher.h)
   uint32_t reserved = 0;
   uint64_t index_bytes = 0;     // the index region's size (>= num_sets * stride)
   uint64_t slab_bytes = 0;      // the slab region's size (>= num_sets * ways * row_bytes)

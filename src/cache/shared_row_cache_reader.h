@@ -44,7 +44,7 @@ class SharedRowCacheReader {
  private:
   SharedRowCacheReader(const SharedCacheGeometry& g, const uint8_t* index, const uint8_t* slab)
       : layout_(SetLayout::For(g.ways)),
-        hasher_(g.seed, g.num_sets, g.candidate_sets, g.direct_placement == 1),
+        hasher_(g.seed, g.num_sets, g.candidate_sets, g.direct_placement == 1 ? g.ways : 0),
         row_bytes_(g.row_bytes),
         index_(index),
         slab_(slab) {}
