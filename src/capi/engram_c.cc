@@ -131,8 +131,14 @@ extern "C" {
 const char* engram_last_error(void) { return g_last_error.c_str(); }
 
 const char* engram_status_string(engram_status status) {
-  if (status < ENGRAM_OK || status > ENGRAM_UNAVAILABLE) return "Unknown";
-  return engram::StatusCodeName(static_cast<engram::StatusCode>(status));
+  // A C caller may pass any int as the enum; in C++ reading a value outside
+  // the enumerators as the enum type is undefined, so the bits are read as
+  // the int they are.
+  static_assert(sizeof(engram_status) == sizeof(int));
+  int code;
+  std::memcpy(&code, &status, sizeof(code));
+  if (code < ENGRAM_OK || code > ENGRAM_UNAVAILABLE) return "Unknown";
+  return engram::StatusCodeName(static_cast<engram::StatusCode>(code));
 }
 
 engram_status engram_store_open(const engram_store_options* options_in, engram_store** out) {
