@@ -200,6 +200,7 @@ size_t SetAssociativeRowCache::LookupBatchDirect(std::span<const uint64_t> row_i
   const size_t n = row_ids.size();
   const bool copy = row_bytes_ != 0;
   const uint8_t* const slab = slab_.data();
+  const bool consume = pin == PinAction::kConsume;
   // Only resident rows' payloads are prefetched: another row's slot may be
   // memory never touched, and it is read from the device anyway.
   auto prefetch = [&](size_t j) __attribute__((always_inline)) {
@@ -218,7 +219,10 @@ size_t SetAssociativeRowCache::LookupBatchDirect(std::span<const uint64_t> row_i
     const uint64_t r = row_ids[i];
     std::span<std::byte> dst(dsts[i], copy && dsts[i] ? row_bytes_ : 0);
     bool found;
-    if (residency_.Test(r)) {
+    // A batch that consumes pins found none pinned when it began; a row seen
+    // resident here that a pinned insert placed since (its bit was set after
+    // ever_pinned_) takes the lookup that consumes the pin.
+    if (residency_.Test(r) && !(consume && ever_pinned_.load(std::memory_order_relaxed))) {
       CopyRowOut(slab + r * row_bytes_, dst);
       ++counts.hits;
       ++counts.unlocked_hits;

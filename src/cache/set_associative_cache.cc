@@ -400,6 +400,7 @@ InsertOutcome SetAssociativeRowCache::InsertHashed(uint64_t row_id, uint64_t has
 }
 
 InsertOutcome SetAssociativeRowCache::InsertPinned(uint64_t row_id, std::span<const std::byte> row) {
+  // Before the row is placed: a batch that sees its residency bit then sees this too.
   if (!ever_pinned_.load(std::memory_order_relaxed)) ever_pinned_.store(true, std::memory_order_relaxed);
   const uint64_t hash = hasher_.Hash(row_id);
   const uint32_t now = static_cast<uint32_t>(Tick64());
