@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -498,6 +499,7 @@ class StoreMissSession {
 
   // Gathers for `seconds` of timed work.
   Result<StoreMissRun> Measure(double seconds) {
+    if (c_.gathers_in_flight > 1) return MeasureConcurrent(seconds);
     StoreMissRun run;
     const auto budget = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
     Clock::duration spent{};
@@ -532,6 +534,65 @@ class StoreMissSession {
   }
 
  private:
+  // Measure with gathers_in_flight threads taking the pass's gathers in turn
+  // (no latency samples: a gather's time then includes its neighbours').
+  Result<StoreMissRun> MeasureConcurrent(double seconds) {
+    StoreMissRun run;
+    const auto budget = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    const size_t windows = ids_.size() / n_;
+    std::vector<std::vector<std::byte>> dsts(c_.gathers_in_flight, std::vector<std::byte>(dst_.size()));
+    Clock::duration spent{};
+    while (spent < budget) {
+      if (store_ == nullptr || next_ >= windows) {
+        ENGRAM_RETURN_IF_ERROR(NewPass());
+        ++run.fresh_stores;
+      }
+      if (run.io_description.empty()) run.io_description = store_->io_description();
+      const double cpu0 = ProcessCpuSeconds();
+      const auto t0 = Clock::now();
+      const auto stop_at = t0 + (budget - spent);
+      std::atomic<size_t> next{next_};
+      std::atomic<uint64_t> gathers{0};
+      std::mutex mu;
+      Status failed;
+      // A window is claimed only before the deadline and inside the pass, so
+      // every claimed window in range is gathered.
+      auto gather_until_done = [&](std::vector<std::byte>& dst) {
+        while (Clock::now() < stop_at) {
+          const size_t w = next.fetch_add(1);
+          if (w >= windows) return;
+          GatherResult r = store_->Gather(0, std::span<const uint64_t>(ids_.data() + w * n_, n_), dst.data(),
+                                          shape_.record_bytes);
+          Status bad = !r.status.ok() ? r.status.WithContext("miss: gather")
+                       : (r.misses != n_ || r.hits != 0)
+                           ? Status::Internal("miss: a gather of " + std::to_string(n_) +
+                                              " rows from untouched blocks had " + std::to_string(r.hits) +
+                                              " hits and " + std::to_string(r.misses) + " misses")
+                           : Status::OK();
+          if (!bad.ok()) {
+            std::lock_guard lock(mu);
+            if (failed.ok()) failed = bad;
+            return;
+          }
+          gathers.fetch_add(1, std::memory_order_relaxed);
+        }
+      };
+      std::vector<std::thread> threads;
+      for (uint32_t k = 1; k < c_.gathers_in_flight; ++k) threads.emplace_back(gather_until_done, std::ref(dsts[k]));
+      gather_until_done(dsts[0]);
+      for (std::thread& t : threads) t.join();
+      const auto end = Clock::now();
+      ENGRAM_RETURN_IF_ERROR(failed);
+      next_ = std::min(next.load(), windows);
+      run.gathers += gathers.load();
+      run.rows += gathers.load() * n_;
+      spent += end - t0;
+      run.cpu_seconds += ProcessCpuSeconds() - cpu0;
+    }
+    run.seconds = Seconds(spent);
+    return run;
+  }
+
   Status NewPass() {
     store_.reset();
     AffinePermutation blocks(shape_.blocks, rng_);
@@ -664,7 +725,8 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
     const uint32_t n = c.rows_per_gather[i];
     MissBenchPoint p;
     p.rows_per_gather = n;
-    p.depth = std::min(n, c.queue_depth);
+    p.gathers_in_flight = c.gathers_in_flight;
+    p.depth = std::min(uint64_t{n} * c.gathers_in_flight, uint64_t{c.queue_depth});
     // Each round: the store, then the raw engine, then fio, a slice each.
     MissBenchConfig slice = c;
     slice.seconds = c.seconds / c.rounds;
@@ -679,7 +741,7 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
       p.fresh_stores += s.fresh_stores;
       p.store_seconds += s.seconds;
       p.store_cpu_seconds += s.cpu_seconds;
-      if (n == c.latency_rows && i == first_latency_point) {
+      if (n == c.latency_rows && i == first_latency_point && c.gathers_in_flight == 1) {
         latency_samples.insert(latency_samples.end(), s.gather_ns.begin(), s.gather_ns.end());
       }
       const double store_rate = s.seconds > 0 ? double(s.rows) / s.seconds : 0;
@@ -716,7 +778,9 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
   lat.rows_per_gather = c.latency_rows;
   if (latency_samples.empty()) {
     say("miss: store, latency of gathers of " + std::to_string(c.latency_rows) + " rows");
-    StoreMissSession session(c, shape, c.latency_rows, c.seed + 1000);
+    MissBenchConfig alone = c;
+    alone.gathers_in_flight = 1;
+    StoreMissSession session(alone, shape, c.latency_rows, c.seed + 1000);
     ENGRAM_ASSIGN_OR_RETURN(StoreMissRun s, session.Measure(c.seconds));
     latency_samples = std::move(s.gather_ns);
   }

@@ -108,6 +108,11 @@ struct MissBenchConfig {
   uint64_t cache_bytes = 64ull << 20;
   double seconds = 2;          // per measurement (store, raw, fio) and per N, split over `rounds`
   uint32_t rounds = 3;         // store, raw engine and fio alternate this many times per N
+  // Gathers the store has in flight at once, each from its own thread (a
+  // runtime gathering several layers at once); the raw engine and fio then
+  // run at min(rows per gather x this, queue_depth). The latency gather is
+  // always alone.
+  uint32_t gathers_in_flight = 1;
   uint32_t latency_rows = 24;  // the all-miss gather whose latency is reported
   std::string fio = "fio";     // "" = do not run fio
   uint64_t seed = 1;
@@ -119,6 +124,7 @@ struct Percentiles {
 
 struct MissBenchPoint {
   uint32_t rows_per_gather = 0;
+  uint32_t gathers_in_flight = 1;
   uint32_t depth = 0;
   uint64_t gathers = 0, rows = 0;
   uint32_t fresh_stores = 0;  // stores opened: one per pass over every block

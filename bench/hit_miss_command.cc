@@ -103,6 +103,11 @@ CLI::App* RegisterMissCommand(CLI::App& app, MissArgs& a) {
                   "io_uring rings of the store and of the raw engine, sharing the depth (fio: one ring)")
       ->check(CLI::Range(uint32_t{1}, uint32_t{64}))
       ->capture_default_str();
+  cmd->add_option("--gathers-in-flight", a.config.gathers_in_flight,
+                  "Store gathers in flight at once, each from its own thread (raw and fio then run at min(rows per "
+                  "gather x this, queue depth)); the latency gather is always alone")
+      ->check(CLI::Range(uint32_t{1}, uint32_t{64}))
+      ->capture_default_str();
   cmd->add_option("--latency-rows", a.config.latency_rows, "Rows of the all-miss gather whose latency is reported")
       ->check(CLI::Range(uint32_t{1}, uint32_t{1} << 20))
       ->capture_default_str();
@@ -175,6 +180,7 @@ int RunMissCommand(const MissArgs& args) {
     if (args.json) {
       nlohmann::json j = {{"kind", "miss"},
                           {"rows_per_gather", p.rows_per_gather},
+                          {"gathers_in_flight", p.gathers_in_flight},
                           {"depth", p.depth},
                           {"gathers", p.gathers},
                           {"rows", p.rows},
@@ -203,11 +209,11 @@ int RunMissCommand(const MissArgs& args) {
     } else {
       std::printf(
           "miss rows_per_gather=%u depth=%u store_rows_per_s=%.0f raw_iops=%.0f fio_iops=%s store_ns_per_row=%.1f "
-          "store_cpu_ns_per_row=%.1f raw_cpu_ns_per_read=%.1f fio_cpu_ns_per_read=%s fresh_stores=%u rounds=%zu total_ratio_raw=%.3f "
+          "store_cpu_ns_per_row=%.1f raw_cpu_ns_per_read=%.1f fio_cpu_ns_per_read=%s fresh_stores=%u gathers_in_flight=%u rounds=%zu total_ratio_raw=%.3f "
           "total_ratio_fio=%s miss_ratio_raw=%.3f miss_ratio_fio=%s\n",
           p.rows_per_gather, p.depth, p.store_rows_per_s(), p.raw_iops, OrNa(p.fio_iops, "%.0f").c_str(),
           p.store_ns_per_row(), p.store_cpu_ns_per_row(), p.raw_cpu_ns_per_read(),
-          OrNa(p.fio_iops > 0 ? p.fio_cpu_ns_per_read() : 0, "%.1f").c_str(), p.fresh_stores, p.round_ratios_raw.size(),
+          OrNa(p.fio_iops > 0 ? p.fio_cpu_ns_per_read() : 0, "%.1f").c_str(), p.fresh_stores, p.gathers_in_flight, p.round_ratios_raw.size(),
           p.total_ratio_raw(), OrNa(p.total_ratio_fio(), "%.3f").c_str(), p.miss_ratio_raw(),
           OrNa(p.miss_ratio_fio(), "%.3f").c_str());
     }
