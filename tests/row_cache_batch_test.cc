@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 #include <thread>
+#include <string_view>
 #include <vector>
 
 #include "src/common/sanitizers.h"
@@ -39,10 +40,24 @@ struct BatchArgs {
 
 class LookupBatchTest : public ::testing::TestWithParam<const char*> {};
 
+// "direct:SPEC": SPEC's cache with direct placement (a slot for every row ID
+// below its capacity; the test's IDs go to twice that, so half have none).
+constexpr std::string_view kDirect = "direct:";
+bool IsDirect(std::string_view param) { return param.substr(0, kDirect.size()) == kDirect; }
+std::unique_ptr<cache::SetAssociativeRowCache> MakeForParam(std::string_view param, uint64_t sets,
+                                                            uint32_t row_bytes) {
+  if (!IsDirect(param)) return testing::MakeSetAssociativeCache(std::string(param).c_str(), sets, row_bytes);
+  const RowCacheConfig config = RowCacheConfig::FromSpec(std::string(param.substr(kDirect.size()))).value();
+  auto made = cache::SetAssociativeRowCache::Make(config, sets, row_bytes, sets * config.ways);
+  EXPECT_TRUE(made.ok() && (*made)->hasher().direct());
+  return std::move(made).value();
+}
+
 TEST_P(LookupBatchTest, EqualsOneLookupPerRowInOrder) {
+  const bool direct = IsDirect(GetParam());
   for (uint32_t row_bytes : {kRowBytes, 0u}) {  // 0: the emulator's index-only cache
-    auto sequential = testing::MakeSetAssociativeCache(GetParam(), 64, row_bytes);
-    auto batched = testing::MakeSetAssociativeCache(GetParam(), 64, row_bytes);
+    auto sequential = MakeForParam(GetParam(), 64, row_bytes);
+    auto batched = MakeForParam(GetParam(), 64, row_bytes);
     std::mt19937_64 rng(11);
     std::vector<std::byte> a(40 * kRowBytes), b(40 * kRowBytes);
     for (int round = 0; round < 300; ++round) {
@@ -51,7 +66,9 @@ TEST_P(LookupBatchTest, EqualsOneLookupPerRowInOrder) {
       const size_t n = 1 + rng() % 40;
       std::vector<uint64_t> ids(n);
       for (auto& id : ids) id = rng() % (2 * sequential->capacity_rows());
-      if (round % 7 == 0) {  // read-ahead pins, consumed by the lookups
+      // Read-ahead pins, consumed by the lookups (with direct placement only
+      // from round 150: batches before the first pin take the direct path).
+      if (round % 7 == 0 && (!direct || round >= 150)) {
         for (int k = 0; k < 3; ++k) {
           auto row = RowOf(ids[k % n]);
           sequential->InsertPinned(ids[k % n], row_bytes ? std::span<const std::byte>(row) : std::span<const std::byte>());
@@ -88,7 +105,8 @@ TEST_P(LookupBatchTest, EqualsOneLookupPerRowInOrder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, LookupBatchTest,
-                         ::testing::Values("legacy", "ways8", "ways16", "two-choice", "default", "lru", "ways=1"));
+                         ::testing::Values("legacy", "ways8", "ways16", "two-choice", "default", "lru", "ways=1",
+                                           "direct:default", "direct:ways8", "direct:ways=3"));
 
 TEST(LookupBatch, EmptyBatchDoesNothing) {
   auto c = testing::MakeSetAssociativeCache("default", 8, kRowBytes);
@@ -218,8 +236,8 @@ class InsertBatchTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(InsertBatchTest, EqualsOneInsertPerRowInOrder) {
   for (uint32_t row_bytes : {kRowBytes, 0u}) {  // 0: the emulator's index-only cache
-    auto sequential = testing::MakeSetAssociativeCache(GetParam(), 64, row_bytes);
-    auto batched = testing::MakeSetAssociativeCache(GetParam(), 64, row_bytes);
+    auto sequential = MakeForParam(GetParam(), 64, row_bytes);
+    auto batched = MakeForParam(GetParam(), 64, row_bytes);
     std::mt19937_64 rng(12);
     for (int round = 0; round < 300; ++round) {
       // Gathers of 1..40 rows from a range ~3x the capacity: the misses of
@@ -264,7 +282,8 @@ TEST_P(InsertBatchTest, EqualsOneInsertPerRowInOrder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, InsertBatchTest,
-                         ::testing::Values("legacy", "ways8", "ways16", "two-choice", "default", "lru", "ways=1"));
+                         ::testing::Values("legacy", "ways8", "ways16", "two-choice", "default", "lru", "ways=1",
+                                           "direct:default", "direct:ways8", "direct:ways=3"));
 
 TEST(InsertBatch, EmptyBatchDoesNothing) {
   auto c = testing::MakeSetAssociativeCache("default", 8, kRowBytes);

@@ -108,6 +108,10 @@ class RowCache {
   // dsts.size() and hit.size() == row_ids.size(). Returns the hits. Unlike
   // Lookup's, a missed row's destination may have been written (with bytes
   // to ignore): an implementation may copy before it knows the copy is good.
+  // With direct placement a batch's hits are not stamped as used (the stamp
+  // is in the index line the batch does not read), so ResidentRowsByValue
+  // ranks such a cache's rows by when they were placed or last looked up
+  // one at a time.
   virtual size_t LookupBatch(std::span<const uint64_t> row_ids, std::span<std::byte* const> dsts, PinAction pin,
                              std::span<uint8_t> hit);
 
@@ -123,7 +127,8 @@ class RowCache {
                            std::span<InsertOutcome> outcomes);
 
   // Read-ahead insert: bypasses admission, the row stays until consumed or
-  // unpinned. Refused (kRefusedAllPinned) if every candidate slot is pinned.
+  // unpinned. Refused (kRefusedAllPinned) if every candidate slot is pinned,
+  // or (kRefusedLostAdmission) with direct placement, a row ID with no slot.
   // Does not count a lookup or a miss. If the row is already resident it is
   // pinned in place.
   virtual InsertOutcome InsertPinned(uint64_t row_id, std::span<const std::byte> row) = 0;

@@ -50,9 +50,13 @@ void SetAssociativeRowCache::InsertBatch(std::span<const uint64_t> row_ids, std:
     const int count = c.second == c.first ? 1 : 2;
     uint32_t free[2];
     for (int i = 0; i < count; ++i) free[i] = ~View(sets[i]).OccupiedHint() & storage.FullMask();
-    int chosen;
+    int chosen = 0;
     uint32_t way;
-    if (!FreeWay::Choose(free, count, &chosen, &way)) return;  // a victim's slot: not known before the choice
+    if (hasher_.direct()) {
+      if (!hasher_.DirectWay(row_ids[j], &way)) return;  // a row ID with no slot is not placed
+    } else if (!FreeWay::Choose(free, count, &chosen, &way)) {
+      return;  // a victim's slot: not known before the choice
+    }
     const uint8_t* slot = storage.Payload(sets[chosen], way);
     for (size_t off = 0; off < row_bytes_; off += 64) __builtin_prefetch(slot + off, 1, 3);
     __builtin_prefetch(slot + row_bytes_ - 1, 1, 3);

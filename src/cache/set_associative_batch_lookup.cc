@@ -201,11 +201,15 @@ size_t SetAssociativeRowCache::LookupBatchDirect(std::span<const uint64_t> row_i
   const bool copy = row_bytes_ != 0;
   const uint8_t* const slab = slab_.data();
   const bool consume = pin == PinAction::kConsume;
-  // Only resident rows' payloads are prefetched: another row's slot may be
-  // memory never touched, and it is read from the device anyway.
+  // A resident row's payload is prefetched; for any other row (a miss, read
+  // from the device anyway) the index line its locked lookup takes.
   auto prefetch = [&](size_t j) __attribute__((always_inline)) {
     const uint64_t r = row_ids[j];
-    if (copy && residency_.Test(r)) PrefetchRange(slab + r * row_bytes_, row_bytes_);
+    if (!residency_.Test(r)) {
+      PrefetchSet<0>(hasher_.First(r));
+    } else if (copy) {
+      PrefetchRange(slab + r * row_bytes_, row_bytes_);
+    }
   };
   for (size_t j = 0; j < std::min(n, kDirectAhead); ++j) prefetch(j);
   // Ticks as LookupBatchIn takes them: a hit here stamps nothing, but the

@@ -400,8 +400,6 @@ InsertOutcome SetAssociativeRowCache::InsertHashed(uint64_t row_id, uint64_t has
 }
 
 InsertOutcome SetAssociativeRowCache::InsertPinned(uint64_t row_id, std::span<const std::byte> row) {
-  // Before the row is placed: a batch that sees its residency bit then sees this too.
-  if (!ever_pinned_.load(std::memory_order_relaxed)) ever_pinned_.store(true, std::memory_order_relaxed);
   const uint64_t hash = hasher_.Hash(row_id);
   const uint32_t now = static_cast<uint32_t>(Tick64());
   StatShard& stats = Shard();
@@ -411,6 +409,7 @@ InsertOutcome SetAssociativeRowCache::InsertPinned(uint64_t row_id, std::span<co
   if (FindLocked(l, row_id, &set, &way)) {
     SetView s = View(set);
     if (!(s.pinned() & (1u << way))) {
+      NotePinned();
       s.set_pinned(s.pinned() | (1u << way));
       stats.pinned_delta.fetch_add(1, std::memory_order_relaxed);
     }
@@ -425,6 +424,7 @@ InsertOutcome SetAssociativeRowCache::InsertPinned(uint64_t row_id, std::span<co
     stats.pinned_refusals.fetch_add(1, std::memory_order_relaxed);
     return p.outcome;
   }
+  NotePinned();  // before WriteEntry publishes the row's residency bit
   WriteEntry(p.set, p.way, row_id, now, row, /*pinned=*/true);
   UnlockCandidates(l);
   stats.pinned_inserts.fetch_add(1, std::memory_order_relaxed);

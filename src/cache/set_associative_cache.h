@@ -370,6 +370,11 @@ class SetAssociativeRowCache final : public RowCache {
   // Whether any row was ever pinned: until then a batch asked to consume
   // pins has none to consume and may take the direct path.
   std::atomic<bool> ever_pinned_{false};
+  // Called under the set's lock before a row is pinned (and, for a row
+  // placed pinned, before its residency bit is published).
+  void NotePinned() {
+    if (!ever_pinned_.load(std::memory_order_relaxed)) ever_pinned_.store(true, std::memory_order_relaxed);
+  }
   const uint64_t halving_ticks_;  // halve the sketch every this many ticks; 0 = never
   // Only with the reuse-distance rules: previous accesses of rows not
   // in the cache (recorded on refusal and eviction).
