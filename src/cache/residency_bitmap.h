@@ -33,8 +33,6 @@ class ResidencyBitmap {
     return slot < slots_ && (Word(slot).load(std::memory_order_acquire) >> (slot % 64) & 1) != 0;
   }
   void Set(uint64_t slot) { Word(slot).fetch_or(uint64_t{1} << (slot % 64), std::memory_order_release); }
-  // The word holding a slot's bit, for a prefetch.
-  const void* WordAddress(uint64_t slot) const { return words_.data() + slot / 64 * 8; }
 
   uint64_t slots() const { return slots_; }
   std::span<uint8_t> memory() const { return {words_.data(), words_.size()}; }

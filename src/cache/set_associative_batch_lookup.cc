@@ -86,7 +86,7 @@ size_t SetAssociativeRowCache::LookupBatch(std::span<const uint64_t> row_ids, st
                                            PinAction pin, std::span<uint8_t> hit) {
   // A batch that may have to consume a pin takes the path that reads the
   // pinned mask under the set's version.
-  if (residency_.slots() != 0 && (pin == PinAction::kKeep || !ever_pinned_.load(std::memory_order_relaxed))) {
+  if (hasher_.direct() && (pin == PinAction::kKeep || !ever_pinned_.load(std::memory_order_relaxed))) {
     return LookupBatchDirect(row_ids, dsts, pin, hit);
   }
   if (layout_.compact) {

@@ -269,7 +269,7 @@ void SetAssociativeRowCache::WriteEntry(uint64_t set, uint32_t way, uint64_t row
     if (n < row_bytes_) std::memset(dst + n, 0, row_bytes_ - n);  // a short row never leaves stale bytes
   }
   // Last: a batch that sees the bit copies the row without the lock.
-  if (residency_.slots() != 0) residency_.Set(set * layout_.ways + way);
+  if (hasher_.direct()) residency_.Set(set * layout_.ways + way);
 }
 
 bool SetAssociativeRowCache::FindFreeWay(const LockedSets& l, uint64_t row_id, uint64_t* set, uint32_t* way) const {
@@ -323,7 +323,7 @@ SetAssociativeRowCache::Placement SetAssociativeRowCache::Place(const LockedSets
 std::vector<std::span<uint8_t>> SetAssociativeRowCache::MemoryRegions() const {
   std::vector<std::span<uint8_t>> r = {{index_.data(), index_.size()}, {slab_.data(), slab_.size()}};
   if (CountsFrequency()) r.push_back(sketch_.memory());
-  if (residency_.slots() != 0) r.push_back(residency_.memory());
+  if (hasher_.direct()) r.push_back(residency_.memory());
   if (ghost_) r.push_back(ghost_->memory());
   return r;
 }
