@@ -424,6 +424,38 @@ TEST_F(NodeServiceTest, SigtermTellsClientsThenRemovesTheSocket) {
   EXPECT_NE(r.status.message().find("shutting down"), std::string::npos) << r.status.ToString();
 }
 
+// The service may be reading a client's request when SIGTERM comes: the
+// client still hears why before the connection ends, whatever it was doing.
+TEST_F(NodeServiceTest, SigtermWhileAClientIsAskingStillTellsItWhy) {
+  for (int round = 0; round < 4; ++round) {
+    ChildProcess service = StartService();
+    auto client = OpenClient();
+    ASSERT_TRUE(client);
+    std::atomic<int> gathers{0};
+    GatherResult failed;
+    std::thread asking([&] {
+      // Misses all the way: every gather is a request on the socket.
+      for (uint64_t first = 0;; first = (first + 61) % (kRowsA - 64)) {
+        std::vector<std::byte> out(32 * kRecord);
+        const auto ids = Range(first, 32, 2);
+        GatherResult r = client->Gather(0, ids, out.data(), kRecord);
+        if (!r.status.ok()) {
+          failed = std::move(r);
+          return;
+        }
+        gathers.fetch_add(1);
+      }
+    });
+    while (gathers.load() < 20 + 7 * round) std::this_thread::sleep_for(1ms);
+    service.Kill(SIGTERM);
+    ASSERT_TRUE(service.Wait(30s));
+    asking.join();
+    EXPECT_EQ(failed.status.code(), StatusCode::kUnavailable) << "round " << round;
+    EXPECT_NE(failed.status.message().find("shutting down"), std::string::npos)
+        << "round " << round << ": " << failed.status.ToString();
+  }
+}
+
 TEST_F(NodeServiceTest, AStaleSocketIsRemovedALiveOneAndServedTablesRefused) {
   {
     // A socket nobody listens on (a service that died).

@@ -75,9 +75,7 @@ class Session {
       }
       pending_.emplace(id, std::move(reply));
     }
-    if (Status s = Send(type, id, payload); !s.ok()) {
-      Die(Unavailable("sending to it failed: " + s.ToString()));
-    }
+    if (Status s = Send(type, id, payload); !s.ok()) SendFailed(s);
   }
   // A request, waited for.
   Result<Message> CallAndWait(MessageType type, std::span<const uint8_t> payload) {
@@ -97,8 +95,8 @@ class Session {
   Status Post(MessageType type, std::span<const uint8_t> payload) {
     if (!alive()) return why_dead();
     Status s = Send(type, 0, payload);
-    if (!s.ok()) Die(Unavailable("sending to it failed: " + s.ToString()));
-    return s.ok() ? Status::OK() : why_dead();
+    if (!s.ok()) SendFailed(s);
+    return s.ok() ? Status::OK() : Unavailable("sending to it failed: " + s.ToString());
   }
 
  private:
@@ -112,6 +110,10 @@ class Session {
     return SendMessage(fd_, type, id, payload);
   }
   void Receive();
+  // A send fails when the service has ended the connection, and its last
+  // words (why it did) may be waiting unread: the receiving thread ends the
+  // session once it has read them, or the end of the stream.
+  void SendFailed(const Status& s);
   // Ends the session: every pending request fails with `why`.
   void Die(Status why);
 
@@ -126,6 +128,7 @@ class Session {
   std::atomic<bool> alive_{true};
   mutable Mutex mu_;
   Status why_dead_ GUARDED_BY(mu_);
+  Status send_failure_ GUARDED_BY(mu_);  // the first, if a send failed
   std::unordered_map<uint64_t, Reply> pending_ GUARDED_BY(mu_);
 };
 
@@ -210,8 +213,17 @@ void Session::Receive() {
   for (;;) {
     auto m = ReceiveMessage(fd_);
     if (!m.ok()) {
-      Die(Unavailable(m.status().code() == StatusCode::kCancelled ? "the service closed the connection"
-                                                                   : m.status().ToString()));
+      Status send_failure;
+      {
+        MutexLock lock(&mu_);
+        send_failure = send_failure_;
+      }
+      if (!send_failure.ok()) {
+        Die(Unavailable("sending to it failed: " + send_failure.ToString()));
+      } else {
+        Die(Unavailable(m.status().code() == StatusCode::kCancelled ? "the service closed the connection"
+                                                                     : m.status().ToString()));
+      }
       return;
     }
     if (m->fd >= 0) ::close(m->fd);
@@ -235,6 +247,16 @@ void Session::Receive() {
       reply(std::move(m).value());
     }
   }
+}
+
+void Session::SendFailed(const Status& s) {
+  {
+    MutexLock lock(&mu_);
+    if (send_failure_.ok()) send_failure_ = s;
+  }
+  // Shutting down our end leaves what was received readable and then reads
+  // as the end of the stream, so the receiving thread always ends.
+  ::shutdown(fd_, SHUT_RDWR);
 }
 
 void Session::Die(Status why) {

@@ -333,7 +333,10 @@ void NodeServiceImpl::Serve(const std::shared_ptr<Connection>& c) {
     c->Send(MessageType::kError, 0, EncodeStatus(first.status()));
   }
   if (first.ok() && first->fd >= 0) ::close(first->fd);
-  while (greeted && !stopping_.load()) {
+  // Runs until the client goes or Stop ends the connection. Not on
+  // stopping_: Stop tells the client why before it shuts the socket, and a
+  // thread that shut it on seeing the flag could beat that message out.
+  while (greeted) {
     auto m = ReceiveMessage(c->fd);
     if (!m.ok()) {
       if (m.status().code() != StatusCode::kCancelled && !stopping_.load()) {
