@@ -11,6 +11,8 @@
 namespace engram {
 namespace {
 
+constexpr size_t kReadsInFlight = 128;  // the store's default queue depth: two chunks of reads
+
 // The pool only asks the engine to register its arena.
 std::unique_ptr<io::IoEngine> PreadEngine() {
   io::IoOptions o;
@@ -22,7 +24,7 @@ std::unique_ptr<io::IoEngine> PreadEngine() {
 
 TEST(ReadBufferPool, LeasesAreAlignedDisjointAndReturnedForReuse) {
   auto engine = PreadEngine();
-  auto pool = ReadBufferPool::Create(ReadBufferPool::kSlabBytes, *engine);
+  auto pool = ReadBufferPool::Create(ReadBufferPool::kSlabBytes, kReadsInFlight, *engine);
   ASSERT_TRUE(pool.ok());
   EXPECT_EQ((*pool)->chunks_made(), 0u);  // nothing is allocated before it is needed
   auto a = (*pool)->Acquire(ReadBufferPool::kChunkBlocks + 1);  // two chunks
@@ -42,14 +44,14 @@ TEST(ReadBufferPool, LeasesAreAlignedDisjointAndReturnedForReuse) {
 
 TEST(ReadBufferPool, ABusyArenaFallsBackToTheHeapInsteadOfWaiting) {
   auto engine = PreadEngine();
-  auto pool = ReadBufferPool::Create(ReadBufferPool::kSlabBytes, *engine);
+  auto pool = ReadBufferPool::Create(ReadBufferPool::kSlabBytes, kReadsInFlight, *engine);
   ASSERT_TRUE(pool.ok());
   auto held = (*pool)->Acquire(ReadBufferPool::kSlabChunks * ReadBufferPool::kChunkBlocks - 1);
   auto more = (*pool)->Acquire(3 * ReadBufferPool::kChunkBlocks);
   ASSERT_TRUE(more.ok());
   EXPECT_EQ((*pool)->chunks_made(), ReadBufferPool::kSlabChunks);  // the cap holds
   for (size_t i = 0; i < 3 * ReadBufferPool::kChunkBlocks; ++i) std::memset(more->Block(i), 1, io::kBlockSize);
-  auto none = ReadBufferPool::Create(0, *engine);  // heap only
+  auto none = ReadBufferPool::Create(0, kReadsInFlight, *engine);  // heap only
   ASSERT_TRUE(none.ok());
   auto heap = (*none)->Acquire(5);
   ASSERT_TRUE(heap.ok());
@@ -58,7 +60,7 @@ TEST(ReadBufferPool, ABusyArenaFallsBackToTheHeapInsteadOfWaiting) {
 
 TEST(ReadBufferPool, AnExtendedLeaseKeepsItsBlocksInPlaceAndReturnsArenaAndHeapChunksApart) {
   auto engine = PreadEngine();
-  auto pool = ReadBufferPool::Create(ReadBufferPool::kSlabBytes, *engine);  // one slab: kSlabChunks chunks
+  auto pool = ReadBufferPool::Create(ReadBufferPool::kSlabBytes, kReadsInFlight, *engine);  // one slab: kSlabChunks chunks
   ASSERT_TRUE(pool.ok());
   ReadBufferPool::Lease lease;
   ASSERT_TRUE((*pool)->Extend(lease, 1).ok());
@@ -88,19 +90,43 @@ TEST(ReadBufferPool, AnExtendedLeaseKeepsItsBlocksInPlaceAndReturnsArenaAndHeapC
   EXPECT_EQ((*pool)->chunks_made(), ReadBufferPool::kSlabChunks);
 }
 
-TEST(ReadBufferPool, StreamingGathersGetHalfTheCapAndNoneWithoutOne) {
+TEST(ReadBufferPool, StreamingRingsCoverTwiceTheReadsInFlightAtMostHalfTheCap) {
   auto engine = PreadEngine();
-  auto pool = ReadBufferPool::Create(4 * ReadBufferPool::kSlabBytes, *engine);
+  // 32 chunks: two rings of twice the two chunks 128 reads fill.
+  auto pool = ReadBufferPool::Create(4 * ReadBufferPool::kSlabBytes, kReadsInFlight, *engine);
   ASSERT_TRUE(pool.ok());
-  EXPECT_EQ((*pool)->stream_chunks(), 2 * ReadBufferPool::kSlabChunks);
-  auto none = ReadBufferPool::Create(0, *engine);  // heap only: nothing to stream through
+  EXPECT_EQ((*pool)->stream_chunks(), 4u);
+  auto one_read = ReadBufferPool::Create(4 * ReadBufferPool::kSlabBytes, 1, *engine);
+  ASSERT_TRUE(one_read.ok());
+  EXPECT_EQ((*one_read)->stream_chunks(), 2u);
+  auto deep = ReadBufferPool::Create(ReadBufferPool::kSlabBytes, 4096, *engine);  // 8 chunks
+  ASSERT_TRUE(deep.ok());
+  EXPECT_EQ((*deep)->stream_chunks(), ReadBufferPool::kSlabChunks / 2);
+  auto none = ReadBufferPool::Create(0, kReadsInFlight, *engine);  // heap only: nothing to stream through
   ASSERT_TRUE(none.ok());
   EXPECT_EQ((*none)->stream_chunks(), 0u);
 }
 
+TEST(ReadBufferPool, EightGathersOfEarlyBlocksFitInTheArena) {
+  auto engine = PreadEngine();
+  auto pool = ReadBufferPool::Create(4 * ReadBufferPool::kSlabBytes, kReadsInFlight, *engine);
+  ASSERT_TRUE(pool.ok());
+  EXPECT_EQ((*pool)->early_blocks(), 4 * ReadBufferPool::kChunkBlocks);
+  std::vector<ReadBufferPool::Lease> leases;
+  for (int g = 0; g < 8; ++g) {
+    auto lease = (*pool)->Acquire((*pool)->early_blocks());
+    ASSERT_TRUE(lease.ok());
+    leases.push_back(std::move(lease).value());
+  }
+  EXPECT_EQ((*pool)->heap_chunks_leased(), 0u);
+  auto none = ReadBufferPool::Create(0, kReadsInFlight, *engine);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ((*none)->early_blocks(), 0u);
+}
+
 TEST(ReadBufferPool, ALeaseOfFewerChunksThanBlocksIsARing) {
   auto engine = PreadEngine();
-  auto pool = ReadBufferPool::Create(ReadBufferPool::kSlabBytes, *engine);
+  auto pool = ReadBufferPool::Create(ReadBufferPool::kSlabBytes, kReadsInFlight, *engine);
   ASSERT_TRUE(pool.ok());
   auto ring = (*pool)->Acquire(2 * ReadBufferPool::kChunkBlocks);
   ASSERT_TRUE(ring.ok());
@@ -111,7 +137,7 @@ TEST(ReadBufferPool, ALeaseOfFewerChunksThanBlocksIsARing) {
 
 TEST(ReadBufferPool, ConcurrentLeasesNeverShareABlock) {
   auto engine = PreadEngine();
-  auto pool = ReadBufferPool::Create(2 * ReadBufferPool::kSlabBytes, *engine);
+  auto pool = ReadBufferPool::Create(2 * ReadBufferPool::kSlabBytes, kReadsInFlight, *engine);
   ASSERT_TRUE(pool.ok());
   std::vector<std::thread> threads;
   std::atomic<int> clashes{0};

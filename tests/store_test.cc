@@ -423,8 +423,8 @@ std::vector<uint64_t> OneRowPerBlock(uint64_t blocks) {
   return ids;
 }
 
-// One slab of read buffers: a gather streams its reads through 4 chunks
-// (256 blocks) when it misses more blocks than that.
+// One slab of read buffers: a gather that misses more than 256 blocks streams
+// its reads through 4 chunks (twice the chunks of the 128 reads in flight).
 constexpr size_t kSmallReadBuffers = ReadBufferPool::kSlabBytes;
 
 size_t HeapChunksLeased(Store& store) { return static_cast<StoreImpl&>(store).read_buffers().heap_chunks_leased(); }
@@ -736,6 +736,9 @@ class GatedStoreTest : public StoreTest {
     ASSERT_TRUE(testing::WriteGeneratedTable(other, kRows, kRecord, 7).ok());
     StoreOptions o = Options("pread", 16u << 20);
     o.tables.push_back({other, "", 0});
+    // Every gather here reads while it looks up: up to 2,048 blocks (an
+    // eighth of the buffers), over the 1,100 missed rows of the largest.
+    o.read_buffer_bytes = 64u << 20;
     auto store = OpenStoreWithEngineFactory(o, [&](const io::IoOptions& io) -> Result<std::unique_ptr<io::IoEngine>> {
       ENGRAM_ASSIGN_OR_RETURN(auto inner, io::CreateIoEngine(io));
       auto gated = std::make_unique<GatedEngine>(std::move(inner), other);

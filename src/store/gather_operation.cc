@@ -123,8 +123,9 @@ inline GatherOperation::CachePhase GatherOperation::BeginCachePhase() {
   hit.resize(distinct);  // every hit[d] is set by LookupBatch
   for (size_t d = 0; d < distinct; ++d) outs[d] = dst_ + size_t(plan_.first_pos[d]) * stride_;
   const bool reference = store_->table_state(table_).file->is_reference();
-  const size_t stream_chunks = store_->read_buffers().stream_chunks();
-  const bool submit_early = !reference && (stream_chunks == 0 || distinct <= stream_chunks * kChunkBlocks);
+  const ReadBufferPool& buffers = store_->read_buffers();
+  const size_t stream_chunks = buffers.stream_chunks();
+  const bool submit_early = !reference && (stream_chunks == 0 || distinct <= buffers.early_blocks());
   return CachePhase{outs, hit, reference, /*reference_misses=*/{}, stream_chunks, submit_early,
                     /*batch_ready=*/false, /*no_buffer=*/Status()};
 }

@@ -21,9 +21,10 @@
 //       missed row appears, so the prefix grows as the reads land. Nothing is
 //       offered before the last lookup, so the cache sees all of a gather's
 //       lookups before its inserts, as in engram-replay. (A gather that may
-//       miss more blocks than its read buffers hold submits after its last
-//       lookup, and if it does, streams the blocks through the buffers and is
-//       checked on the completion pool: stream_chunks.)
+//       miss more blocks than the read buffer pool's early_blocks() submits
+//       after its last lookup, and if it does, streams the blocks through a
+//       few of the buffers and is checked on the completion pool:
+//       stream_chunks.)
 //   wait = t2 - t0 >= cache + disk.
 // Nothing is copied out of, or inserted from, a block that failed its read or
 // its checksum; the gather then fails with that block's status, and lists the
@@ -223,8 +224,9 @@ class GatherOperation final : public GatherTicket::State {
   // A reference table's verified rows: (distinct index, assembled record).
   std::vector<std::pair<uint32_t, const std::byte*>> verified_;
 
-  // A gather that misses more blocks than the read buffer pool's
-  // stream_chunks() chunks hold reads through that many chunk buffers, so it
+  // A gather that misses more than the read buffer pool's early_blocks()
+  // blocks, and more than its stream_chunks() chunks hold, reads through
+  // that many chunk buffers, so it
   // never allocates (or zeroes and faults in) buffers beyond the pool: chunk
   // c is read once chunk c - stream_chunks_ has been checked and its rows
   // copied out, to dst and to staged_, from which the cache is filled.

@@ -7,9 +7,11 @@
 
 namespace engram {
 
-Result<std::unique_ptr<ReadBufferPool>> ReadBufferPool::Create(size_t bytes, io::IoEngine& engine) {
+Result<std::unique_ptr<ReadBufferPool>> ReadBufferPool::Create(size_t bytes, size_t reads_in_flight,
+                                                               io::IoEngine& engine) {
   std::unique_ptr<ReadBufferPool> pool(new ReadBufferPool(engine));
   pool->max_slabs_ = bytes / kSlabBytes;
+  pool->ring_chunks_ = 2 * std::max<size_t>(1, (reads_in_flight + kChunkBlocks - 1) / kChunkBlocks);
   {
     MutexLock lock(&pool->mu_);  // nobody else has the pool yet; the lock satisfies the analysis
     pool->slabs_.reserve(pool->max_slabs_);

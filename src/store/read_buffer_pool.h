@@ -9,10 +9,14 @@
 // commits nothing) up to a cap, registered with the I/O engine when it can
 // be (fixed-buffer reads), and never freed before the store. A batch of B
 // blocks leases ceil(B / kChunkBlocks) chunks, or, for a gather with more
-// blocks than stream_chunks() chunks hold, that many chunks, which it reads
-// through in turn. A gather that submits reads while it is still looking its
-// rows up grows its lease a chunk at a time (Extend). Beyond the cap (many
-// large gathers at once) the rest comes from the heap, so a gather never waits for another one's buffers.
+// blocks than early_blocks(), stream_chunks() chunks, which it reads through
+// in turn. A gather that submits reads while it is still looking its rows up
+// grows its lease a chunk at a time (Extend). Beyond the cap (many large
+// gathers at once) the rest comes from the heap, so a gather never waits for
+// another one's buffers; but a heap lease costs an allocation and a page fault
+// per 4 KiB, more than the read, so the two limits keep gathers in the arena:
+// eight gathers of early_blocks() fit in it, and a streaming gather's ring
+// only covers the reads it can have in flight.
 //
 // Old bytes in a reused chunk are never seen: a block is only read from
 // after its read succeeded in full and its checksum matched.
@@ -41,13 +45,21 @@ class ReadBufferPool {
   // Keeps at most `bytes` (rounded down to whole slabs; 0 = heap only) of
   // chunks, each slab registered with `engine` as it is made if the engine
   // supports it (an optimization: a refusal is logged once and reads go
-  // unregistered).
-  static Result<std::unique_ptr<ReadBufferPool>> Create(size_t bytes, io::IoEngine& engine);
+  // unregistered). `reads_in_flight`: the most reads the engine runs at once
+  // (its queue depth), which sizes stream_chunks().
+  static Result<std::unique_ptr<ReadBufferPool>> Create(size_t bytes, size_t reads_in_flight, io::IoEngine& engine);
 
-  // Chunks a gather streams its reads through when it misses more blocks
-  // than that: half the cap (at least one chunk), so two such gathers at
-  // once still read into the arena; 0 when the cap is 0 (heap only).
-  size_t stream_chunks() const { return max_slabs_ == 0 ? 0 : std::max<size_t>(1, max_slabs_ * kSlabChunks / 2); }
+  // The most blocks a gather reads while it is still looking its rows up,
+  // holding every block until it ends: an eighth of the cap. 0 when the cap
+  // is 0 (heap only: every gather does).
+  size_t early_blocks() const { return max_slabs_ * kSlabChunks / 8 * kChunkBlocks; }
+  // Chunks a gather missing more blocks than early_blocks() streams its reads
+  // through: twice the chunks the engine's reads in flight fill, so one chunk
+  // is checked while the next ones are read, and at most half the cap (two
+  // such gathers at once still read into the arena); 0 when the cap is 0.
+  size_t stream_chunks() const {
+    return max_slabs_ == 0 ? 0 : std::min(ring_chunks_, max_slabs_ * kSlabChunks / 2);
+  }
 
   // Blocks leased for one batch; returns its arena chunks when destroyed.
   // A lease of fewer chunks than its batch has blocks for is a ring: block b
@@ -102,6 +114,7 @@ class ReadBufferPool {
 
   io::IoEngine& engine_;
   size_t max_slabs_ = 0;
+  size_t ring_chunks_ = 0;  // 2 x ceil(reads in flight / kChunkBlocks)
   Mutex grow_mu_;                 // serializes Grow
   bool registration_refused_ GUARDED_BY(grow_mu_) = false;
   std::atomic<size_t> heap_chunks_{0};

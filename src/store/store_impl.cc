@@ -108,7 +108,7 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options, 
   } else {
     ENGRAM_ASSIGN_OR_RETURN(store->engine_, io::CreateIoEngine(io));
   }
-  ENGRAM_ASSIGN_OR_RETURN(store->read_buffers_, ReadBufferPool::Create(options.read_buffer_bytes, *store->engine_));
+  ENGRAM_ASSIGN_OR_RETURN(store->read_buffers_, ReadBufferPool::Create(options.read_buffer_bytes, options.queue_depth, *store->engine_));
   log::Info("store: I/O backend {}", store->engine_->Describe());
 
   // Tables given by rank manifest: this rank's file of each.
