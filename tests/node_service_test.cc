@@ -432,6 +432,7 @@ TEST_F(NodeServiceTest, SigtermWhileAClientIsAskingStillTellsItWhy) {
     auto client = OpenClient();
     ASSERT_TRUE(client);
     std::atomic<int> gathers{0};
+    std::atomic<bool> stopped_asking{false};
     GatherResult failed;
     std::thread asking([&] {
       // Misses all the way: every gather is a request on the socket.
@@ -441,15 +442,24 @@ TEST_F(NodeServiceTest, SigtermWhileAClientIsAskingStillTellsItWhy) {
         GatherResult r = client->Gather(0, ids, out.data(), kRecord);
         if (!r.status.ok()) {
           failed = std::move(r);
+          stopped_asking.store(true);
           return;
         }
         gathers.fetch_add(1);
       }
     });
-    while (gathers.load() < 20 + 7 * round) std::this_thread::sleep_for(1ms);
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (gathers.load() < 20 + 7 * round && !stopped_asking.load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+    }
     service.Kill(SIGTERM);
-    ASSERT_TRUE(service.Wait(30s));
-    asking.join();
+    const bool exited = service.Wait(30s).has_value();
+    if (!exited) {
+      service.Kill(SIGKILL);
+      service.Wait(10s);
+    }
+    asking.join();  // the service has gone: the thread's next gather fails
+    ASSERT_TRUE(exited) << "round " << round;
     EXPECT_EQ(failed.status.code(), StatusCode::kUnavailable) << "round " << round;
     EXPECT_NE(failed.status.message().find("shutting down"), std::string::npos)
         << "round " << round << ": " << failed.status.ToString();

@@ -519,6 +519,25 @@ TEST_F(StoreTest, ConcurrentStreamedGathersWaitedOnOtherThreadsAreByteExact) {
   EXPECT_EQ(s.cache.misses, s.cache.inserts + s.cache.total_refusals());
 }
 
+TEST_F(StoreTest, LargeGathersAtOnceStreamThroughTheArenaAndTakeNothingFromTheHeap) {
+  // Four slabs (32 chunks): each gather of 1,900 blocks streams through a
+  // ring of 4 chunks (twice the 128 reads in flight), so four at once need 16
+  // chunks of the arena. A ring of half the arena each would send the gathers
+  // beyond the second to the heap.
+  StoreOptions o = Options("auto", 1u << 20);
+  o.read_buffer_bytes = 4 * kSmallReadBuffers;
+  auto store = Store::Open(o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const auto shuffled_blocks = [](int t, int round) {
+    auto ids = OneRowPerBlock(kStreamedBlocks);
+    std::shuffle(ids.begin(), ids.end(), std::mt19937_64(100 * t + round));
+    return ids;
+  };
+  EXPECT_EQ(BadRowsFromThreads(**store, 4, 3, shuffled_blocks), 0);
+  EXPECT_EQ(HeapChunksLeased(**store), 0u);
+  EXPECT_EQ((*store)->Stats(0).gathers, 12u);
+}
+
 TEST_F(StoreTest, StreamedGatherWithCorruptBlocksFailsOnlyTheirRowsAndCachesNothingOfThem) {
   // Block 10 is read into the first chunk's buffer; block 1500 into a buffer
   // that earlier chunks used.

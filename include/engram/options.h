@@ -75,10 +75,12 @@ struct StoreOptions {
   uint32_t completion_threads = 2;
   // Memory for missed blocks in flight, allocated once and registered with
   // io_uring (fixed-buffer reads); reused by every gather, so a miss costs no
-  // allocation. A gather that misses more blocks than half of it holds reads
-  // them through that half, each buffer reused once its block is verified
-  // and its rows copied out; gathers that need more at once take the rest
-  // from the heap. 32 MiB holds 8,192 blocks in flight; 0 = always the heap.
+  // allocation. A gather of up to an eighth of its blocks (1,024 rows at
+  // 32 MiB) reads while it is still looking its rows up and holds its blocks
+  // until it ends; a larger one reads through a few buffers (twice what
+  // queue_depth reads fill), each reused once its block is verified and its
+  // rows copied out. Gathers that need more at once than it holds take the
+  // rest from the heap. 0 = always the heap.
   size_t read_buffer_bytes = 32u << 20;
 
   // Reference tables (engram-convert --in-place; rows served from the

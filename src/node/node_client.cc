@@ -95,8 +95,10 @@ class Session {
   Status Post(MessageType type, std::span<const uint8_t> payload) {
     if (!alive()) return why_dead();
     Status s = Send(type, 0, payload);
-    if (!s.ok()) SendFailed(s);
-    return s.ok() ? Status::OK() : Unavailable("sending to it failed: " + s.ToString());
+    if (s.ok()) return Status::OK();
+    SendFailed(s);
+    // The service's own reason, if the receiving thread has read it already.
+    return alive() ? Unavailable("sending to it failed: " + s.ToString()) : why_dead();
   }
 
  private:
@@ -254,9 +256,11 @@ void Session::SendFailed(const Status& s) {
     MutexLock lock(&mu_);
     if (send_failure_.ok()) send_failure_ = s;
   }
-  // Shutting down our end leaves what was received readable and then reads
-  // as the end of the stream, so the receiving thread always ends.
-  ::shutdown(fd_, SHUT_RDWR);
+  // Shutting down our reading side leaves what was received readable and
+  // then reads as the end of the stream (waking a blocked read), so the
+  // receiving thread always ends. Not SHUT_RDWR: some 5.15 kernels made a
+  // socket shut both ways unreadable at once, queued data and all.
+  ::shutdown(fd_, SHUT_RD);
 }
 
 void Session::Die(Status why) {

@@ -20,11 +20,11 @@
 //       blocks are all checked. Blocks are read in the order their first
 //       missed row appears, so the prefix grows as the reads land. Nothing is
 //       offered before the last lookup, so the cache sees all of a gather's
-//       lookups before its inserts, as in engram-replay. (A gather that may
-//       miss more blocks than the read buffer pool's early_blocks() submits
-//       after its last lookup, and if it does, streams the blocks through a
-//       few of the buffers and is checked on the completion pool:
-//       stream_chunks.)
+//       lookups before its inserts, as in engram-replay. (A gather with more
+//       distinct rows than the read buffer pool's early_blocks() submits
+//       after its last lookup; if it misses more blocks than the pool's
+//       stream_chunks() chunks hold, it streams them through that many
+//       buffers and is checked on the completion pool: stream_chunks_.)
 //   wait = t2 - t0 >= cache + disk.
 // Nothing is copied out of, or inserted from, a block that failed its read or
 // its checksum; the gather then fails with that block's status, and lists the
@@ -224,12 +224,12 @@ class GatherOperation final : public GatherTicket::State {
   // A reference table's verified rows: (distinct index, assembled record).
   std::vector<std::pair<uint32_t, const std::byte*>> verified_;
 
-  // A gather that misses more than the read buffer pool's early_blocks()
-  // blocks, and more than its stream_chunks() chunks hold, reads through
-  // that many chunk buffers, so it
-  // never allocates (or zeroes and faults in) buffers beyond the pool: chunk
-  // c is read once chunk c - stream_chunks_ has been checked and its rows
-  // copied out, to dst and to staged_, from which the cache is filled.
+  // A gather with more distinct rows than the read buffer pool's
+  // early_blocks() that misses more blocks than its stream_chunks() chunks
+  // hold reads through that many chunk buffers, so it never allocates (or
+  // zeroes and faults in) buffers beyond the pool: chunk c is read once chunk
+  // c - stream_chunks_ has been checked and its rows copied out, to dst and
+  // to staged_, from which the cache is filled.
   // Since later reads wait for the checks, its chunks are checked on the
   // completion pool as they land, one task at a time (Drain), and a waiter
   // only waits.

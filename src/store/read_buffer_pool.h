@@ -49,9 +49,10 @@ class ReadBufferPool {
   // (its queue depth), which sizes stream_chunks().
   static Result<std::unique_ptr<ReadBufferPool>> Create(size_t bytes, size_t reads_in_flight, io::IoEngine& engine);
 
-  // The most blocks a gather reads while it is still looking its rows up,
-  // holding every block until it ends: an eighth of the cap. 0 when the cap
-  // is 0 (heap only: every gather does).
+  // The most distinct rows (so at most as many blocks) of a gather that
+  // reads while it is still looking its rows up, holding every block until
+  // it ends: an eighth of the cap, in blocks. 0 when the cap is 0 (heap
+  // only: every gather does).
   size_t early_blocks() const { return max_slabs_ * kSlabChunks / 8 * kChunkBlocks; }
   // Chunks a gather missing more blocks than early_blocks() streams its reads
   // through: twice the chunks the engine's reads in flight fill, so one chunk
