@@ -500,6 +500,14 @@ TEST_F(StoreTest, StreamedGathersMakeTheCachesDecisionsOfGathersWithRoomForEvery
   EXPECT_EQ(stats[0].cache.resident_rows, stats[1].cache.resident_rows);
 }
 
+// Thread t's gather in round `round`: one row of each of kStreamedBlocks
+// blocks, in an order of its own.
+std::vector<uint64_t> ShuffledStreamedBlocks(int t, int round) {
+  auto ids = OneRowPerBlock(kStreamedBlocks);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937_64(10 * t + round));
+  return ids;
+}
+
 TEST_F(StoreTest, ConcurrentStreamedGathersWaitedOnOtherThreadsAreByteExact) {
   // Four threads stream at once through one slab (two of them through the
   // heap, the arena being taken), each waiting on a ticket another thread
@@ -508,12 +516,7 @@ TEST_F(StoreTest, ConcurrentStreamedGathersWaitedOnOtherThreadsAreByteExact) {
   o.read_buffer_bytes = kSmallReadBuffers;
   auto store = Store::Open(o);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  const auto shuffled_blocks = [](int t, int round) {
-    auto ids = OneRowPerBlock(kStreamedBlocks);
-    std::shuffle(ids.begin(), ids.end(), std::mt19937_64(10 * t + round));
-    return ids;
-  };
-  EXPECT_EQ(BadRowsFromThreads(**store, 4, 3, shuffled_blocks, /*wait_on_other_thread=*/true), 0);
+  EXPECT_EQ(BadRowsFromThreads(**store, 4, 3, ShuffledStreamedBlocks, /*wait_on_other_thread=*/true), 0);
   TableStats s = (*store)->Stats(0);
   EXPECT_EQ(s.gathers, 12u);
   EXPECT_EQ(s.cache.misses, s.cache.inserts + s.cache.total_refusals());
@@ -528,12 +531,7 @@ TEST_F(StoreTest, LargeGathersAtOnceStreamThroughTheArenaAndTakeNothingFromTheHe
   o.read_buffer_bytes = 4 * kSmallReadBuffers;
   auto store = Store::Open(o);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  const auto shuffled_blocks = [](int t, int round) {
-    auto ids = OneRowPerBlock(kStreamedBlocks);
-    std::shuffle(ids.begin(), ids.end(), std::mt19937_64(100 * t + round));
-    return ids;
-  };
-  EXPECT_EQ(BadRowsFromThreads(**store, 4, 3, shuffled_blocks), 0);
+  EXPECT_EQ(BadRowsFromThreads(**store, 4, 3, ShuffledStreamedBlocks), 0);
   EXPECT_EQ(HeapChunksLeased(**store), 0u);
   EXPECT_EQ((*store)->Stats(0).gathers, 12u);
 }
