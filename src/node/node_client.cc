@@ -98,7 +98,7 @@ class Session {
     if (s.ok()) return Status::OK();
     SendFailed(s);
     // The service's own reason, if the receiving thread has read it already.
-    return alive() ? Unavailable("sending to it failed: " + s.ToString()) : why_dead();
+    return alive() ? CouldNotSend(s) : why_dead();
   }
 
  private:
@@ -107,6 +107,7 @@ class Session {
   Status Unavailable(const std::string& what) const {
     return Status::Unavailable("engram-served at " + socket_path_ + ": " + what);
   }
+  Status CouldNotSend(const Status& s) const { return Unavailable("sending to it failed: " + s.ToString()); }
   Status Send(MessageType type, uint64_t id, std::span<const uint8_t> payload) {
     std::lock_guard lock(send_mu_);
     return SendMessage(fd_, type, id, payload);
@@ -220,12 +221,9 @@ void Session::Receive() {
         MutexLock lock(&mu_);
         send_failure = send_failure_;
       }
-      if (!send_failure.ok()) {
-        Die(Unavailable("sending to it failed: " + send_failure.ToString()));
-      } else {
-        Die(Unavailable(m.status().code() == StatusCode::kCancelled ? "the service closed the connection"
-                                                                     : m.status().ToString()));
-      }
+      if (!send_failure.ok()) return Die(CouldNotSend(send_failure));
+      Die(Unavailable(m.status().code() == StatusCode::kCancelled ? "the service closed the connection"
+                                                                   : m.status().ToString()));
       return;
     }
     if (m->fd >= 0) ::close(m->fd);
