@@ -36,6 +36,7 @@
 #include "storage/io/io_engine.h"
 #include "storage/table_file.h"
 #include "tests/io_test_util.h"
+#include "tests/testing/captured_log.h"
 #include "tests/testing/temp_table.h"
 
 namespace engram {
@@ -742,6 +743,81 @@ class GatedEngine final : public io::IoEngine {
   std::atomic<uint64_t> next_seq_{0};
   std::map<uint64_t, io::IoCallback> held_;  // by submission order
 };
+
+// Holds every batch back from the real engine it wraps until Shutdown, which
+// shuts that engine down first and then hands it the held batches: the real
+// engine ends their reads with its own shutdown status, as it does for reads
+// still queued when a store closes in the middle of gathers.
+class ReadsHeldUntilShutdownEngine final : public io::IoEngine {
+ public:
+  explicit ReadsHeldUntilShutdownEngine(std::unique_ptr<io::IoEngine> inner) : inner_(std::move(inner)) {}
+  ~ReadsHeldUntilShutdownEngine() override { Shutdown(); }
+
+  io::IoBackend backend() const override { return inner_->backend(); }
+  std::string Describe() const override { return "held(" + inner_->Describe() + ")"; }
+  Result<io::FileId> OpenFile(const std::string& path) override { return inner_->OpenFile(path); }
+  Status CloseFile(io::FileId file) override { return inner_->CloseFile(file); }
+  Result<uint64_t> FileSize(io::FileId file) const override { return inner_->FileSize(file); }
+  io::IoStatsSnapshot Stats() const override { return inner_->Stats(); }
+  void SubmitBatch(std::span<io::BlockRead> reads, io::IoCallback done) override {
+    std::lock_guard lock(mu_);
+    held_.emplace_back(reads, std::move(done));
+  }
+  void Shutdown() override {
+    inner_->Shutdown();
+    std::vector<std::pair<std::span<io::BlockRead>, io::IoCallback>> held;
+    {
+      std::lock_guard lock(mu_);
+      held.swap(held_);
+    }
+    for (auto& [reads, done] : held) inner_->SubmitBatch(reads, std::move(done));
+  }
+  size_t held_batches() {
+    std::lock_guard lock(mu_);
+    return held_.size();
+  }
+
+ private:
+  std::unique_ptr<io::IoEngine> inner_;
+  std::mutex mu_;
+  std::vector<std::pair<std::span<io::BlockRead>, io::IoCallback>> held_;
+};
+
+TEST_F(StoreTest, ClosingWithReadsInFlightEndsTheirGathersCancelledAndLogsOneLineNotAnErrorPerBlock) {
+  for (const std::string backend : {"pread", "io_uring"}) {
+    if (backend == "io_uring" && !io::testing::IoUringAvailable()) continue;
+    SCOPED_TRACE(backend);
+    ReadsHeldUntilShutdownEngine* engine = nullptr;
+    auto store = OpenStoreWithEngineFactory(
+        Options(backend), [&](const io::IoOptions& io) -> Result<std::unique_ptr<io::IoEngine>> {
+          ENGRAM_ASSIGN_OR_RETURN(auto inner, io::CreateIoEngine(io));
+          auto held = std::make_unique<ReadsHeldUntilShutdownEngine>(std::move(inner));
+          engine = held.get();
+          return std::unique_ptr<io::IoEngine>(std::move(held));
+        });
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_EQ((*store)->io_description().find("held(" + backend), 0u) << (*store)->io_description();
+    // 40 rows of 40 distinct blocks: 40 block reads, none of which will run.
+    auto table = TableFile::Open(path_);
+    ASSERT_TRUE(table.ok());
+    std::vector<uint64_t> rows;
+    for (uint64_t b = 0; b < 40; ++b) rows.push_back(b * 3 * (*table)->rows_per_block() + 1);
+    std::vector<std::byte> dst(rows.size() * kRecord);
+    GatherTicket ticket = (*store)->StartGather(0, rows, dst.data(), kRecord);
+    ASSERT_GE(engine->held_batches(), 1u);
+
+    testing::CapturedLog log;
+    store->reset();  // the engine cancels the 40 reads; the gather ends
+    GatherResult r = ticket.Wait();
+    const std::string text = log.text();
+
+    EXPECT_EQ(r.status.code(), StatusCode::kCancelled) << r.status.ToString();
+    EXPECT_EQ(r.failed_positions.size(), rows.size());
+    EXPECT_EQ(r.inserts, 0u);
+    EXPECT_EQ(text.find("[error]"), std::string::npos) << text;
+    EXPECT_NE(text.find("[info] store: closing cancelled 40 block reads in flight"), std::string::npos) << text;
+  }
+}
 
 // A store over the fixture's table (0) and a second generated table (1)
 // whose read completions gate_ holds until gate_->Open().

@@ -44,7 +44,8 @@
     "Read-ahead rows not used: released, or landed after a gather had served them.")                            \
   X(io_reads, "engram_io_reads_total", ENGRAM_UNIT_COUNT, "Block reads issued for this table.")                 \
   X(io_bytes, "engram_io_read_bytes_total", ENGRAM_UNIT_COUNT, "Bytes read for this table.")                    \
-  X(io_errors, "engram_io_errors_total", ENGRAM_UNIT_COUNT, "Block reads that failed.")                         \
+  X(io_errors, "engram_io_errors_total", ENGRAM_UNIT_COUNT,                                                     \
+    "Block reads that failed (not those a shutdown cancelled).")                                                \
   X(checksum_failures, "engram_checksum_failures_total", ENGRAM_UNIT_COUNT,                                     \
     "Blocks that failed checksum verification.")
 

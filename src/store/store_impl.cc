@@ -219,6 +219,11 @@ StoreImpl::~StoreImpl() {
   if (engine_) engine_->Shutdown();  // every pending callback has run after this
   // ... and posted its disk phase here: drain it while the tables still exist.
   if (completion_pool_) completion_pool_->join();
+  uint64_t cancelled = 0;
+  for (const auto& table : tables_) cancelled += table->reads_cancelled_by_shutdown.load(std::memory_order_relaxed);
+  if (cancelled > 0) {
+    log::Info("store: closing cancelled {} block reads in flight; their gathers ended with Cancelled", cancelled);
+  }
   if (hot_set_) {
     // Every gather has finished: the caches hold what the store ends with.
     if (Status s = hot_set_->Save(); !s.ok()) log::Error("store: the hot set was not saved: {}", s.ToString());

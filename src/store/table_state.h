@@ -33,6 +33,10 @@ struct TableState {
   // Failed block reads and checksums are counted every time but logged with
   // a rate limit (a corrupt table can fail every gather).
   LogRateLimiter block_error_log;
+  // Block reads the I/O engine cancelled because the store was shutting
+  // down: not failures of the table or the device, so neither logged one by
+  // one nor counted as io_errors; the store logs their number once.
+  std::atomic<uint64_t> reads_cancelled_by_shutdown{0};
   // Rows read ahead: pinned in `cache` until a gather consumes them.
   ReadAheadTracker read_ahead{*this};
   // Gathers begun on this table (counters.gathers counts those finished):
