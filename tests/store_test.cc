@@ -73,6 +73,20 @@ class StoreTest : public ::testing::Test {
     });
   }
 
+  // A store whose engine is a real one (as `o` asks) inside a test's
+  // Wrapper, made as Wrapper(real engine, args...); *wrapper points at it
+  // (the store owns it).
+  template <typename Wrapper, typename... Args>
+  static Result<std::unique_ptr<Store>> OpenWithWrappedEngine(const StoreOptions& o, Wrapper** wrapper,
+                                                              Args... args) {
+    return OpenStoreWithEngineFactory(o, [=](const io::IoOptions& io) -> Result<std::unique_ptr<io::IoEngine>> {
+      ENGRAM_ASSIGN_OR_RETURN(auto inner, io::CreateIoEngine(io));
+      auto w = std::make_unique<Wrapper>(std::move(inner), args...);
+      *wrapper = w.get();
+      return std::unique_ptr<io::IoEngine>(std::move(w));
+    });
+  }
+
   // pread, io_uring (where the kernel lets a ring be set up) and mmap.
   static std::vector<std::string> AvailableBackends() {
     std::vector<std::string> b{"pread", "mmap"};
@@ -788,13 +802,7 @@ TEST_F(StoreTest, ClosingWithReadsInFlightEndsTheirGathersCancelledAndLogsOneLin
     if (backend == "io_uring" && !io::testing::IoUringAvailable()) continue;
     SCOPED_TRACE(backend);
     ReadsHeldUntilShutdownEngine* engine = nullptr;
-    auto store = OpenStoreWithEngineFactory(
-        Options(backend), [&](const io::IoOptions& io) -> Result<std::unique_ptr<io::IoEngine>> {
-          ENGRAM_ASSIGN_OR_RETURN(auto inner, io::CreateIoEngine(io));
-          auto held = std::make_unique<ReadsHeldUntilShutdownEngine>(std::move(inner));
-          engine = held.get();
-          return std::unique_ptr<io::IoEngine>(std::move(held));
-        });
+    auto store = OpenWithWrappedEngine(Options(backend), &engine);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     ASSERT_EQ((*store)->io_description().find("held(" + backend), 0u) << (*store)->io_description();
     // 40 rows of 40 distinct blocks: 40 block reads, none of which will run.
@@ -832,12 +840,7 @@ class GatedStoreTest : public StoreTest {
     // Every gather here reads while it looks up: up to 2,048 blocks (an
     // eighth of the buffers), over the 1,100 missed rows of the largest.
     o.read_buffer_bytes = 64u << 20;
-    auto store = OpenStoreWithEngineFactory(o, [&](const io::IoOptions& io) -> Result<std::unique_ptr<io::IoEngine>> {
-      ENGRAM_ASSIGN_OR_RETURN(auto inner, io::CreateIoEngine(io));
-      auto gated = std::make_unique<GatedEngine>(std::move(inner), other);
-      gate_ = gated.get();
-      return std::unique_ptr<io::IoEngine>(std::move(gated));
-    });
+    auto store = OpenWithWrappedEngine(o, &gate_, other);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     ASSERT_NE(gate_, nullptr);
     store_ = std::move(*store);
@@ -1206,13 +1209,7 @@ TEST_F(StoreTest, EngineCompletionThreadOnlyHandsLandedBlocksOff) {
   // of that work, must not be on an engine completion thread.
   for (const std::string backend : {"auto", "pread"}) {
     CompletionThreadRecorder* recorder = nullptr;
-    auto store = OpenStoreWithEngineFactory(
-        Options(backend), [&](const io::IoOptions& io) -> Result<std::unique_ptr<io::IoEngine>> {
-          ENGRAM_ASSIGN_OR_RETURN(auto inner, io::CreateIoEngine(io));
-          auto r = std::make_unique<CompletionThreadRecorder>(std::move(inner));
-          recorder = r.get();
-          return std::unique_ptr<io::IoEngine>(std::move(r));
-        });
+    auto store = OpenWithWrappedEngine(Options(backend), &recorder);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     auto ids = RandomRows(400, 11);
     std::vector<std::byte> dst(ids.size() * kRecord);
