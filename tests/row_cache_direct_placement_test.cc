@@ -149,6 +149,28 @@ TEST(RowCacheDirectPlacement, ARowIdWithoutASlotIsNeverPlacedAndAlwaysMisses) {
   EXPECT_EQ(HitsOnTheSecondPass(*cache), kTableRows) << "a row without a slot displaced one with a slot";
 }
 
+// Reuse-distance admission reads a history of rows seen but not cached. A
+// directly placed row goes to its own slot or nowhere, so no admission test
+// runs: the cache keeps no history to feed (inserts and Maintain skip it),
+// and still holds the whole table and refuses a row ID without a slot.
+TEST(RowCacheDirectPlacement, ADirectCacheKeepsNoReuseHistoryItsAdmissionWouldNeverRead) {
+  for (const char* spec : {"default", "default,admission=adaptive"}) {
+    SCOPED_TRACE(spec);
+    const RowCacheConfig config = RowCacheConfig::FromSpec(spec).value();
+    auto hashed = cache::SetAssociativeRowCache::Make(config, cache::SetsForCapacity(config, kTableRows), kRowBytes);
+    ASSERT_TRUE(hashed.ok());
+    EXPECT_TRUE((*hashed)->KeepsGhostHistory());
+    auto direct = DirectCache(spec);
+    ASSERT_NE(direct, nullptr);
+    EXPECT_FALSE(direct->KeepsGhostHistory());
+    EXPECT_EQ(HitsOnTheSecondPass(*direct), kTableRows);
+    const uint64_t no_slot = direct->capacity_rows() + 3;
+    EXPECT_EQ(direct->Insert(no_slot, RowOf(no_slot)), InsertOutcome::kRefusedLostAdmission);
+    direct->AdvanceClockForTesting(uint64_t{1} << 22);  // Maintain runs, with nothing to sweep
+    EXPECT_EQ(HitsOnTheSecondPass(*direct), kTableRows);
+  }
+}
+
 // The index is made read-only once the table is in: a batch that stamped or
 // locked a set would fault. Its hits read only the bitmap and the slab.
 TEST(RowCacheDirectPlacement, BatchHitsWriteNothingInTheIndex) {

@@ -88,7 +88,10 @@ SetAssociativeRowCache::SetAssociativeRowCache(const RowCacheConfig& config, uin
       relocation_(config.relocation_depth, num_sets * config.ways),
       victim_choice_(config, num_sets * config.ways),
       admission_(AdmissionFor(config, num_sets * config.ways)),
-      adaptive_(std::get_if<AdaptiveAdmission>(&admission_)),
+      // A directly placed row goes to its own slot or nowhere (Place): no
+      // admission test ever runs, so neither the adaptive rule's bookkeeping
+      // nor (below) the ghost history it reads is kept.
+      adaptive_(direct ? nullptr : std::get_if<AdaptiveAdmission>(&admission_)),
       empty_slots_(num_sets * config.ways),
       huge_pages_at_empty_(HugePagesAtEmpty(num_sets * config.ways,
                                             row_bytes != 0 ? row_bytes : double(layout_.stride) / config.ways)),
@@ -98,7 +101,7 @@ SetAssociativeRowCache::SetAssociativeRowCache(const RowCacheConfig& config, uin
       refresh_sets_per_call_((num_sets + kStampRefreshTicks / maintain_ticks_ - 1) /
                              (kStampRefreshTicks / maintain_ticks_)),
       shards_(new StatShard[kStatShards]) {
-  if (UsesGhostHistory(config.admission)) {
+  if (UsesGhostHistory(config.admission) && !direct) {
     const uint64_t capacity = num_sets * config.ways;
     // The adaptive rule marks refused rows in the history: one fingerprint bit.
     ghost_ = std::make_unique<GhostHistory>(footprint.ghost_bytes, config.ghost_epoch_bits,

@@ -116,6 +116,9 @@ class SetAssociativeRowCache final : public RowCache {
   // or last looked up one at a time (Lookup): a batch's hits touch no index
   // line to stamp (LookupBatchDirect).
   bool CountsFrequency() const { return !hasher_.direct(); }
+  // Whether inserts and Maintain keep the reuse history the admission rule
+  // reads (UsesGhostHistory rules, and never with direct placement).
+  bool KeepsGhostHistory() const { return ghost_ != nullptr; }
   CandidateSets CandidateSetsOf(uint64_t row_id) const { return hasher_.CandidatesOf(row_id); }
   bool Contains(uint64_t row_id);
   bool IsPinned(uint64_t row_id);
