@@ -76,15 +76,15 @@ Status BlockBatch::Check(size_t b, TableState& table) const {
   TableCounters& c = table.counters;
   c.Add(c.io_reads, 1);
   Status s;
-  if (reads[b].status.code() == StatusCode::kCancelled) {
-    // The store is shutting down (IoEngine::Shutdown): its destructor says
-    // how many reads that cut short.
-    table.reads_cancelled_by_shutdown.fetch_add(1, std::memory_order_relaxed);
-    return reads[b].status.WithContext("table " + table.name + " block " + std::to_string(blocks[b]));
-  }
   if (!reads[b].status.ok()) {
-    c.Add(c.io_errors, 1);
     s = reads[b].status.WithContext("table " + table.name + " block " + std::to_string(blocks[b]));
+    if (s.code() == StatusCode::kCancelled) {
+      // The store is shutting down (IoEngine::Shutdown): its destructor says
+      // how many reads that cut short.
+      table.reads_cancelled_by_shutdown.fetch_add(1, std::memory_order_relaxed);
+      return s;
+    }
+    c.Add(c.io_errors, 1);
   } else {
     c.Add(c.io_bytes, io::kBlockSize);
     s = table.file->VerifyBlock(blocks[b], Block(b));
