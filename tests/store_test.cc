@@ -959,7 +959,8 @@ TEST_F(GatedStoreTest, NoReadBufferPartWayFailsOnlyTheRowsOfBlocksNotReadAndCach
   static_cast<StoreImpl&>(*store_).read_buffers().FailGrowthAfterForTesting(2);
   gate_->Open();
   std::vector<std::byte> dst(rows.size() * kRecord);
-  GatherResult r = store_->Gather(1, rows, dst.data(), kRecord);
+  // A ticket's gather submits chunks while it still looks rows up.
+  GatherResult r = store_->StartGather(1, rows, dst.data(), kRecord).Wait();
   static_cast<StoreImpl&>(*store_).read_buffers().FailGrowthAfterForTesting(-1);
   EXPECT_EQ(r.status.code(), StatusCode::kResourceExhausted) << r.status.ToString();
   EXPECT_EQ(r.blocks_read, 128u);
@@ -1170,10 +1171,13 @@ TEST_F(StoreTest, ReadAheadRacingItsGatherFromAnotherThreadLeavesNoPins) {
 
 // Passes everything through; remembers the threads the inner engine runs
 // completion callbacks on.
-class CompletionThreadRecorder final : public io::IoEngine {
+// A real engine that records which threads its completion callbacks ran on,
+// how many batches were submitted to it, and which threads ran read streams
+// (IoEngine::RunReadStream) on their own rings.
+class EngineThreadRecorder final : public io::IoEngine {
  public:
-  explicit CompletionThreadRecorder(std::unique_ptr<io::IoEngine> inner) : inner_(std::move(inner)) {}
-  ~CompletionThreadRecorder() override { Shutdown(); }
+  explicit EngineThreadRecorder(std::unique_ptr<io::IoEngine> inner) : inner_(std::move(inner)) {}
+  ~EngineThreadRecorder() override { Shutdown(); }
   io::IoBackend backend() const override { return inner_->backend(); }
   std::string Describe() const override { return inner_->Describe(); }
   Result<io::FileId> OpenFile(const std::string& path) override { return inner_->OpenFile(path); }
@@ -1181,7 +1185,17 @@ class CompletionThreadRecorder final : public io::IoEngine {
   Result<uint64_t> FileSize(io::FileId file) const override { return inner_->FileSize(file); }
   io::IoStatsSnapshot Stats() const override { return inner_->Stats(); }
   void Shutdown() override { inner_->Shutdown(); }
+  bool RunReadStream(io::ReadStream& stream) override {
+    const bool ran = inner_->RunReadStream(stream);
+    std::lock_guard lock(mu_);
+    if (ran) stream_threads_.push_back(std::this_thread::get_id());
+    return ran;
+  }
   void SubmitBatch(std::span<io::BlockRead> reads, io::IoCallback done) override {
+    {
+      std::lock_guard lock(mu_);
+      ++batches_;
+    }
     inner_->SubmitBatch(reads, [this, done = std::move(done)] {
       {
         std::lock_guard lock(mu_);
@@ -1194,11 +1208,21 @@ class CompletionThreadRecorder final : public io::IoEngine {
     std::lock_guard lock(mu_);
     return std::find(threads_.begin(), threads_.end(), id) != threads_.end();
   }
+  size_t batches() {
+    std::lock_guard lock(mu_);
+    return batches_;
+  }
+  std::vector<std::thread::id> stream_threads() {
+    std::lock_guard lock(mu_);
+    return stream_threads_;
+  }
 
  private:
   std::unique_ptr<io::IoEngine> inner_;
   std::mutex mu_;
   std::vector<std::thread::id> threads_;
+  size_t batches_ = 0;
+  std::vector<std::thread::id> stream_threads_;
 };
 
 TEST_F(StoreTest, EngineCompletionThreadOnlyHandsLandedBlocksOff) {
@@ -1208,7 +1232,7 @@ TEST_F(StoreTest, EngineCompletionThreadOnlyHandsLandedBlocksOff) {
   // therefore run elsewhere: the callback form's handler, called at the end
   // of that work, must not be on an engine completion thread.
   for (const std::string backend : {"auto", "pread"}) {
-    CompletionThreadRecorder* recorder = nullptr;
+    EngineThreadRecorder* recorder = nullptr;
     auto store = OpenWithWrappedEngine(Options(backend), &recorder);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     auto ids = RandomRows(400, 11);
@@ -1236,6 +1260,81 @@ TEST_F(StoreTest, EngineCompletionThreadOnlyHandsLandedBlocksOff) {
     GatherResult late = waited_late.Wait();
     ASSERT_TRUE(late.status.ok());
     ExpectRowsExact(more, dst3, kRecord);
+  }
+}
+
+TEST_F(StoreTest, GatherReadsItsMissesOnTheCallersOwnRingWhileATicketReadsThroughTheEngine) {
+  // Gather() waits at once, so on io_uring its thread submits and reaps the
+  // misses itself: no batch goes to the engine, small or streamed. A ticket
+  // may be waited on later or elsewhere, so its reads go through the engine.
+  ENGRAM_SKIP_WITHOUT_IO_URING();
+  EngineThreadRecorder* recorder = nullptr;
+  StoreOptions o = Options("io_uring");
+  o.read_buffer_bytes = kSmallReadBuffers;
+  auto store = OpenWithWrappedEngine(o, &recorder);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const size_t batches_at_open = recorder->batches();
+  const auto small = RandomRows(24, 3);
+  const auto streamed = OneRowPerBlock(kStreamedBlocks);
+  for (const auto* ids : {&small, &streamed}) {
+    std::vector<std::byte> dst(ids->size() * kRecord);
+    GatherResult r = (*store)->Gather(0, *ids, dst.data(), kRecord);
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_GT(r.misses, 0u);
+    EXPECT_EQ(r.inserts + r.refusals, r.misses);
+    ExpectRowsExact(*ids, dst, kRecord);
+  }
+  EXPECT_EQ(recorder->batches(), batches_at_open);
+  EXPECT_EQ(recorder->stream_threads(), std::vector<std::thread::id>(2, std::this_thread::get_id()));
+
+  const auto later = RandomRows(300, 4);
+  std::vector<std::byte> dst(later.size() * kRecord);
+  GatherResult r = (*store)->StartGather(0, later, dst.data(), kRecord).Wait();
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_GT(r.misses, 0u);
+  ExpectRowsExact(later, dst, kRecord);
+  EXPECT_GT(recorder->batches(), batches_at_open);
+  EXPECT_EQ(recorder->stream_threads().size(), 2u);
+}
+
+TEST_F(StoreTest, GatherReadOnItsOwnThreadWithBuffersForOnlyItsFirstChunksFailsOnlyTheOtherRows) {
+  // 200 blocks (four chunks, read without streaming): the read buffers run
+  // out after two chunks. On io_uring the caller reads those two on its own
+  // ring; on pread the engine reads them. Either way only the rows of the
+  // blocks without a buffer fail, and the rows read are cached.
+  std::vector<std::string> backends{"pread"};
+  if (io::testing::IoUringAvailable()) backends.push_back("io_uring");
+  for (const std::string& backend : backends) {
+    SCOPED_TRACE(backend);
+    fileutil::DropFromPageCache(path_);
+    auto store = Store::Open(Options(backend));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    const auto ids = OneRowPerBlock(200);
+    auto& buffers = static_cast<StoreImpl&>(**store).read_buffers();
+    buffers.FailGrowthAfterForTesting(2);
+    std::vector<std::byte> dst(ids.size() * kRecord);
+    GatherResult r = (*store)->Gather(0, ids, dst.data(), kRecord);
+    buffers.FailGrowthAfterForTesting(-1);
+    EXPECT_EQ(r.status.code(), StatusCode::kResourceExhausted) << r.status.ToString();
+    EXPECT_EQ(r.blocks_read, 128u);
+    const uint64_t per_block = 4088 / kRecord;
+    std::vector<size_t> want_failed;
+    std::set<uint64_t> read_rows;
+    for (size_t p = 0; p < ids.size(); ++p) {
+      if (ids[p] / per_block >= 128) {
+        want_failed.push_back(p);
+        continue;
+      }
+      read_rows.insert(ids[p]);
+      auto want = testing::ExpectedRow(kSeed, ids[p], kRecord);
+      EXPECT_EQ(std::memcmp(dst.data() + p * kRecord, want.data(), kRecord), 0) << "row " << ids[p];
+    }
+    EXPECT_EQ(r.failed_positions, want_failed);
+    EXPECT_EQ(r.inserts + r.refusals, read_rows.size());  // nothing from a block not read
+    GatherResult again = (*store)->Gather(0, ids, dst.data(), kRecord);
+    ASSERT_TRUE(again.status.ok()) << again.status.ToString();
+    EXPECT_EQ(again.hits, r.inserts);
+    ExpectRowsExact(ids, dst, kRecord);
   }
 }
 

@@ -180,8 +180,11 @@ class Store {
   // a gather nobody waits on yet is finished by the completion pool.
   virtual GatherTicket StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
                                    size_t stride) = 0;
-  // StartGather(...).Wait() in one call.
-  GatherResult Gather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride) {
+  // StartGather(...).Wait() in one call. Since the calling thread waits for
+  // the reads anyway, a store on io_uring submits and reaps them on a ring of
+  // that thread's own, checking each block as it lands: no engine thread
+  // between the caller and the device.
+  virtual GatherResult Gather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride) {
     return StartGather(table, row_ids, dst, stride).Wait();
   }
 

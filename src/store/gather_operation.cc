@@ -40,6 +40,7 @@ void GatherOperation::Reset() {
   dst_ = nullptr;
   stride_ = 0;
   done_ = nullptr;
+  caller_reads_ = reads_pending_ = false;
   // The plan is left as it is: Build overwrites all of it, and a plan of the
   // same size as the last is then built without zeroing anything.
   batch_.buffers.Release();
@@ -60,7 +61,7 @@ void GatherOperation::Reset() {
 }
 
 void GatherOperation::Init(StoreImpl* store, size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
-                           size_t stride, std::function<void(GatherResult)> done) {
+                           size_t stride, std::function<void(GatherResult)> done, bool caller_reads) {
   t0_ = io::MonotonicNanos();
   store_ = store;
   table_ = table;
@@ -68,6 +69,7 @@ void GatherOperation::Init(StoreImpl* store, size_t table, std::span<const uint6
   dst_ = dst;
   stride_ = stride;
   done_ = std::move(done);
+  caller_reads_ = caller_reads;
 }
 
 void GatherOperation::Reject(Status why) {
@@ -125,7 +127,10 @@ inline GatherOperation::CachePhase GatherOperation::BeginCachePhase() {
   const bool reference = store_->table_state(table_).file->is_reference();
   const ReadBufferPool& buffers = store_->read_buffers();
   const size_t stream_chunks = buffers.stream_chunks();
-  const bool submit_early = !reference && (stream_chunks == 0 || distinct <= buffers.early_blocks());
+  // A gather its own thread reads submits nothing before its last lookup:
+  // it reads once it waits.
+  const bool submit_early =
+      !reference && !caller_reads_ && (stream_chunks == 0 || distinct <= buffers.early_blocks());
   return CachePhase{outs, hit, reference, /*reference_misses=*/{}, stream_chunks, submit_early,
                     /*batch_ready=*/false, /*no_buffer=*/Status()};
 }
@@ -188,11 +193,27 @@ void GatherOperation::SubmitBlockReads(const std::shared_ptr<GatherOperation>& s
   GatherOperation& st = *self;
   st.block_ok_.assign(st.batch_.blocks.size(), 0);
   st.checked_.assign(st.chunks(), 0);
-  if (!phase.submit_early && phase.stream_chunks != 0 && st.chunks() > phase.stream_chunks) {
-    // More blocks than the buffers hold: read them through a ring of
-    // stream_chunks chunks. Nothing is submitted yet.
-    phase.no_buffer = StartStreaming(self, phase.stream_chunks);
-    if (phase.no_buffer.ok()) return;
+  // More blocks than the buffers hold: read them through a ring of
+  // stream_chunks chunks. Nothing is submitted yet.
+  const bool streams = !phase.submit_early && phase.stream_chunks != 0 && st.chunks() > phase.stream_chunks;
+  if (st.caller_reads_ && !streams) {
+    // WaitOnThisThread reads the chunks that got buffers.
+    const Status no_buffer = st.PrepareChunkReads();
+    st.result_.blocks_read = std::min(st.batch_.blocks.size(), st.chunks_submitted_ * kChunkBlocks);
+    if (!no_buffer.ok()) {
+      st.FailUnsubmittedBlocks(no_buffer);
+      if (st.chunks_submitted_ == 0) return st.FinishWithoutReads();
+    }
+    st.reads_pending_ = true;
+    return;
+  }
+  if (streams) {
+    phase.no_buffer = st.PrepareStreamingReads(phase.stream_chunks);
+    if (phase.no_buffer.ok() && st.caller_reads_) {
+      st.reads_pending_ = true;  // WaitOnThisThread reads them
+      return;
+    }
+    if (phase.no_buffer.ok()) return SubmitPreparedReads(self);
   } else if (phase.no_buffer.ok()) {
     phase.no_buffer = SubmitReadyChunks(self, /*all=*/true);
   }
@@ -238,17 +259,34 @@ Status GatherOperation::SubmitReadyChunks(const std::shared_ptr<GatherOperation>
   }
 }
 
-Status GatherOperation::StartStreaming(const std::shared_ptr<GatherOperation>& self, size_t ring_chunks) {
-  GatherOperation& st = *self;
-  const TableState& table = st.store_->table_state(st.table_);
-  ENGRAM_RETURN_IF_ERROR(st.batch_.PrepareReads(table.file_id, table.file->geometry(), st.store_->read_buffers(),
-                                                st.batch_.blocks.size(), ring_chunks * kChunkBlocks));
-  st.stream_chunks_ = ring_chunks;
-  st.staged_.resize(st.batch_.rows.size() * size_t(table.file->record_bytes()));
-  st.result_.blocks_read = st.batch_.blocks.size();
-  SetLandings(self, st.chunks());  // before the first read: nothing can have landed
-  for (size_t c = 0; c < st.stream_chunks_; ++c) SubmitChunk(self, c);
+Status GatherOperation::PrepareStreamingReads(size_t ring_chunks) {
+  const TableState& table = store_->table_state(table_);
+  ENGRAM_RETURN_IF_ERROR(batch_.PrepareReads(table.file_id, table.file->geometry(), store_->read_buffers(),
+                                             batch_.blocks.size(), ring_chunks * kChunkBlocks));
+  stream_chunks_ = ring_chunks;
+  staged_.resize(batch_.rows.size() * size_t(table.file->record_bytes()));
+  result_.blocks_read = batch_.blocks.size();
   return Status::OK();
+}
+
+Status GatherOperation::PrepareChunkReads() {
+  const TableState& table = store_->table_state(table_);
+  for (; chunks_submitted_ < chunks(); ++chunks_submitted_) {
+    const size_t end = std::min((chunks_submitted_ + 1) * kChunkBlocks, batch_.blocks.size());
+    ENGRAM_RETURN_IF_ERROR(batch_.PrepareReads(table.file_id, table.file->geometry(), store_->read_buffers(), end));
+  }
+  return Status::OK();
+}
+
+void GatherOperation::SubmitPreparedReads(const std::shared_ptr<GatherOperation>& self) {
+  GatherOperation& st = *self;
+  if (st.streaming()) {
+    SetLandings(self, st.chunks());  // before the first read: nothing can have landed
+    for (size_t c = 0; c < st.stream_chunks_; ++c) SubmitChunk(self, c);
+    return;
+  }
+  for (size_t c = 0; c < st.chunks_submitted_; ++c) SubmitChunk(self, c);
+  SetLandings(self, st.chunks_submitted_);
 }
 
 void GatherOperation::SubmitChunk(const std::shared_ptr<GatherOperation>& self, size_t c) {
@@ -504,6 +542,50 @@ void GatherOperation::Finish(uint64_t now) {
   cv_.SignalAll();
 }
 
+
+// A gather's prepared reads as the stream its own thread runs: a block's
+// read starts once its buffer is free (in a streaming gather, once the chunk
+// that read into the same ring place before it has been checked), and each
+// chunk is checked, and the cache offered the rows it completes, as soon as
+// its last block lands.
+class GatherOperation::CallerReads final : public io::ReadStream {
+ public:
+  explicit CallerReads(GatherOperation& st) : st_(st), landed_(st.chunks(), 0) {}
+
+  io::BlockRead* NextRead() override {
+    if (next_ == st_.batch_.reads.size()) return nullptr;
+    const size_t c = next_ / kChunkBlocks;
+    if (st_.streaming() && c >= st_.stream_chunks_ && !st_.checked_[c - st_.stream_chunks_]) return nullptr;
+    return &st_.batch_.reads[next_++];
+  }
+
+  void Finished(io::BlockRead* read) override {
+    const size_t c = static_cast<size_t>(read - st_.batch_.reads.data()) / kChunkBlocks;
+    if (++landed_[c] < st_.ChunkBlocks(c)) return;
+    st_.CheckChunk(static_cast<uint32_t>(c));
+    ++st_.chunks_checked_;
+    st_.OfferCheckedPrefix();
+  }
+
+ private:
+  GatherOperation& st_;
+  size_t next_ = 0;              // reads handed out so far, in block order
+  std::vector<uint32_t> landed_;  // landed_[c]: blocks of chunk c that have landed
+};
+
+GatherResult GatherOperation::WaitOnThisThread(const std::shared_ptr<GatherOperation>& self) {
+  GatherOperation& st = *self;
+  if (st.reads_pending_) {
+    st.reads_pending_ = false;
+    CallerReads reads(st);
+    if (st.store_->engine().RunReadStream(reads)) {
+      st.OnBlocksRead();  // every chunk is checked; fills the rest of the cache and finishes
+    } else {
+      SubmitPreparedReads(self);  // the engine cannot: its threads read them
+    }
+  }
+  return st.Wait();
+}
 
 GatherResult GatherOperation::Wait() {
   MutexLock lock(&mu_);

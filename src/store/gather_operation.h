@@ -26,12 +26,20 @@
 //       stream_chunks() chunks hold, it streams them through that many
 //       buffers and is checked on the completion pool: stream_chunks_.)
 //   wait = t2 - t0 >= cache + disk.
+// A gather waited on at once by the thread that starts it (Store::Gather,
+// WaitOnThisThread) submits nothing during its lookups: after the last one,
+// that thread reads the misses on its own io_uring ring
+// (IoEngine::RunReadStream), checking each chunk and offering the cache its
+// prefix as the chunk's last block lands, the same work in the same order,
+// with no engine or pool thread in between. Where the engine cannot, the
+// reads go through it as above.
 // Nothing is copied out of, or inserted from, a block that failed its read or
 // its checksum; the gather then fails with that block's status, and lists the
 // positions of that block's rows in failed_positions (its other rows are
 // written and cached as usual).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -69,8 +77,10 @@ class GatherOperation final : public GatherTicket::State {
   static std::shared_ptr<GatherOperation> Acquire();
   // Names the gather (not yet checked) and starts its clock. `done` empty:
   // the result goes to Wait().
+  // `caller_reads`: the gather is waited for by WaitOnThisThread, on the
+  // thread that starts it.
   void Init(StoreImpl* store, size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
-            std::function<void(GatherResult)> done);
+            std::function<void(GatherResult)> done, bool caller_reads = false);
   // Completes the gather with `why` without looking anything up (a bad
   // argument), counted against its table if it has one.
   void Reject(Status why);
@@ -80,6 +90,11 @@ class GatherOperation final : public GatherTicket::State {
   // thread if the blocks have landed and nobody has taken them) and returns
   // its result.
   GatherResult Wait() override EXCLUDES(mu_);
+  // Wait() for a gather Init'ed with caller_reads, on the thread that started
+  // it: that thread reads the misses on its own ring (IoEngine::RunReadStream)
+  // and checks each chunk as its last block lands; where the engine cannot,
+  // the reads go through it as usual.
+  static GatherResult WaitOnThisThread(const std::shared_ptr<GatherOperation>& self) EXCLUDES(mu_);
 
  private:
   // A gather's reads go to the engine in chunks of this many blocks, so a
@@ -149,8 +164,15 @@ class GatherOperation final : public GatherTicket::State {
   // on are then not submitted.
   static Status SubmitReadyChunks(const std::shared_ptr<GatherOperation>& self, bool all);
   // Leases a ring of `ring_chunks` chunk buffers for more blocks than they
-  // hold, and submits the reads of the first ring_chunks chunks.
-  static Status StartStreaming(const std::shared_ptr<GatherOperation>& self, size_t ring_chunks);
+  // hold, and prepares every block's read into its place in the ring.
+  Status PrepareStreamingReads(size_t ring_chunks);
+  // Leases room for the blocks and prepares their reads, a chunk at a time,
+  // as SubmitReadyChunks does, so that a pool out of memory part way still
+  // leaves the chunks before it to read: those are chunks_submitted_'s.
+  Status PrepareChunkReads();
+  // Submits prepared reads to the engine: the chunks_submitted_ first chunks,
+  // or a streaming gather's first stream_chunks_ (Drain submits the rest).
+  static void SubmitPreparedReads(const std::shared_ptr<GatherOperation>& self);
   // Submits the reads of chunk c.
   static void SubmitChunk(const std::shared_ptr<GatherOperation>& self, size_t c);
   // Records the blocks of the chunks from chunks_submitted_ on as failed
@@ -200,6 +222,7 @@ class GatherOperation final : public GatherTicket::State {
   void Reset() EXCLUDES(mu_);
 
   size_t chunks() const { return (batch_.blocks.size() + kChunkBlocks - 1) / kChunkBlocks; }
+  size_t ChunkBlocks(size_t c) const { return std::min(kChunkBlocks, batch_.blocks.size() - c * kChunkBlocks); }
   bool streaming() const { return stream_chunks_ != 0; }
 
   // The gather, as Init names it.
@@ -209,6 +232,9 @@ class GatherOperation final : public GatherTicket::State {
   std::byte* dst_ = nullptr;
   size_t stride_ = 0;
   std::function<void(GatherResult)> done_;  // callback form; empty for Wait()
+  bool caller_reads_ = false;  // WaitOnThisThread reads the misses (Init)
+  bool reads_pending_ = false;  // its reads are prepared and not yet started
+  class CallerReads;            // the reads as a stream for RunReadStream
 
   GatherPlan plan_;
   BlockBatch batch_;
@@ -237,7 +263,8 @@ class GatherOperation final : public GatherTicket::State {
   size_t chunks_checked_ = 0;      // by Drain
   std::vector<std::byte> staged_;  // staged_[i * record]: verified row batch_.rows[i]
 
-  // Chunks handed to the engine so far (by Start, before landings_ is set).
+  // Chunks handed to the engine so far (by Start, before landings_ is set),
+  // or, for a gather its own thread reads, whose reads are prepared for it.
   size_t chunks_submitted_ = 0;
   // checked_[c]: chunk c was verified and copied early by the waiter, or has
   // nothing to check (Start set it for a chunk it could not submit). Written

@@ -254,13 +254,13 @@ std::string StoreImpl::metadata_json(size_t table) const {
 
 std::shared_ptr<GatherOperation> StoreImpl::Begin(size_t table, std::span<const uint64_t> row_ids,
                                                   std::byte* dst, size_t stride,
-                                                  std::function<void(GatherResult)> done) {
+                                                  std::function<void(GatherResult)> done, bool caller_reads) {
   // Only a warm-up asks how many gathers are in flight (GathersInFlight), so
   // only a store with a hot set pays this locked add on every gather. hot_set_
   // is set in Open, before any gather can begin.
   if (hot_set_ && table < tables_.size()) tables_[table]->gathers_begun.fetch_add(1, std::memory_order_relaxed);
   std::shared_ptr<GatherOperation> st = GatherOperation::Acquire();
-  st->Init(this, table, row_ids, dst, stride, std::move(done));
+  st->Init(this, table, row_ids, dst, stride, std::move(done), caller_reads);
   GatherTarget target{tables_.size()};
   if (table < tables_.size()) {
     target.record_bytes = tables_[table]->file->record_bytes();
@@ -275,6 +275,10 @@ std::shared_ptr<GatherOperation> StoreImpl::Begin(size_t table, std::span<const 
   if (trace_) trace_->Record(table, row_ids);
   GatherOperation::Start(st);
   return st;
+}
+
+GatherResult StoreImpl::Gather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride) {
+  return GatherOperation::WaitOnThisThread(Begin(table, row_ids, dst, stride, nullptr, /*caller_reads=*/true));
 }
 
 GatherTicket StoreImpl::StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride) {

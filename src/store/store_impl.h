@@ -57,6 +57,7 @@ class StoreImpl final : public Store {
   std::string metadata_json(size_t table) const override;
   std::string io_description() const override { return engine_->Describe(); }
 
+  GatherResult Gather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride) override;
   GatherTicket StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
                            size_t stride) override;
   void StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
@@ -87,8 +88,11 @@ class StoreImpl final : public Store {
 
  private:
   StoreImpl() = default;
+  // `caller_reads`: the calling thread waits for the gather right away
+  // (Gather), so it reads the misses itself (GatherOperation::WaitOnThisThread).
   std::shared_ptr<GatherOperation> Begin(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
-                                         size_t stride, std::function<void(GatherResult)> done);
+                                         size_t stride, std::function<void(GatherResult)> done,
+                                         bool caller_reads = false);
 
   StoreOptions options_;
   std::function<void(MetricsSnapshot&)> extra_metrics_;

@@ -41,6 +41,11 @@ Status FirstError(std::span<const BlockRead> reads) {
   return Status::OK();
 }
 
+bool IoEngine::RunReadStream(ReadStream& stream) {
+  (void)stream;
+  return false;
+}
+
 Status IoEngine::ReadBlocks(std::span<BlockRead> reads) {
   Mutex mu;
   CondVar cv;

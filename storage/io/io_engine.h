@@ -99,6 +99,21 @@ struct IoOptions {
   std::shared_ptr<FaultInjector> fault_injector;
 };
 
+// Reads issued and reaped by the calling thread itself (IoEngine::
+// RunReadStream). The engine asks for reads as it has room for them and hands
+// each one back as it finishes, all on the thread that runs the stream, so a
+// caller that checks what it reads does so without waking another thread.
+class ReadStream {
+ public:
+  virtual ~ReadStream() = default;
+  // The next read to start, or nullptr if none can start before more of the
+  // started ones finish (say, its buffer still holds an unchecked block).
+  // The read and its buffer must stay valid until Finished(read).
+  virtual BlockRead* NextRead() = 0;
+  // `read` has its final status. May make more reads available to NextRead.
+  virtual void Finished(BlockRead* read) = 0;
+};
+
 class IoEngine {
  public:
   virtual ~IoEngine() = default;
@@ -125,6 +140,15 @@ class IoEngine {
   // succeeded, else the first failed read's status. Do not call it from a
   // completion callback.
   virtual Status ReadBlocks(std::span<BlockRead> reads);
+
+  // Runs `stream` on the calling thread, on an io_uring ring that thread owns
+  // (made on its first stream, kept until it exits): the thread submits the
+  // reads and reaps them, with no engine thread in between. Returns once
+  // NextRead has nothing more and every read it gave has finished. Returns
+  // false, having asked the stream for nothing, where this engine cannot (not
+  // io_uring, shut down, testing faults, or the ring could not be made); the
+  // caller then reads through SubmitBatch. Not from a completion callback.
+  virtual bool RunReadStream(ReadStream& stream);
 
   // Asks the engine to pin `region` for zero-copy fixed-buffer reads (io_uring
   // registered buffers). Reads into unregistered memory always work; this is

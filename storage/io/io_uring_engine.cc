@@ -8,6 +8,9 @@
 #include <cstring>
 
 #include "storage/io/fault_injector.h"
+#include "storage/io/io_uring_caller_ring.h"
+#include "storage/io/io_uring_read_result.h"
+#include "storage/io/io_uring_ring_setup.h"
 #include "storage/log.h"
 
 namespace engram::io {
@@ -20,17 +23,13 @@ constexpr uint64_t kCancelTag = 2;
 // The engine whose ring thread is running on this thread, if any.
 thread_local const IoUringEngine* tls_ring_owner = nullptr;
 
-Status CancelledStatus() { return Status::Cancelled("read cancelled: I/O engine shutting down"); }
-
 }  // namespace
 
 struct IoUringEngine::Op {
   Batch* batch;
   BlockRead* read;
   const OpenedFile* file;
-  uint32_t wanted;     // bytes before end-of-file; the rest of the block is zero-filled
-  uint32_t done = 0;   // bytes transferred so far
-  uint32_t retries = 0;
+  ReadProgress progress;
 };
 
 struct IoUringEngine::Batch {
@@ -97,29 +96,10 @@ void IoUringEngine::RingThread(std::promise<Status>* setup_result) {
 }
 
 Status IoUringEngine::SetupRing() {
-  struct FlagSet {
-    unsigned flags;
-    const char* name;
-  };
-  static constexpr FlagSet kFlagSets[] = {
-      {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN, "SINGLE_ISSUER|DEFER_TASKRUN"},
-      {IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG, "COOP_TASKRUN"},
-      {0, "no flags"},
-  };
   // Reads plus the always-armed eventfd read plus one cancel request.
-  const unsigned entries = options_.queue_depth + 2;
-  int rc = -EINVAL;
-  for (const FlagSet& set : kFlagSets) {
-    io_uring_params params{};
-    params.flags = set.flags;
-    rc = io_uring_queue_init_params(entries, &ring_, &params);
-    if (rc == 0) {
-      setup_flags_name_ = set.name;
-      break;
-    }
-    if (rc != -EINVAL) break;  // not a flags problem: no point stepping down
-    log::Debug("io: io_uring_setup with {} refused (EINVAL); trying fewer flags", set.name);
-  }
+  const char* flags_name = "";
+  int rc = InitRingWithBestFlags(options_.queue_depth + 2, &ring_, &flags_name);
+  if (rc == 0) setup_flags_name_ = flags_name;
   if (rc != 0) return Status::FromErrno("io_uring_setup", -rc);
   ring_initialized_ = true;
 
@@ -164,8 +144,7 @@ IoUringEngine::Batch* IoUringEngine::MakeBatch(std::span<BlockRead> reads, IoCal
       stats_.RecordRead(read.status.code(), 0, 0);
       continue;
     }
-    const auto wanted = static_cast<uint32_t>(std::min<uint64_t>(read.length, file->size - read.offset));
-    batch->ops.push_back(Op{batch, &read, file, wanted});
+    batch->ops.push_back(Op{batch, &read, file, ReadProgress{WantedBytes(read, *file)}});
   }
   batch->remaining = batch->ops.size();
   return batch;
@@ -173,7 +152,7 @@ IoUringEngine::Batch* IoUringEngine::MakeBatch(std::span<BlockRead> reads, IoCal
 
 void IoUringEngine::CancelBatchInline(Batch* batch) {
   for (Op& op : batch->ops) {
-    op.read->status = CancelledStatus();
+    op.read->status = ShutdownCancelledStatus();
     stats_.RecordRead(StatusCode::kCancelled, 0, MonotonicNanos() - batch->start_ns);
   }
   IoCallback done = std::move(batch->done);
@@ -221,6 +200,16 @@ Status IoUringEngine::ReadBlocks(std::span<BlockRead> reads) {
     return Status::Internal("ReadBlocks called from an io_uring completion callback would deadlock");
   }
   return IoEngine::ReadBlocks(reads);
+}
+
+bool IoUringEngine::RunReadStreamAtDepth(ReadStream& stream, uint32_t queue_depth) {
+  // Injected faults live on the ring thread's path; testing them needs it.
+  if (options_.fault_injector != nullptr || OnRingThread()) return false;
+  {
+    MutexLock lock(&pending_mu_);
+    if (stopping_) return false;  // SubmitBatch cancels the reads
+  }
+  return RunReadStreamOnCallerRing(stream, *files_, queue_depth, options_.max_retries, stats_);
 }
 
 Status IoUringEngine::RunOnRing(std::function<Status()> fn) {
@@ -422,9 +411,9 @@ void IoUringEngine::FillSubmissionQueue() {
 }
 
 void IoUringEngine::PrepareRead(io_uring_sqe* sqe, Op* op) {
-  std::byte* dst = op->read->dst + op->done;
-  const unsigned len = op->read->length - op->done;
-  const uint64_t offset = op->read->offset + op->done;
+  std::byte* dst = op->read->dst + op->progress.done;
+  const unsigned len = op->read->length - op->progress.done;
+  const uint64_t offset = op->read->offset + op->progress.done;
   const FileId id = op->read->file;
   const bool fixed_file = fixed_file_[id] != 0;
   const int fd = fixed_file ? static_cast<int>(id) : op->file->fd;
@@ -456,8 +445,8 @@ void IoUringEngine::HandleCompletion(uint64_t user_data, int res) {
   Op* op = reinterpret_cast<Op*>(user_data);
   --in_flight_;
   const BlockRead& read = *op->read;
-  const uint64_t offset = read.offset + op->done;
   if (FaultInjector* faults = options_.fault_injector.get(); faults != nullptr && res > 0) {
+    const uint64_t offset = read.offset + op->progress.done;
     if (faults->Decide(FaultKind::kEagain, read.file, offset)) {
       res = -EAGAIN;
     } else if (res > 512) {
@@ -466,33 +455,13 @@ void IoUringEngine::HandleCompletion(uint64_t user_data, int res) {
       }
     }
   }
-  const auto where = [&] {
-    return "io_uring read '" + op->file->path + "' offset " + std::to_string(offset);
-  };
-  if (res == -EAGAIN || res == -EINTR) {
-    if (stopping_seen_) return Complete(op, CancelledStatus());
-    if (++op->retries > options_.max_retries) {
-      return Complete(op, Status::IOError(where() + ": gave up after " + std::to_string(options_.max_retries) +
-                                          " retries: " + std::strerror(-res)));
-    }
-    stats_.RecordRetry();
-    ready_.push_front(op);
+  Status status;
+  if (ApplyReadResult(res, read, *op->file, op->progress, options_.max_retries, stopping_seen_, stats_, &status) ==
+      ReadStep::kResubmit) {
+    ready_.push_front(op);  // the remainder, ahead of reads that have not started
     return;
   }
-  if (res == -ECANCELED) return Complete(op, CancelledStatus());
-  if (res < 0) return Complete(op, Status::FromErrno(where(), -res));
-  if (res == 0) {
-    return Complete(op, Status::IOError(where() + ": unexpected end of file (file size was " +
-                                        std::to_string(op->file->size) + " at open; was it truncated?)"));
-  }
-  op->done += static_cast<uint32_t>(res);
-  if (op->done >= op->wanted) {
-    if (op->done < read.length) std::memset(read.dst + op->done, 0, read.length - op->done);
-    return Complete(op, Status::OK());
-  }
-  if (stopping_seen_) return Complete(op, CancelledStatus());
-  stats_.RecordShortRead();
-  ready_.push_front(op);  // the remainder, ahead of reads that have not started
+  Complete(op, std::move(status));
 }
 
 void IoUringEngine::Complete(Op* op, Status status) {
@@ -510,7 +479,7 @@ void IoUringEngine::CancelQueued() {
   while (!ready_.empty()) {
     Op* op = ready_.front();
     ready_.pop_front();
-    Complete(op, CancelledStatus());
+    Complete(op, ShutdownCancelledStatus());
   }
 }
 

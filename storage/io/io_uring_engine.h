@@ -77,6 +77,10 @@ class IoUringEngine final : public IoEngine {
   Result<uint64_t> FileSize(FileId file) const override;
   void SubmitBatch(std::span<BlockRead> reads, IoCallback done) override;
   Status ReadBlocks(std::span<BlockRead> reads) override;
+  bool RunReadStream(ReadStream& stream) override { return RunReadStreamAtDepth(stream, options_.queue_depth); }
+  // RunReadStream with up to `queue_depth` reads in flight (a ring set's
+  // whole depth, where this ring has a share of it).
+  bool RunReadStreamAtDepth(ReadStream& stream, uint32_t queue_depth);
   Status RegisterBuffer(std::span<std::byte> region) override;
   IoStatsSnapshot Stats() const override { return stats_.Snapshot(); }
   void Shutdown() override;

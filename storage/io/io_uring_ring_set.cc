@@ -120,6 +120,13 @@ Status IoUringRingSet::ReadBlocks(std::span<BlockRead> reads) {
   return IoEngine::ReadBlocks(reads);
 }
 
+bool IoUringRingSet::RunReadStream(ReadStream& stream) {
+  // The stream runs on the caller's own ring, at the set's whole depth; it is
+  // counted in the first ring's statistics.
+  if (OnAnyRingThread()) return false;
+  return rings_.front()->RunReadStreamAtDepth(stream, options_.queue_depth);
+}
+
 Status IoUringRingSet::RegisterBuffer(std::span<std::byte> region) {
   if (OnAnyRingThread()) return CalledFromCallback("RegisterBuffer");
   // Every ring registers the region in its own buffer table; a ring that

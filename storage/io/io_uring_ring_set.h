@@ -51,6 +51,7 @@ class IoUringRingSet final : public IoEngine {
   Result<uint64_t> FileSize(FileId file) const override;
   void SubmitBatch(std::span<BlockRead> reads, IoCallback done) override;
   Status ReadBlocks(std::span<BlockRead> reads) override;
+  bool RunReadStream(ReadStream& stream) override;
   Status RegisterBuffer(std::span<std::byte> region) override;
   IoStatsSnapshot Stats() const override;
   void Shutdown() override;
