@@ -197,6 +197,20 @@ uint64_t engram_row_count(const engram_store* store, size_t table) {
   return store ? store->store->row_count(table) : 0;
 }
 
+namespace {
+
+// A finished gather of `count` row IDs as the C API reports it.
+engram_status ReportGather(const engram::GatherResult& r, size_t count, engram_gather_result* result,
+                           unsigned char* row_written) {
+  Fill(r, result);
+  if (row_written) {
+    for (size_t i = 0; i < count; ++i) row_written[i] = r.RowWritten(i) ? 1 : 0;
+  }
+  return Report(r.status);
+}
+
+}  // namespace
+
 engram_status engram_gather_rows(engram_store* store, size_t table, const uint64_t* row_ids, size_t count,
                                  void* dst, size_t stride, engram_gather_result* result) {
   return engram_gather_rows_checked(store, table, row_ids, count, dst, stride, result, nullptr);
@@ -211,13 +225,17 @@ engram_status engram_gather_rows_checked(engram_store* store, size_t table, cons
       return Report(st);
     }
   }
-  engram_gather* g = nullptr;
-  engram_status s = engram_gather_start(store, table, row_ids, count, dst, stride, &g);
-  if (s != ENGRAM_OK) {
+  if (!store || (count > 0 && !row_ids)) {
     if (row_written && count > 0) std::memset(row_written, 0, count);
-    return s;
+    return Report(engram::Status::InvalidArgument("engram_gather_rows: null argument"));
   }
-  return engram_gather_wait_checked(g, result, row_written);
+  return Guarded("engram_gather_rows", [&] {
+    // Store::Gather, not a ticket: the calling thread waits anyway, so it
+    // reads the misses itself (store.h).
+    engram::GatherResult r = store->store->Gather(table, std::span<const uint64_t>(row_ids, count),
+                                                  static_cast<std::byte*>(dst), stride);
+    return ReportGather(r, count, result, row_written);
+  });
 }
 
 engram_status engram_gather_start(engram_store* store, size_t table, const uint64_t* row_ids, size_t count,
@@ -249,11 +267,7 @@ engram_status engram_gather_wait_checked(engram_gather* gather, engram_gather_re
       // Checked after the wait: the handle is freed either way.
       if (auto st = CheckSize(*result, "engram_gather_result"); !st.ok()) return Report(st);
     }
-    Fill(r, result);
-    if (row_written) {
-      for (size_t i = 0; i < g->count; ++i) row_written[i] = r.RowWritten(i) ? 1 : 0;
-    }
-    return Report(r.status);
+    return ReportGather(r, g->count, result, row_written);
   });
 }
 
