@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "storage/io/fault_injection_engine.h"
 #include "storage/io/fault_injector.h"
 #include "storage/io/io_engine.h"
 #include "tests/io_test_util.h"
@@ -156,20 +157,63 @@ TEST(ReadStreamRefusal, EnginesWithoutARingOfTheCallersOwnRefuseWithoutAskingFor
   }
 }
 
-TEST(ReadStreamRefusal, AShutDownOrFaultInjectingIoUringEngineRefusesWithoutAskingForARead) {
+TEST(ReadStreamRefusal, AShutDownIoUringEngineRefusesWithoutAskingForARead) {
   ENGRAM_SKIP_WITHOUT_IO_URING();
   auto stopped = MustCreate(IoBackend::kIoUring);
   ASSERT_NE(stopped, nullptr);
   stopped->Shutdown();
   ExpectRefusedUntouched(*stopped, "shut down");
+}
 
-  // Injected faults live on the ring thread's path; a stream would skip them.
-  IoOptions o;
-  o.backend = IoBackend::kIoUring;
-  o.fault_injector = std::make_shared<FaultInjector>(FaultOptions{});
-  auto faulty = CreateIoEngine(o);
-  ASSERT_TRUE(faulty.ok()) << faulty.status().ToString();
-  ExpectRefusedUntouched(**faulty, "fault injection");
+TEST(ReadStreamFaults, EagainAndShortReadsAreAbsorbedAndEioAndBitFlipsReachTheStream) {
+  // The faults the engine's batches get, on the caller's ring: EAGAIN and
+  // short reads are retried away (every read byte-exact), EIO fails its read
+  // and a flipped bit changes its block.
+  ENGRAM_SKIP_WITHOUT_IO_URING();
+  TempFile file(kFileSize);
+  for (bool visible : {false, true}) {
+    SCOPED_TRACE(visible ? "EIO and bit flips" : "EAGAIN and short reads");
+    FaultOptions f;
+    f.seed = 3;
+    (visible ? f.eio_rate : f.eagain_rate) = 0.2;
+    (visible ? f.bitflip_rate : f.short_read_rate) = 0.2;
+    IoOptions o;
+    o.backend = IoBackend::kIoUring;
+    o.queue_depth = 8;
+    auto engine = CreateFaultInjectionEngine(o, f);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    FileId id = *(*engine)->OpenFile(file.path());
+    auto arena = AlignedBuffer::Allocate(200 * kBlockSize);
+    ASSERT_TRUE(arena.ok());
+    std::vector<BlockRead> reads = RandomReads(id, file.blocks() - 1, 200, 1, *arena, 9);
+    WindowedStream stream(reads, 16);
+    ASSERT_TRUE((*engine)->RunReadStream(stream));
+    EXPECT_TRUE(stream.EachFinishedOnce());
+    EXPECT_EQ(stream.finished_elsewhere(), 0);
+    size_t failed = 0, changed = 0;
+    for (const BlockRead& r : reads) {
+      if (!r.status.ok()) {
+        ++failed;
+        EXPECT_EQ(r.status.code(), StatusCode::kIOError) << r.status.ToString();
+      } else if (!CheckBlock(r, kFileSize).empty()) {
+        ++changed;
+      }
+    }
+    FaultInjector& injector = (*engine)->injector();
+    const IoStatsSnapshot stats = (*engine)->Stats();
+    if (visible) {
+      EXPECT_EQ(failed, injector.count(FaultKind::kEio));
+      EXPECT_EQ(changed, injector.count(FaultKind::kBitFlip));
+      EXPECT_GT(failed, 0u);
+      EXPECT_GT(changed, 0u);
+    } else {
+      EXPECT_EQ(failed + changed, 0u);
+      EXPECT_GT(stats.retries, 0u);
+      EXPECT_GT(stats.short_reads, 0u);
+      EXPECT_EQ(stats.retries, injector.count(FaultKind::kEagain));
+      EXPECT_EQ(stats.short_reads, injector.count(FaultKind::kShortRead));
+    }
+  }
 }
 
 }  // namespace

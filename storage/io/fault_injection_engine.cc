@@ -1,6 +1,7 @@
 #include "storage/io/fault_injection_engine.h"
 
 #include <algorithm>
+#include <thread>
 
 namespace engram::io {
 
@@ -15,24 +16,26 @@ void FaultInjectionEngine::SubmitBatch(std::span<BlockRead> reads, IoCallback do
   inner_->SubmitBatch(reads, [this, reads, done = std::move(done)]() mutable { OnInnerDone(reads, std::move(done)); });
 }
 
-void FaultInjectionEngine::OnInnerDone(std::span<BlockRead> reads, IoCallback done) {
-  for (BlockRead& r : reads) {
-    if (!r.status.ok()) continue;
-    if (faults_->Decide(FaultKind::kEio, r.file, r.offset)) {
-      r.status = Status::IOError("read file " + std::to_string(r.file) + " offset " + std::to_string(r.offset) +
-                                 ": injected EIO (fault injection)");
-      continue;
-    }
-    if (auto bits = faults_->Decide(FaultKind::kBitFlip, r.file, r.offset)) {
-      // Flip a bit among the bytes that exist in the file, not in the
-      // zero-filled tail of a final partial block, so a checksum over the
-      // file's bytes is guaranteed to see it.
-      uint64_t valid = r.length;
-      if (auto size = inner_->FileSize(r.file); size.ok()) valid = std::min<uint64_t>(valid, *size - r.offset);
-      const uint64_t bit = *bits % (valid * 8);
-      r.dst[bit / 8] ^= static_cast<std::byte>(1u << (bit % 8));
-    }
+void FaultInjectionEngine::InjectIntoLandedRead(BlockRead& r) {
+  if (!r.status.ok()) return;
+  if (faults_->Decide(FaultKind::kEio, r.file, r.offset)) {
+    r.status = Status::IOError("read file " + std::to_string(r.file) + " offset " + std::to_string(r.offset) +
+                               ": injected EIO (fault injection)");
+    return;
   }
+  if (auto bits = faults_->Decide(FaultKind::kBitFlip, r.file, r.offset)) {
+    // Flip a bit among the bytes that exist in the file, not in the
+    // zero-filled tail of a final partial block, so a checksum over the
+    // file's bytes is guaranteed to see it.
+    uint64_t valid = r.length;
+    if (auto size = inner_->FileSize(r.file); size.ok()) valid = std::min<uint64_t>(valid, *size - r.offset);
+    const uint64_t bit = *bits % (valid * 8);
+    r.dst[bit / 8] ^= static_cast<std::byte>(1u << (bit % 8));
+  }
+}
+
+void FaultInjectionEngine::OnInnerDone(std::span<BlockRead> reads, IoCallback done) {
+  for (BlockRead& r : reads) InjectIntoLandedRead(r);
   const FileId key_file = reads.empty() ? 0 : reads.front().file;
   const uint64_t key_offset = reads.empty() ? 0 : reads.front().offset;
   if (faults_->Decide(FaultKind::kDelay, key_file, key_offset)) {
@@ -42,6 +45,38 @@ void FaultInjectionEngine::OnInnerDone(std::span<BlockRead> reads, IoCallback do
   } else {
     done();
   }
+}
+
+// A stream whose reads land with the faults a batch's would: EIO or a bit
+// flip per read, and a delay (the calling thread held) at most once per
+// stream, decided by its first read as a batch's is by its first.
+class FaultInjectionEngine::FaultyStream final : public ReadStream {
+ public:
+  FaultyStream(FaultInjectionEngine& engine, ReadStream& inner) : engine_(engine), inner_(inner) {}
+  BlockRead* NextRead() override { return inner_.NextRead(); }
+  void Finished(BlockRead* read) override {
+    engine_.InjectIntoLandedRead(*read);
+    if (!delay_decided_) {
+      delay_decided_ = true;
+      FaultInjector& faults = *engine_.faults_;
+      if (faults.Decide(FaultKind::kDelay, read->file, read->offset)) {
+        std::this_thread::sleep_for(faults.options().delay);
+      } else if (faults.Decide(FaultKind::kReorder, read->file, read->offset)) {
+        std::this_thread::sleep_for(faults.options().reorder_hold);
+      }
+    }
+    inner_.Finished(read);
+  }
+
+ private:
+  FaultInjectionEngine& engine_;
+  ReadStream& inner_;
+  bool delay_decided_ = false;
+};
+
+bool FaultInjectionEngine::RunReadStream(ReadStream& stream) {
+  FaultyStream faulty(*this, stream);
+  return inner_->RunReadStream(faulty);
 }
 
 void FaultInjectionEngine::Hold(Clock::duration delay, IoCallback done) {

@@ -5,7 +5,9 @@
 // Faults applied here, at the engine API: EIO on individual reads, one
 // flipped bit in a read's data (the store's block checksums must catch it),
 // batch completions delayed by FaultOptions::delay or held back by
-// FaultOptions::reorder_hold so that later batches overtake them.
+// FaultOptions::reorder_hold so that later batches overtake them. A read
+// stream (IoEngine::RunReadStream) gets the per-read faults as each read
+// lands, and its thread is held by a delay at most once per stream.
 // Faults applied inside the wrapped backend through the shared FaultInjector
 // (see IoOptions::fault_injector): EAGAIN and short reads (io_uring and pread
 // must absorb them with retries: they never surface as errors), io_uring
@@ -37,6 +39,9 @@ class FaultInjectionEngine final : public IoEngine {
   Status CloseFile(FileId file) override { return inner_->CloseFile(file); }
   Result<uint64_t> FileSize(FileId file) const override { return inner_->FileSize(file); }
   void SubmitBatch(std::span<BlockRead> reads, IoCallback done) override;
+  // The inner engine's stream (its own EAGAIN and short-read faults), with
+  // this engine's per-read faults applied as each read lands.
+  bool RunReadStream(ReadStream& stream) override;
   Status RegisterBuffer(std::span<std::byte> region) override { return inner_->RegisterBuffer(region); }
   IoStatsSnapshot Stats() const override { return inner_->Stats(); }
   void Shutdown() override;
@@ -53,6 +58,9 @@ class FaultInjectionEngine final : public IoEngine {
     bool operator>(const Held& o) const { return due != o.due ? due > o.due : seq > o.seq; }
   };
 
+  class FaultyStream;
+  // EIO or a bit flip, as decided, on a read that succeeded.
+  void InjectIntoLandedRead(BlockRead& read);
   void OnInnerDone(std::span<BlockRead> reads, IoCallback done);
   void Hold(Clock::duration delay, IoCallback done);
   void TimerLoop();

@@ -73,7 +73,7 @@ void PrepareRead(io_uring_sqe* sqe, const Slot& slot, uint32_t index) {
 }  // namespace
 
 bool RunReadStreamOnCallerRing(ReadStream& stream, const FileTable& files, uint32_t queue_depth,
-                               uint32_t max_retries, IoStats& stats) {
+                               uint32_t max_retries, FaultInjector* faults, IoStats& stats) {
   io_uring* ring = tls_ring.Get(queue_depth);
   if (ring == nullptr) return false;
   const uint32_t depth = std::max<uint32_t>(1, std::min(queue_depth, tls_ring.entries()));
@@ -136,6 +136,7 @@ bool RunReadStreamOnCallerRing(ReadStream& stream, const FileTable& files, uint3
     for (auto [i, res] : reaped) {
       --in_flight;
       Slot& slot = slots[i];
+      res = InjectReadFaults(faults, *slot.read, slot.progress, res);
       Status status;
       if (ApplyReadResult(res, *slot.read, *slot.file, slot.progress, max_retries, /*stopping=*/false, stats,
                           &status) == ReadStep::kResubmit) {

@@ -23,12 +23,15 @@
 
 namespace engram::io {
 
+class FaultInjector;
+
 // Runs `stream` on this thread's ring with at most `queue_depth` reads in
 // flight (fewer if the ring was made smaller by an earlier stream), recording
-// each read in `stats`. Returns false, having asked the stream for nothing,
+// each read in `stats`; `faults` (testing, may be null) injects EAGAIN and
+// short reads as on the engine's ring thread. Returns false, having asked the stream for nothing,
 // if this thread has no ring and cannot make one; the failure is remembered
 // (logged once per thread), so later calls return false at once.
 bool RunReadStreamOnCallerRing(ReadStream& stream, const FileTable& files, uint32_t queue_depth,
-                               uint32_t max_retries, IoStats& stats);
+                               uint32_t max_retries, FaultInjector* faults, IoStats& stats);
 
 }  // namespace engram::io

@@ -203,13 +203,13 @@ Status IoUringEngine::ReadBlocks(std::span<BlockRead> reads) {
 }
 
 bool IoUringEngine::RunReadStreamAtDepth(ReadStream& stream, uint32_t queue_depth) {
-  // Injected faults live on the ring thread's path; testing them needs it.
-  if (options_.fault_injector != nullptr || OnRingThread()) return false;
+  if (OnRingThread()) return false;
   {
     MutexLock lock(&pending_mu_);
     if (stopping_) return false;  // SubmitBatch cancels the reads
   }
-  return RunReadStreamOnCallerRing(stream, *files_, queue_depth, options_.max_retries, stats_);
+  return RunReadStreamOnCallerRing(stream, *files_, queue_depth, options_.max_retries, options_.fault_injector.get(),
+                                   stats_);
 }
 
 Status IoUringEngine::RunOnRing(std::function<Status()> fn) {
@@ -445,16 +445,7 @@ void IoUringEngine::HandleCompletion(uint64_t user_data, int res) {
   Op* op = reinterpret_cast<Op*>(user_data);
   --in_flight_;
   const BlockRead& read = *op->read;
-  if (FaultInjector* faults = options_.fault_injector.get(); faults != nullptr && res > 0) {
-    const uint64_t offset = read.offset + op->progress.done;
-    if (faults->Decide(FaultKind::kEagain, read.file, offset)) {
-      res = -EAGAIN;
-    } else if (res > 512) {
-      if (auto bits = faults->Decide(FaultKind::kShortRead, read.file, offset)) {
-        res = static_cast<int>(512 * (1 + *bits % ((static_cast<unsigned>(res) - 1) / 512)));
-      }
-    }
-  }
+  res = InjectReadFaults(options_.fault_injector.get(), read, op->progress, res);
   Status status;
   if (ApplyReadResult(res, read, *op->file, op->progress, options_.max_retries, stopping_seen_, stats_, &status) ==
       ReadStep::kResubmit) {

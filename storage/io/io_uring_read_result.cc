@@ -1,5 +1,7 @@
 #include "storage/io/io_uring_read_result.h"
 
+#include "storage/io/fault_injector.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -9,6 +11,18 @@ namespace engram::io {
 
 uint32_t WantedBytes(const BlockRead& read, const OpenedFile& file) {
   return static_cast<uint32_t>(std::min<uint64_t>(read.length, file.size - read.offset));
+}
+
+int InjectReadFaults(FaultInjector* faults, const BlockRead& read, const ReadProgress& progress, int res) {
+  if (faults == nullptr || res <= 0) return res;
+  const uint64_t offset = read.offset + progress.done;
+  if (faults->Decide(FaultKind::kEagain, read.file, offset)) return -EAGAIN;
+  if (res > 512) {
+    if (auto bits = faults->Decide(FaultKind::kShortRead, read.file, offset)) {
+      return static_cast<int>(512 * (1 + *bits % ((static_cast<unsigned>(res) - 1) / 512)));
+    }
+  }
+  return res;
 }
 
 Status ShutdownCancelledStatus() { return Status::Cancelled("read cancelled: I/O engine shutting down"); }

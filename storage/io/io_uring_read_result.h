@@ -13,6 +13,8 @@
 
 namespace engram::io {
 
+class FaultInjector;
+
 // How far one block read has got between its submissions.
 struct ReadProgress {
   uint32_t wanted = 0;   // bytes before end-of-file; the rest of the block is zero-filled
@@ -35,6 +37,11 @@ enum class ReadStep : uint8_t {
 // final read is not (the caller records it with its latency).
 ReadStep ApplyReadResult(int res, const BlockRead& read, const OpenedFile& file, ReadProgress& progress,
                          uint32_t max_retries, bool stopping, IoStats& stats, Status* status);
+
+// The result `res` of a read's CQE as a testing FaultInjector would have it:
+// EAGAIN or a short read in place of a successful transfer (unchanged without
+// an injector, or for a failed read).
+int InjectReadFaults(FaultInjector* faults, const BlockRead& read, const ReadProgress& progress, int res);
 
 // The status of a read the engine cancelled because it is shutting down.
 Status ShutdownCancelledStatus();
