@@ -154,7 +154,7 @@ class Pass {
     engine_ = engine.get();
     file_ = file;
     std::thread checker;
-    if (shape_ == Shape::kEngineHandoff) checker = std::thread([this] { EngineCheckerLoop(); });
+    if (shape_ == Shape::kEngineHandoff) checker = std::thread([this] { CheckerLoop(); });
     const double cpu0 = CpuSeconds();
     const auto t0 = std::chrono::steady_clock::now();
     for (unsigned c = 0; c < kRingChunks; ++c) SubmitToEngine(c);
@@ -200,20 +200,6 @@ class Pass {
     std::lock_guard lock(mu_);
     ++idle_chunks_;
     cv_.notify_all();
-  }
-
-  void EngineCheckerLoop() {
-    std::unique_lock lock(mu_);
-    for (;;) {
-      cv_.wait(lock, [&] { return stop_ || !landed_.empty(); });
-      if (stop_) return;
-      const unsigned c = landed_.front();
-      landed_.pop_front();
-      lock.unlock();
-      Check(c);
-      Recycle(c);
-      lock.lock();
-    }
   }
 
   std::byte* Block(unsigned c, unsigned k) { return buffers_.data() + (size_t{c} * kChunkBlocks + k) * io::kBlockSize; }
@@ -300,6 +286,9 @@ class Pass {
     cache_->InsertBatch(ids_, rows_, outcomes_);
   }
 
+  // The checker thread of the handoff shapes: checks each landed chunk and
+  // hands it back, to the engine (engine-handoff) or to the ring's thread
+  // through checked_ and the eventfd (handoff).
   void CheckerLoop() {
     std::unique_lock lock(mu_);
     for (;;) {
@@ -309,6 +298,11 @@ class Pass {
       landed_.pop_front();
       lock.unlock();
       Check(c);
+      if (shape_ == Shape::kEngineHandoff) {
+        Recycle(c);
+        lock.lock();
+        continue;
+      }
       lock.lock();
       const bool wake = checked_.empty();
       checked_.push_back(c);
