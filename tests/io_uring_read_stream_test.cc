@@ -1,5 +1,8 @@
 // IoEngine::RunReadStream: reads submitted and reaped by the calling thread on
 // a ring of its own, against real files on the real disk.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -133,6 +136,38 @@ TEST_P(IoUringReadStream, ThreadsStreamingAtOnceEachGetTheirOwnBytes) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(bad.load(), 0);
+}
+
+TEST_P(IoUringReadStream, AForkedChildStreamsOnARingOfItsOwnAndTheParentsStillWorks) {
+  // The parent's thread has a ring; its forked child inherits a copy, which
+  // it may neither share nor submit to (SINGLE_ISSUER): it must make its own.
+  TempFile file(kFileSize);
+  auto engine = MustCreate(IoBackend::kIoUring, GetParam());
+  ASSERT_NE(engine, nullptr);
+  FileId id = *engine->OpenFile(file.path());
+  auto arena = AlignedBuffer::Allocate(64 * kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  auto stream_ok = [&](uint64_t seed) {
+    std::vector<BlockRead> reads = RandomReads(id, file.blocks() - 1, 64, 1, *arena, seed);
+    WindowedStream stream(reads, 16);
+    if (!engine->RunReadStream(stream) || !stream.EachFinishedOnce()) return false;
+    for (const BlockRead& r : reads) {
+      if (!r.status.ok() || !CheckBlock(r, kFileSize).empty()) return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(stream_ok(1));
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::alarm(30);  // a child that hangs fails rather than stalls the suite
+    ::_exit(stream_ok(2) && stream_ok(3) ? 0 : 1);
+  }
+  EXPECT_TRUE(stream_ok(4));
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  EXPECT_TRUE(stream_ok(5));
 }
 
 INSTANTIATE_TEST_SUITE_P(Rings, IoUringReadStream, ::testing::Values(1u, 3u),

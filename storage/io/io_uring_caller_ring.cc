@@ -1,8 +1,10 @@
 #include "storage/io/io_uring_caller_ring.h"
 
 #include <liburing.h>
+#include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <chrono>
@@ -22,6 +24,13 @@ namespace {
 // one ring serves the usual depths; a deeper stream is capped at it.
 constexpr uint32_t kMinRingEntries = 256;
 
+// Forks so far, counted in each child: a ring made before a fork is the
+// parent's, which the child must neither share nor (under SINGLE_ISSUER)
+// submit to.
+std::atomic<uint64_t> fork_generation{0};
+
+void CountForkInChild() { fork_generation.fetch_add(1, std::memory_order_relaxed); }
+
 class CallerRing {
  public:
   ~CallerRing() {
@@ -30,6 +39,16 @@ class CallerRing {
 
   // This thread's ring, made now if it has none; nullptr if it cannot be.
   io_uring* Get(uint32_t queue_depth) {
+    static const int registered = pthread_atfork(nullptr, nullptr, CountForkInChild);
+    (void)registered;
+    const uint64_t generation = fork_generation.load(std::memory_order_relaxed);
+    if (generation != generation_) {
+      // A forked child: drop its copy of the parent's ring (its mapping and
+      // descriptor only; the parent's ring is untouched) and make its own.
+      if (ready_) io_uring_queue_exit(&ring_);
+      ready_ = failed_ = false;
+      generation_ = generation;
+    }
     if (ready_) return &ring_;
     if (failed_) return nullptr;
     entries_ = std::bit_ceil(std::max(queue_depth, kMinRingEntries));
@@ -51,6 +70,7 @@ class CallerRing {
   bool ready_ = false;
   bool failed_ = false;
   uint32_t entries_ = 0;
+  uint64_t generation_ = 0;  // fork_generation when the ring was made
 };
 
 thread_local CallerRing tls_ring;

@@ -10,7 +10,8 @@
 // itself, checking each block as it lands, as fio does.
 //
 // One ring per thread, made on the thread's first stream and closed when the
-// thread exits; under SINGLE_ISSUER only that thread may use it. Any engine's
+// thread exits; under SINGLE_ISSUER only that thread may use it. A forked
+// child makes a ring of its own rather than use the copy of its parent's. Any engine's
 // streams share it: files are read by their plain descriptors (no fixed
 // files or buffers, which belong to one ring).
 #pragma once
