@@ -97,15 +97,17 @@ bool RunReadStreamOnCallerRing(ReadStream& stream, const FileTable& files, uint3
   io_uring* ring = tls_ring.Get(queue_depth);
   if (ring == nullptr) return false;
   const uint32_t depth = std::max<uint32_t>(1, std::min(queue_depth, tls_ring.entries()));
-  // Per-thread scratch: a stream allocates nothing once its thread has run one.
+  // Per-thread scratch: a stream allocates nothing once its thread has run
+  // one. Every slot is free again when a stream ends (nothing in flight), so
+  // the free list is rebuilt only when the depth changes.
   thread_local std::vector<Slot> slots;
   thread_local std::vector<uint32_t> free_slots;
   thread_local std::vector<uint32_t> to_resubmit;
-  thread_local std::vector<std::pair<uint32_t, int>> reaped;
-  slots.assign(depth, Slot{});
-  free_slots.clear();
-  for (uint32_t i = depth; i-- > 0;) free_slots.push_back(i);
-  to_resubmit.clear();
+  if (slots.size() != depth) {
+    slots.assign(depth, Slot{});
+    free_slots.clear();
+    for (uint32_t i = depth; i-- > 0;) free_slots.push_back(i);
+  }
   uint32_t in_flight = 0;
   bool enter_failure_logged = false;
 
@@ -118,6 +120,7 @@ bool RunReadStreamOnCallerRing(ReadStream& stream, const FileTable& files, uint3
       ++in_flight;
     }
     to_resubmit.clear();
+    uint64_t submit_ns = 0;  // one clock reading for the reads started this turn
     while (!free_slots.empty()) {
       BlockRead* read = stream.NextRead();
       if (read == nullptr) break;
@@ -128,9 +131,10 @@ bool RunReadStreamOnCallerRing(ReadStream& stream, const FileTable& files, uint3
         stream.Finished(read);
         continue;
       }
+      if (submit_ns == 0) submit_ns = MonotonicNanos();
       const uint32_t i = free_slots.back();
       free_slots.pop_back();
-      slots[i] = Slot{read, file, ReadProgress{WantedBytes(*read, *file)}, MonotonicNanos()};
+      slots[i] = Slot{read, file, ReadProgress{WantedBytes(*read, *file)}, submit_ns};
       PrepareRead(io_uring_get_sqe(ring), slots[i], i);
       ++in_flight;
     }
@@ -144,31 +148,31 @@ bool RunReadStreamOnCallerRing(ReadStream& stream, const FileTable& files, uint3
       enter_failure_logged = true;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    reaped.clear();
+    // The CQ is walked in place, each landed read handed to the stream, and
+    // released after: it has room for twice the reads that can be in flight.
+    const uint64_t landed_ns = MonotonicNanos();
     unsigned head;
     unsigned count = 0;
     io_uring_cqe* cqe;
     io_uring_for_each_cqe(ring, head, cqe) {
-      reaped.emplace_back(static_cast<uint32_t>(cqe->user_data), cqe->res);
       ++count;
-    }
-    io_uring_cq_advance(ring, count);
-    for (auto [i, res] : reaped) {
       --in_flight;
+      const auto i = static_cast<uint32_t>(cqe->user_data);
       Slot& slot = slots[i];
-      res = InjectReadFaults(faults, *slot.read, slot.progress, res);
+      const int res = InjectReadFaults(faults, *slot.read, slot.progress, cqe->res);
       Status status;
       if (ApplyReadResult(res, *slot.read, *slot.file, slot.progress, max_retries, /*stopping=*/false, stats,
                           &status) == ReadStep::kResubmit) {
         to_resubmit.push_back(i);
         continue;
       }
-      stats.RecordRead(status.code(), slot.read->length, MonotonicNanos() - slot.start_ns);
+      stats.RecordRead(status.code(), slot.read->length, landed_ns - slot.start_ns);
       BlockRead* read = std::exchange(slot.read, nullptr);
       read->status = std::move(status);
       free_slots.push_back(i);
       stream.Finished(read);
     }
+    io_uring_cq_advance(ring, count);
   }
 }
 
