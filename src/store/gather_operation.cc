@@ -196,32 +196,25 @@ void GatherOperation::SubmitBlockReads(const std::shared_ptr<GatherOperation>& s
   // More blocks than the buffers hold: read them through a ring of
   // stream_chunks chunks. Nothing is submitted yet.
   const bool streams = !phase.submit_early && phase.stream_chunks != 0 && st.chunks() > phase.stream_chunks;
-  if (st.caller_reads_ && !streams) {
-    // WaitOnThisThread reads the chunks that got buffers.
-    const Status no_buffer = st.PrepareChunkReads();
-    st.result_.blocks_read = std::min(st.batch_.blocks.size(), st.chunks_submitted_ * kChunkBlocks);
-    if (!no_buffer.ok()) {
-      st.FailUnsubmittedBlocks(no_buffer);
-      if (st.chunks_submitted_ == 0) return st.FinishWithoutReads();
-    }
-    st.reads_pending_ = true;
-    return;
-  }
   if (streams) {
     phase.no_buffer = st.PrepareStreamingReads(phase.stream_chunks);
-    if (phase.no_buffer.ok() && st.caller_reads_) {
+    if (phase.no_buffer.ok()) {
+      if (!st.caller_reads_) return SubmitPreparedReads(self);
       st.reads_pending_ = true;  // WaitOnThisThread reads them
       return;
     }
-    if (phase.no_buffer.ok()) return SubmitPreparedReads(self);
   } else if (phase.no_buffer.ok()) {
-    phase.no_buffer = SubmitReadyChunks(self, /*all=*/true);
+    phase.no_buffer = st.caller_reads_ ? st.PrepareChunkReads() : SubmitReadyChunks(self, /*all=*/true);
   }
   st.result_.blocks_read = std::min(st.batch_.blocks.size(), st.chunks_submitted_ * kChunkBlocks);
   if (!phase.no_buffer.ok()) {
-    // The chunks already submitted go on.
+    // The chunks already submitted (or prepared) go on.
     st.FailUnsubmittedBlocks(phase.no_buffer);
     if (st.chunks_submitted_ == 0) return st.FinishWithoutReads();
+  }
+  if (st.caller_reads_) {
+    st.reads_pending_ = true;  // WaitOnThisThread reads the chunks that got buffers
+    return;
   }
   SetLandings(self, st.chunks_submitted_);
 }
