@@ -7,7 +7,7 @@
 #   ROWS=24 RESIDENT=24 bench/gather_instructions.sh /dev/shm/eb/table.engram build/engram-bench
 #
 # Runs `engram-bench hit` twice under callgrind, for 0.2 s and 0.8 s, counting
-# only inside StartGather and Wait, and prints (Ir2 - Ir1) / (gathers2 - gathers1):
+# only inside StoreImpl::Gather (what Store::Gather runs), and prints (Ir2 - Ir1) / (gathers2 - gathers1):
 # the warm-up and the store's opening cancel out. The pread backend is used
 # because valgrind does not emulate io_uring's ring (a run with it hangs); a
 # hit gather does no I/O either way. RESIDENT rows small enough to stay in the
@@ -27,13 +27,13 @@ trap 'rm -rf "$work"' EXIT
 count() {
   local out=$work/cg.$1.out
   valgrind --tool=callgrind --callgrind-out-file="$out" \
-    --toggle-collect='engram::StoreImpl::StartGather*' --toggle-collect='engram::StoreImpl::Wait*' \
+    --toggle-collect='engram::StoreImpl::Gather(*' \
     "$bench" hit --file "$table" --seconds "$1" --rounds 1 --rows-per-gather "$rows" \
     --resident-rows "$resident" --io-backend pread >/dev/null 2>"$work/log" ||
     { cat "$work/log" >&2; exit 1; }
   ir=$(callgrind_annotate "$out" | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
   gathers=$(callgrind_annotate --tree=caller "$out" |
-    grep -o 'StoreImpl::StartGather(unsigned long, std::span<unsigned long const, [0-9]*ul>, std::byte\*, unsigned long) ([0-9,]*x)' |
+    grep -o 'StoreImpl::Gather(unsigned long, std::span<unsigned long const, [0-9]*ul>, std::byte\*, unsigned long) ([0-9,]*x)' |
     sed -n '1{s/.*(\([0-9,]*\)x)/\1/; s/,//g; p}')
 }
 count 0.2

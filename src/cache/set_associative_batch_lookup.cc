@@ -26,12 +26,14 @@
 // in its first set then costs one index line, not two.
 //
 // The stages before the last change nothing (no counts, no sketch, no clock, no
-// stamps; the sketch's line is only prefetched), and the last does what
-// Lookup does, in order (a row is in at most one set, so a hit found in its
-// second set is the hit Lookup finds): the results, counters and sketch are
-// those of sequential Lookups. Only the bookkeeping is batched: the batch takes
-// its n ticks with one add to the clock and adds its hits and misses to the
-// statistics once. If another thread moves or evicts a row between its
+// stamps), and the last does what Lookup does, in order (a row is in at most
+// one set, so a hit found in its second set is the hit Lookup finds): the
+// results, counters and sketch are those of sequential Lookups. Only the
+// bookkeeping is batched: the batch takes its n ticks with one add to the
+// clock, adds its hits and misses to the statistics once, and counts its rows
+// in the sketch in bursts (sketch_increment_burst.h), flushed before any
+// tick's upkeep and at the end, so no halving and no later operation sees a
+// count missing. If another thread moves or evicts a row between its
 // prefetch and its lookup, the lookup is simply slower, never wrong.
 //
 // With direct placement (set_hasher.h) none of that is needed: row r can only
@@ -44,6 +46,7 @@
 #include <bit>
 
 #include "src/cache/set_associative_cache.h"
+#include "src/cache/sketch_increment_burst.h"
 
 using engram::cache::set_associative_internal::PrefetchRange;
 
@@ -112,11 +115,10 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
   uint64_t second_sets[kRing];
   int first_ways[kRing];  // the way of the first set the hint found the row in, or -1
   int second_ways[kRing];  // the same for the second set (set only when in_second)
-  FrequencySketch::Probe probes[kRing];  // where the rows' sketch counters are, found once
   bool in_second[kRing];  // not found in the first set by the payload stage
   const bool two = hasher_.two_candidates();
   const bool count_frequency = CountsFrequency();
-  const bool default_sketch = sketch_.HasDefaultShape();
+  SketchIncrementBurst increments(sketch_);
   // The stages are always inlined: GCC otherwise calls them out of line, and
   // each call reloads the captured ring (~30 instructions per row). The GNU
   // attribute after the parameters applies to the call operator; GCC ignores
@@ -126,10 +128,6 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
     hashes[j % kRing] = h;
     first_sets[j % kRing] = hasher_.First(h);
     PrefetchSet<kWays>(first_sets[j % kRing]);
-    if (count_frequency) {
-      probes[j % kRing] = sketch_.ProbeOf(h);
-      sketch_.Prefetch(probes[j % kRing]);
-    }
   };
   // The hints are read without the set locks: a locked instruction would wait
   // for the earlier rows' copies to drain from the store buffer, and a stale
@@ -158,7 +156,7 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
   for (size_t j = 0; j < std::min(n, kSecondSetAhead); ++j) find_in_second(j);
   // The batch's ticks are taken at once, and its counts added once: row i
   // holds tick first_tick + i and does that tick's upkeep right after its
-  // sketch increment, as Lookup does.
+  // sketch increment, as Lookup does (the burst is flushed first).
   const uint64_t first_tick = n != 0 ? TakeTicks(n) : 0;
   uint64_t next_halving = FirstHalvingFrom(first_tick);
   LookupCounts counts;
@@ -167,14 +165,11 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
     if (i + kFirstSetAhead < n) find_in_first(i + kFirstSetAhead);
     if (i + kSecondSetAhead < n) find_in_second(i + kSecondSetAhead);
     std::span<std::byte> dst(dsts[i], copy && dsts[i] ? row_bytes_ : 0);
-    if (count_frequency) {
-      if (default_sketch) {
-        sketch_.IncrementDefaultShape(probes[i % kRing]);
-      } else {
-        sketch_.Increment(probes[i % kRing]);
-      }
+    if (count_frequency) increments.Add(hashes[i % kRing]);
+    if (UpkeepDue(first_tick + i, next_halving)) {
+      increments.Flush();
+      TickUpkeep(first_tick + i, &next_halving);
     }
-    TickUpkeep(first_tick + i, &next_halving);
     const uint32_t now = static_cast<uint32_t>(first_tick + i);
     // A row the hints found is served where they found it, without the lock
     // if no writer interferes; a row the hints saw in its second set is
@@ -191,6 +186,7 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
                             pin, &counts);
     hit[i] = found ? 1 : 0;
   }
+  increments.Flush();
   counts.AddTo(Shard());
   return counts.hits;
 }
@@ -244,15 +240,16 @@ void SetAssociativeRowCache::RecordHits(std::span<const uint64_t> row_ids) {
   const size_t n = row_ids.size();
   if (n == 0) return;
   // The same bookkeeping as the last stage of LookupBatchIn for a hit: one
-  // tick and (unless placement is direct) one sketch increment per row, the batch's ticks taken at once;
-  // the index lines are prefetched kIndexAhead rows ahead.
+  // tick and (unless placement is direct) one sketch increment per row, the
+  // batch's ticks taken at once and the increments counted in bursts; the
+  // index lines are prefetched kIndexAhead rows ahead.
   const bool two = hasher_.two_candidates();
   const bool count_frequency = CountsFrequency();
+  SketchIncrementBurst increments(sketch_);
   uint64_t hashes[kRing];
   auto prepare = [&](size_t j) __attribute__((always_inline)) {
     hashes[j % kRing] = hasher_.Hash(row_ids[j]);
     PrefetchSet<0>(hasher_.First(hashes[j % kRing]));
-    if (count_frequency) sketch_.Prefetch(hashes[j % kRing]);
   };
   for (size_t j = 0; j < std::min(n, kIndexAhead); ++j) prepare(j);
   const uint64_t first_tick = TakeTicks(n);
@@ -261,8 +258,11 @@ void SetAssociativeRowCache::RecordHits(std::span<const uint64_t> row_ids) {
   for (size_t i = 0; i < n; ++i) {
     if (i + kIndexAhead < n) prepare(i + kIndexAhead);
     const uint64_t h = hashes[i % kRing];
-    if (count_frequency) sketch_.Increment(h);
-    TickUpkeep(first_tick + i, &next_halving);
+    if (count_frequency) increments.Add(h);
+    if (UpkeepDue(first_tick + i, next_halving)) {
+      increments.Flush();
+      TickUpkeep(first_tick + i, &next_halving);
+    }
     const uint64_t first = hasher_.First(h);
     uint64_t set = first;
     int way = FindWayHint<0>(first, row_ids[i]);
@@ -273,6 +273,7 @@ void SetAssociativeRowCache::RecordHits(std::span<const uint64_t> row_ids) {
     if (way >= 0) View(set).set_stamp(uint32_t(way), static_cast<uint32_t>(first_tick + i));
     ++counts.hits;
   }
+  increments.Flush();
   counts.AddTo(Shard());
 }
 

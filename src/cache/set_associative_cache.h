@@ -329,6 +329,12 @@ class SetAssociativeRowCache final : public RowCache {
     if (halving_ticks_ == 0) return UINT64_MAX;
     return t + (halving_ticks_ - t % halving_ticks_) % halving_ticks_;
   }
+  // Whether TickUpkeep(t, ...) would do anything (halve the sketch or
+  // Maintain): a batch flushes what it has not yet counted in the sketch
+  // first.
+  bool UpkeepDue(uint64_t t, uint64_t next_halving) const {
+    return t == next_halving || (t & (maintain_ticks_ - 1)) == 0;
+  }
   void TickUpkeep(uint64_t t, uint64_t* next_halving) {
     if (t == *next_halving) {
       sketch_.Halve();
