@@ -2,10 +2,12 @@
 #include "storage/io/io_engine.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -463,6 +465,48 @@ TEST_P(IoEngineTest, ThreadsRunningReadStreamsAtOnceEachGetTheirOwnBytes) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(bad.load(), 0);
+}
+
+// A stream whose Finished throws (as one that runs out of memory would) on
+// its `throw_at`-th finished read, with many reads still in the kernel.
+class ThrowingStream final : public ReadStream {
+ public:
+  ThrowingStream(std::vector<BlockRead>& reads, size_t window, size_t throw_at)
+      : inner_(reads, window), throw_at_(throw_at) {}
+  BlockRead* NextRead() override { return inner_.NextRead(); }
+  void Finished(BlockRead* read) override {
+    inner_.Finished(read);
+    if (inner_.finished() == throw_at_) throw std::runtime_error("out of room");
+  }
+  const WindowedStream& inner() const { return inner_; }
+
+ private:
+  WindowedStream inner_;
+  const size_t throw_at_;
+};
+
+TEST_P(IoEngineTest, AStreamThatThrowsLeavesNoReadInFlightAndTheThreadsNextStreamWorks) {
+  if (GetParam().backend != IoBackend::kIoUring) GTEST_SKIP() << "no read streams on this backend";
+  auto arena = AlignedBuffer::Allocate(256 * kBlockSize);
+  ASSERT_TRUE(arena.ok());
+  for (int round = 0; round < 20; ++round) {
+    std::vector<BlockRead> reads = RandomReads(file_id_, file_.blocks() - 1, 256, 1, *arena, 7 + round);
+    ThrowingStream throwing(reads, /*window=*/128, /*throw_at=*/3);
+    EXPECT_THROW(engine_->RunReadStream(throwing), std::runtime_error);
+    EXPECT_EQ(throwing.inner().finished(), 3u);  // no read handed on after the throw
+    // Nothing the kernel was still reading may land once the stream has left.
+    std::memset(arena->data(), 0xCD, arena->size());
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    for (size_t i = 0; i < arena->size(); ++i) {
+      ASSERT_EQ(arena->data()[i], std::byte{0xCD}) << "round " << round << ": a read landed at byte " << i;
+    }
+    // The thread's ring and slots are whole: its next stream is byte-exact.
+    std::vector<BlockRead> next = RandomReads(file_id_, file_.blocks() - 1, 256, 1, *arena, 1000 + round);
+    WindowedStream stream(next, 128);
+    ASSERT_TRUE(engine_->RunReadStream(stream));
+    ASSERT_TRUE(stream.EachFinishedOnce()) << "round " << round;
+    for (const BlockRead& r : next) ASSERT_TRUE(r.status.ok() && CheckBlock(r, kFileSize).empty()) << round;
+  }
 }
 
 TEST_P(IoEngineTest, AForkedChildStreamsOnARingOfItsOwnAndTheParentsStillWorks) {

@@ -111,6 +111,8 @@ class ReadStream {
   // The read and its buffer must stay valid until Finished(read).
   virtual BlockRead* NextRead() = 0;
   // `read` has its final status. May make more reads available to NextRead.
+  // May throw: the engine then waits for the reads it has started, hands
+  // none of them on, and lets the exception leave RunReadStream.
   virtual void Finished(BlockRead* read) = 0;
 };
 

@@ -109,70 +109,98 @@ bool RunReadStreamOnCallerRing(ReadStream& stream, const FileTable& files, uint3
     for (uint32_t i = depth; i-- > 0;) free_slots.push_back(i);
   }
   uint32_t in_flight = 0;
+  unsigned walked = 0;  // CQEs of the current walk handed on and not yet released
   bool enter_failure_logged = false;
 
-  for (;;) {
-    // Remainders of short or retried reads first, then new reads while there
-    // is room. An SQE is always available: at most `depth` (<= the ring's
-    // entries) are outstanding.
-    for (uint32_t i : to_resubmit) {
-      PrepareRead(io_uring_get_sqe(ring), slots[i], i);
-      ++in_flight;
+  try {
+    for (;;) {
+      // Remainders of short or retried reads first, then new reads while there
+      // is room. An SQE is always available: at most `depth` (<= the ring's
+      // entries) are outstanding.
+      for (uint32_t i : to_resubmit) {
+        PrepareRead(io_uring_get_sqe(ring), slots[i], i);
+        ++in_flight;
+      }
+      to_resubmit.clear();
+      uint64_t submit_ns = 0;  // one clock reading for the reads started this turn
+      while (!free_slots.empty()) {
+        BlockRead* read = stream.NextRead();
+        if (read == nullptr) break;
+        const OpenedFile* file = nullptr;
+        read->status = files.Validate(*read, &file);
+        if (!read->status.ok()) {
+          stats.RecordRead(read->status.code(), 0, 0);
+          stream.Finished(read);
+          continue;
+        }
+        if (submit_ns == 0) submit_ns = MonotonicNanos();
+        const uint32_t i = free_slots.back();
+        free_slots.pop_back();
+        slots[i] = Slot{read, file, ReadProgress{WantedBytes(*read, *file)}, submit_ns};
+        PrepareRead(io_uring_get_sqe(ring), slots[i], i);
+        ++in_flight;
+      }
+      if (in_flight == 0) return true;  // nothing started, nothing more to start
+
+      const int rc = io_uring_submit_and_wait(ring, 1);
+      if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+        // The SQEs stay queued and go in with the next call; reads already in
+        // the kernel still complete. Pause rather than spin on a failing ring.
+        if (!enter_failure_logged) log::Error("io: io_uring_enter on a caller's ring failed: {}", std::strerror(-rc));
+        enter_failure_logged = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      // The CQ is walked in place, each landed read handed to the stream, and
+      // released after: it has room for twice the reads that can be in flight.
+      const uint64_t landed_ns = MonotonicNanos();
+      unsigned head;
+      io_uring_cqe* cqe;
+      io_uring_for_each_cqe(ring, head, cqe) {
+        ++walked;
+        --in_flight;
+        const auto i = static_cast<uint32_t>(cqe->user_data);
+        Slot& slot = slots[i];
+        const int res = InjectReadFaults(faults, *slot.read, slot.progress, cqe->res);
+        Status status;
+        if (ApplyReadResult(res, *slot.read, *slot.file, slot.progress, max_retries, /*stopping=*/false, stats,
+                            &status) == ReadStep::kResubmit) {
+          to_resubmit.push_back(i);
+          continue;
+        }
+        stats.RecordRead(status.code(), slot.read->length, landed_ns - slot.start_ns);
+        BlockRead* read = std::exchange(slot.read, nullptr);
+        read->status = std::move(status);
+        free_slots.push_back(i);
+        stream.Finished(read);
+      }
+      io_uring_cq_advance(ring, std::exchange(walked, 0));
+    }
+  } catch (...) {
+    // The stream threw (its Finished may run out of memory). The reads still
+    // in the kernel would land in buffers that the unwinding frees: wait for
+    // every one, hand none of them on, and leave every slot free for this
+    // thread's next stream.
+    io_uring_cq_advance(ring, std::exchange(walked, 0));
+    while (in_flight != 0) {
+      const int rc = io_uring_submit_and_wait(ring, 1);  // also starts the reads prepared but not submitted
+      if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      unsigned head;
+      io_uring_cqe* cqe;
+      io_uring_for_each_cqe(ring, head, cqe) {
+        ++walked;
+        --in_flight;
+      }
+      io_uring_cq_advance(ring, std::exchange(walked, 0));
     }
     to_resubmit.clear();
-    uint64_t submit_ns = 0;  // one clock reading for the reads started this turn
-    while (!free_slots.empty()) {
-      BlockRead* read = stream.NextRead();
-      if (read == nullptr) break;
-      const OpenedFile* file = nullptr;
-      read->status = files.Validate(*read, &file);
-      if (!read->status.ok()) {
-        stats.RecordRead(read->status.code(), 0, 0);
-        stream.Finished(read);
-        continue;
-      }
-      if (submit_ns == 0) submit_ns = MonotonicNanos();
-      const uint32_t i = free_slots.back();
-      free_slots.pop_back();
-      slots[i] = Slot{read, file, ReadProgress{WantedBytes(*read, *file)}, submit_ns};
-      PrepareRead(io_uring_get_sqe(ring), slots[i], i);
-      ++in_flight;
-    }
-    if (in_flight == 0) return true;  // nothing started, nothing more to start
-
-    const int rc = io_uring_submit_and_wait(ring, 1);
-    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
-      // The SQEs stay queued and go in with the next call; reads already in
-      // the kernel still complete. Pause rather than spin on a failing ring.
-      if (!enter_failure_logged) log::Error("io: io_uring_enter on a caller's ring failed: {}", std::strerror(-rc));
-      enter_failure_logged = true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    // The CQ is walked in place, each landed read handed to the stream, and
-    // released after: it has room for twice the reads that can be in flight.
-    const uint64_t landed_ns = MonotonicNanos();
-    unsigned head;
-    unsigned count = 0;
-    io_uring_cqe* cqe;
-    io_uring_for_each_cqe(ring, head, cqe) {
-      ++count;
-      --in_flight;
-      const auto i = static_cast<uint32_t>(cqe->user_data);
-      Slot& slot = slots[i];
-      const int res = InjectReadFaults(faults, *slot.read, slot.progress, cqe->res);
-      Status status;
-      if (ApplyReadResult(res, *slot.read, *slot.file, slot.progress, max_retries, /*stopping=*/false, stats,
-                          &status) == ReadStep::kResubmit) {
-        to_resubmit.push_back(i);
-        continue;
-      }
-      stats.RecordRead(status.code(), slot.read->length, landed_ns - slot.start_ns);
-      BlockRead* read = std::exchange(slot.read, nullptr);
-      read->status = std::move(status);
+    free_slots.clear();
+    for (uint32_t i = depth; i-- > 0;) {
+      slots[i] = Slot{};
       free_slots.push_back(i);
-      stream.Finished(read);
     }
-    io_uring_cq_advance(ring, count);
+    throw;
   }
 }
 

@@ -31,7 +31,9 @@ class FaultInjector;
 // each read in `stats`; `faults` (testing, may be null) injects EAGAIN and
 // short reads as on the engine's ring thread. Returns false, having asked the stream for nothing,
 // if this thread has no ring and cannot make one; the failure is remembered
-// (logged once per thread), so later calls return false at once.
+// (logged once per thread), so later calls return false at once. If the
+// stream throws, every read already started is waited for (and none handed
+// on) before the exception leaves: no read lands in a buffer after it.
 bool RunReadStreamOnCallerRing(ReadStream& stream, const FileTable& files, uint32_t queue_depth,
                                uint32_t max_retries, FaultInjector* faults, IoStats& stats);
 
