@@ -238,18 +238,26 @@ void GatherOperation::StartReferenceReads(const std::shared_ptr<GatherOperation>
   st.store_->engine().SubmitBatch(st.reference_->blocks.reads, [self] { OnLanded(self); });
 }
 
+Status GatherOperation::PrepareNextChunk(bool all, bool* prepared) {
+  *prepared = false;
+  const size_t blocks = batch_.blocks.size();
+  const size_t first = chunks_submitted_ * kChunkBlocks;
+  const size_t end = std::min(first + kChunkBlocks, blocks);
+  if (first >= blocks || (end - first < kChunkBlocks && !all)) return Status::OK();
+  const TableState& table = store_->table_state(table_);
+  ENGRAM_RETURN_IF_ERROR(batch_.PrepareReads(table.file_id, table.file->geometry(), store_->read_buffers(), end));
+  ++chunks_submitted_;
+  *prepared = true;
+  return Status::OK();
+}
+
 Status GatherOperation::SubmitReadyChunks(const std::shared_ptr<GatherOperation>& self, bool all) {
   GatherOperation& st = *self;
-  const TableState& table = st.store_->table_state(st.table_);
-  const size_t blocks = st.batch_.blocks.size();
-  for (;;) {
-    const size_t first = st.chunks_submitted_ * kChunkBlocks;
-    const size_t end = std::min(first + kChunkBlocks, blocks);
-    if (first >= blocks || (end - first < kChunkBlocks && !all)) return Status::OK();
-    ENGRAM_RETURN_IF_ERROR(
-        st.batch_.PrepareReads(table.file_id, table.file->geometry(), st.store_->read_buffers(), end));
-    SubmitChunk(self, st.chunks_submitted_++);
+  for (bool prepared = true; prepared;) {
+    ENGRAM_RETURN_IF_ERROR(st.PrepareNextChunk(all, &prepared));
+    if (prepared) SubmitChunk(self, st.chunks_submitted_ - 1);
   }
+  return Status::OK();
 }
 
 Status GatherOperation::PrepareStreamingReads(size_t ring_chunks) {
@@ -263,11 +271,7 @@ Status GatherOperation::PrepareStreamingReads(size_t ring_chunks) {
 }
 
 Status GatherOperation::PrepareChunkReads() {
-  const TableState& table = store_->table_state(table_);
-  for (; chunks_submitted_ < chunks(); ++chunks_submitted_) {
-    const size_t end = std::min((chunks_submitted_ + 1) * kChunkBlocks, batch_.blocks.size());
-    ENGRAM_RETURN_IF_ERROR(batch_.PrepareReads(table.file_id, table.file->geometry(), store_->read_buffers(), end));
-  }
+  for (bool prepared = true; prepared;) ENGRAM_RETURN_IF_ERROR(PrepareNextChunk(/*all=*/true, &prepared));
   return Status::OK();
 }
 

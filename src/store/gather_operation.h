@@ -158,17 +158,22 @@ class GatherOperation final : public GatherTicket::State {
   static void StartReferenceReads(const std::shared_ptr<GatherOperation>& self,
                                   std::vector<std::pair<uint64_t, uint32_t>> missed);
 
-  // Prepares and submits the chunks after the first chunks_submitted_ whose
-  // blocks are all known (full ones; with `all`, the last partial one too).
-  // Fails if no read buffer could be had: the chunks from chunks_submitted_
-  // on are then not submitted.
+  // Leases room for the next chunk after the first chunks_submitted_ and
+  // prepares its reads, if its blocks are all known (a full chunk; with
+  // `all`, the last partial one too); *prepared says whether there was one.
+  // Fails if no read buffer could be had.
+  Status PrepareNextChunk(bool all, bool* prepared);
+  // Prepares and submits every such chunk (PrepareNextChunk). Fails if no
+  // read buffer could be had: the chunks from chunks_submitted_ on are then
+  // not submitted.
   static Status SubmitReadyChunks(const std::shared_ptr<GatherOperation>& self, bool all);
   // Leases a ring of `ring_chunks` chunk buffers for more blocks than they
   // hold, and prepares every block's read into its place in the ring.
   Status PrepareStreamingReads(size_t ring_chunks);
-  // Leases room for the blocks and prepares their reads, a chunk at a time,
-  // as SubmitReadyChunks does, so that a pool out of memory part way still
-  // leaves the chunks before it to read: those are chunks_submitted_'s.
+  // Prepares every chunk's reads without submitting any (for a gather its
+  // own thread reads), a chunk at a time, so that a pool out of memory part
+  // way still leaves the chunks before it to read: those are
+  // chunks_submitted_'s.
   Status PrepareChunkReads();
   // Submits prepared reads to the engine: the chunks_submitted_ first chunks,
   // or a streaming gather's first stream_chunks_ (Drain submits the rest).
