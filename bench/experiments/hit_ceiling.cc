@@ -19,6 +19,8 @@
 //   cmake --build build --target hit_ceiling && build/hit_ceiling
 // or on its own, without the library:
 //   g++ -O2 -std=c++20 -DXXH_INLINE_ALL bench/experiments/hit_ceiling.cc -o /tmp/hit_ceiling
+// RESIDENT=500000 BUDGET_MIB=400 is a cache far larger than the CPU's caches
+// (the hit path of a deployment, whose table is far larger still).
 // -DEXTRA_HASHES=K adds K XXH3s of 8 bytes per row (no memory touched), to
 // see what extra instructions per row cost when the lines are in flight.
 // SECONDS_EACH=S runs one round of S seconds per variant (for callgrind;
@@ -39,9 +41,15 @@ namespace {
 
 constexpr uint64_t kRec = 264;
 constexpr uint64_t kTableRows = 2'000'000;
-constexpr uint64_t kResident = 65'536;
 constexpr uint32_t kWays = 5;
-constexpr uint64_t kBudget = 66ull << 20;
+// RESIDENT=rows and BUDGET_MIB=MiB change the geometry (default: engram-bench
+// hit's, 65,536 rows in 66 MiB).
+uint64_t EnvOr(const char* name, uint64_t fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::strtoull(v, nullptr, 10) : fallback;
+}
+const uint64_t kResident = EnvOr("RESIDENT", 65'536);
+const uint64_t kBudget = EnvOr("BUDGET_MIB", 66) << 20;
 
 void* MapHuge(uint64_t bytes, bool huge = true) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
