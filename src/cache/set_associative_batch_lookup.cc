@@ -53,12 +53,12 @@ using engram::cache::set_associative_internal::PrefetchRange;
 namespace engram::cache {
 namespace {
 
-constexpr size_t kIndexAhead = 8;
-constexpr size_t kFirstSetAhead = 4;
-constexpr size_t kSecondSetAhead = 2;
-constexpr size_t kRing = 16;  // > kIndexAhead, power of two
+constexpr size_t kIndexAhead = 16;
+constexpr size_t kFirstSetAhead = 8;
+constexpr size_t kSecondSetAhead = 4;
+constexpr size_t kRing = 32;  // > kIndexAhead, power of two
 // Direct placement: only the payload, nothing it depends on, is fetched ahead.
-constexpr size_t kDirectAhead = 8;
+constexpr size_t kDirectAhead = 16;
 static_assert(kRing > kIndexAhead && (kRing & (kRing - 1)) == 0);
 
 }  // namespace
