@@ -102,7 +102,9 @@ TEST_P(LookupBatchTest, EqualsOneLookupPerRowInOrder) {
     testing::ExpectSameCacheStats(sequential->Stats(), batched->Stats());
     // The default preset's sketch was halved during the batches, so a count
     // applied on the wrong side of a halving would show below.
-    if (std::string_view(GetParam()) == "default") EXPECT_GT(batched->sketch().halvings(), 0u);
+    if (std::string_view(GetParam()) == "default") {
+      EXPECT_GT(batched->sketch().halvings(), 0u);
+    }
     for (uint64_t id = 0; id < 2 * sequential->capacity_rows(); ++id) {
       ASSERT_EQ(sequential->EstimateOf(id), batched->EstimateOf(id)) << "sketch differs at row " << id;
       ASSERT_EQ(sequential->Contains(id), batched->Contains(id)) << "residency differs at row " << id;

@@ -48,18 +48,16 @@
 #include "src/cache/set_associative_cache.h"
 #include "src/cache/sketch_increment_burst.h"
 
+using engram::cache::set_associative_internal::kDirectAhead;
+using engram::cache::set_associative_internal::kFirstSetAhead;
+using engram::cache::set_associative_internal::kIndexAhead;
+using engram::cache::set_associative_internal::kSecondSetAhead;
 using engram::cache::set_associative_internal::PrefetchRange;
 
 namespace engram::cache {
 namespace {
 
-constexpr size_t kIndexAhead = 16;
-constexpr size_t kFirstSetAhead = 8;
-constexpr size_t kSecondSetAhead = 4;
-constexpr size_t kRing = 32;  // > kIndexAhead, power of two
-// Direct placement: only the payload, nothing it depends on, is fetched ahead.
-constexpr size_t kDirectAhead = 16;
-static_assert(kRing > kIndexAhead && (kRing & (kRing - 1)) == 0);
+constexpr size_t kRing = set_associative_internal::kLookupRing;
 
 }  // namespace
 

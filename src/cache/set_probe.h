@@ -13,6 +13,23 @@
 namespace engram::cache {
 
 namespace set_associative_internal {
+// How far ahead of the row being served a batch lookup prepares the others
+// (set_associative_batch_lookup.cc describes the stages): hash a row and
+// prefetch its first set's index line kIndexAhead rows ahead, search that
+// set and prefetch the payload kFirstSetAhead ahead, the second set
+// kSecondSetAhead ahead; with direct placement, prefetch the payload
+// kDirectAhead ahead. Far enough that a row's lines have landed when it is
+// served even when every line comes from DRAM at a few hundred ns; half
+// these distances left rows of a 65,536-row hashed gather 15-20 % slower and
+// a 24-row direct gather of 2 M rows at 0.8 of a flat memcpy, against 0.95
+// (bench/RESULTS.md).
+constexpr size_t kIndexAhead = 16;
+constexpr size_t kFirstSetAhead = 8;
+constexpr size_t kSecondSetAhead = 4;
+constexpr size_t kDirectAhead = 16;
+constexpr size_t kLookupRing = 32;  // rows whose state a batch keeps: > kIndexAhead, a power of two
+static_assert(kLookupRing > kIndexAhead && (kLookupRing & (kLookupRing - 1)) == 0);
+
 // The mask of ways w < ways whose key (key_at(w)) is row_id. The usual widths
 // are fixed at compile time, so the compare unrolls into branch-free code.
 template <uint32_t W, typename KeyAt>

@@ -11,12 +11,11 @@ namespace {
 
 using set_associative_internal::PrefetchRange;
 
-// The same distances as the cache's own LookupBatch
-// (set_associative_batch_lookup.cc says why these).
-constexpr size_t kIndexAhead = 8;
-constexpr size_t kFirstSetAhead = 4;
-constexpr size_t kSecondSetAhead = 2;
-constexpr size_t kRing = 16;
+// The same distances as the cache's own LookupBatch (set_probe.h).
+using set_associative_internal::kFirstSetAhead;
+using set_associative_internal::kIndexAhead;
+using set_associative_internal::kSecondSetAhead;
+constexpr size_t kRing = set_associative_internal::kLookupRing;
 // Reads of a set that a writer interfered with before the row is left to
 // the owner.
 constexpr int kReadAttempts = 4;
