@@ -73,8 +73,9 @@ class SetAssociativeRowCache final : public RowCache {
                                                               const CacheRegionAllocator& regions = {});
 
   bool Lookup(uint64_t row_id, std::span<std::byte> dst, PinAction pin = PinAction::kConsume) override;
-  // Pipelined (set_associative_batch_lookup.cc): index lines are prefetched
-  // kIndexAhead rows ahead, payloads kPayloadAhead rows ahead.
+  // Pipelined (set_associative_batch_lookup.cc): index lines and payloads
+  // are prefetched some rows ahead (the distances are in set_probe.h), and
+  // the hits' sketch counts applied in bursts (sketch_increment_burst.h).
   size_t LookupBatch(std::span<const uint64_t> row_ids, std::span<std::byte* const> dsts, PinAction pin,
                      std::span<uint8_t> hit) override;
   InsertOutcome Insert(uint64_t row_id, std::span<const std::byte> row) override;
