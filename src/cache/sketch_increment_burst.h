@@ -7,9 +7,9 @@
 // the sketch's line in the same window as the next rows' index and payload
 // lines, and its load-modify-store in the loop that copies them; collected
 // and counted in a burst, the counters' lines are all requested at once and
-// the copy loop carries two lines per row instead of three. With 500,000
-// resident rows in a 400 MiB cache that is about a third more rows per second
-// (bench/RESULTS.md).
+// the copy loop carries two lines per row instead of three: 4096-row
+// gathers of 500,000 resident rows in a 400 MiB cache served ~14 % more rows
+// per second (docs/lab-notes/2026-12-06-hashed-hits-sketch-bursts-and-prefetch-distance.md).
 //
 // Exactness: a burst changes when counters are written, never which. The
 // caller flushes before anything on its thread reads or halves the sketch (a
