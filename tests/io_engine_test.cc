@@ -468,7 +468,8 @@ TEST_P(IoEngineTest, ThreadsRunningReadStreamsAtOnceEachGetTheirOwnBytes) {
 }
 
 // A stream whose Finished throws (as one that runs out of memory would) on
-// its `throw_at`-th finished read, with many reads still in the kernel.
+// its `throw_at`-th finished read, with reads still in the kernel (up to the
+// engine's queue depth).
 class ThrowingStream final : public ReadStream {
  public:
   ThrowingStream(std::vector<BlockRead>& reads, size_t window, size_t throw_at)
