@@ -9,8 +9,9 @@
 #     (ENGRAM_NODEJS_API_DIR points at another copy of the pages);
 #   - valgrind: the Valgrind user manual (HTML, tags stripped), package valgrind;
 #   - nettle: the Nettle manual (HTML, tags stripped), package nettle-dev.
-# Tokenizer: the DeepSeek-V3 one, as the user's own executable (the one the
-# published figures used is named in tests/fixtures/traces/README.md).
+# Tokenizer: the DeepSeek-V3 one, as the user's own executable (below).
+# The script downloads nothing and builds nothing: its texts are the
+# documentation files those Debian packages install under /usr/share/doc.
 # Requests are cut like tests/fixtures/traces/README's (A = 20,000 tokens, B =
 # 60,000 unless the corpus is short; A', B', A'' restart with 16 seeded
 # pseudo-random tokens; request 1 in 12 gathers, 3 in 16, the rest 4,096 tokens).
