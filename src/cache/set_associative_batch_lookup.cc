@@ -46,7 +46,6 @@
 #include <bit>
 
 #include "src/cache/set_associative_cache.h"
-#include "src/cache/sketch_increment_burst.h"
 
 using engram::cache::set_associative_internal::kDirectAhead;
 using engram::cache::set_associative_internal::kFirstSetAhead;
@@ -154,7 +153,7 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
   for (size_t j = 0; j < std::min(n, kSecondSetAhead); ++j) find_in_second(j);
   // The batch's ticks are taken at once, and its counts added once: row i
   // holds tick first_tick + i and does that tick's upkeep right after its
-  // sketch increment, as Lookup does (the burst is flushed first).
+  // sketch increment, as Lookup does (TickUpkeep flushes the burst first).
   const uint64_t first_tick = n != 0 ? TakeTicks(n) : 0;
   uint64_t next_halving = FirstHalvingFrom(first_tick);
   LookupCounts counts;
@@ -164,10 +163,7 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
     if (i + kSecondSetAhead < n) find_in_second(i + kSecondSetAhead);
     std::span<std::byte> dst(dsts[i], copy && dsts[i] ? row_bytes_ : 0);
     if (count_frequency) increments.Add(hashes[i % kRing]);
-    if (UpkeepDue(first_tick + i, next_halving)) {
-      increments.Flush();
-      TickUpkeep(first_tick + i, &next_halving);
-    }
+    TickUpkeep(first_tick + i, &next_halving, &increments);
     const uint32_t now = static_cast<uint32_t>(first_tick + i);
     // A row the hints found is served where they found it, without the lock
     // if no writer interferes; a row the hints saw in its second set is
@@ -257,10 +253,7 @@ void SetAssociativeRowCache::RecordHits(std::span<const uint64_t> row_ids) {
     if (i + kIndexAhead < n) prepare(i + kIndexAhead);
     const uint64_t h = hashes[i % kRing];
     if (count_frequency) increments.Add(h);
-    if (UpkeepDue(first_tick + i, next_halving)) {
-      increments.Flush();
-      TickUpkeep(first_tick + i, &next_halving);
-    }
+    TickUpkeep(first_tick + i, &next_halving, &increments);
     const uint64_t first = hasher_.First(h);
     uint64_t set = first;
     int way = FindWayHint<0>(first, row_ids[i]);

@@ -55,6 +55,7 @@
 #include "src/cache/row_cache.h"
 #include "src/cache/set_hasher.h"
 #include "src/cache/set_layout.h"
+#include "src/cache/sketch_increment_burst.h"
 #include "src/cache/set_probe.h"
 #include "src/cache/set_storage.h"
 #include "src/cache/stat_shard.h"
@@ -330,18 +331,18 @@ class SetAssociativeRowCache final : public RowCache {
     if (halving_ticks_ == 0) return UINT64_MAX;
     return t + (halving_ticks_ - t % halving_ticks_) % halving_ticks_;
   }
-  // Whether TickUpkeep(t, ...) would do anything (halve the sketch or
-  // Maintain): a batch flushes what it has not yet counted in the sketch
-  // first.
-  bool UpkeepDue(uint64_t t, uint64_t next_halving) const {
-    return t == next_halving || (t & (maintain_ticks_ - 1)) == 0;
-  }
-  void TickUpkeep(uint64_t t, uint64_t* next_halving) {
-    if (t == *next_halving) {
+  // `unflushed`: a batch's sketch increments not yet applied, flushed before
+  // the tick's upkeep (if it has any) halves the sketch or runs Maintain.
+  void TickUpkeep(uint64_t t, uint64_t* next_halving, SketchIncrementBurst* unflushed = nullptr) {
+    const bool halve = t == *next_halving;
+    const bool maintain = (t & (maintain_ticks_ - 1)) == 0;
+    if (!halve && !maintain) return;
+    if (unflushed != nullptr) unflushed->Flush();
+    if (halve) {
       sketch_.Halve();
       *next_halving += halving_ticks_;
     }
-    if ((t & (maintain_ticks_ - 1)) == 0) Maintain(t);
+    if (maintain) Maintain(t);
   }
   // Keeps the 32-bit stamps and the ghost history's epochs from wrapping
   // however long the cache only hits: clamps the ages of a slice of sets to

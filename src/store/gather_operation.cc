@@ -238,26 +238,24 @@ void GatherOperation::StartReferenceReads(const std::shared_ptr<GatherOperation>
   st.store_->engine().SubmitBatch(st.reference_->blocks.reads, [self] { OnLanded(self); });
 }
 
-Status GatherOperation::PrepareNextChunk(bool all, bool* prepared) {
-  *prepared = false;
+Result<bool> GatherOperation::PrepareNextChunk(bool all) {
   const size_t blocks = batch_.blocks.size();
   const size_t first = chunks_submitted_ * kChunkBlocks;
   const size_t end = std::min(first + kChunkBlocks, blocks);
-  if (first >= blocks || (end - first < kChunkBlocks && !all)) return Status::OK();
+  if (first >= blocks || (end - first < kChunkBlocks && !all)) return false;
   const TableState& table = store_->table_state(table_);
   ENGRAM_RETURN_IF_ERROR(batch_.PrepareReads(table.file_id, table.file->geometry(), store_->read_buffers(), end));
   ++chunks_submitted_;
-  *prepared = true;
-  return Status::OK();
+  return true;
 }
 
 Status GatherOperation::SubmitReadyChunks(const std::shared_ptr<GatherOperation>& self, bool all) {
   GatherOperation& st = *self;
-  for (bool prepared = true; prepared;) {
-    ENGRAM_RETURN_IF_ERROR(st.PrepareNextChunk(all, &prepared));
-    if (prepared) SubmitChunk(self, st.chunks_submitted_ - 1);
+  for (;;) {
+    ENGRAM_ASSIGN_OR_RETURN(const bool prepared, st.PrepareNextChunk(all));
+    if (!prepared) return Status::OK();
+    SubmitChunk(self, st.chunks_submitted_ - 1);
   }
-  return Status::OK();
 }
 
 Status GatherOperation::PrepareStreamingReads(size_t ring_chunks) {
@@ -271,8 +269,10 @@ Status GatherOperation::PrepareStreamingReads(size_t ring_chunks) {
 }
 
 Status GatherOperation::PrepareChunkReads() {
-  for (bool prepared = true; prepared;) ENGRAM_RETURN_IF_ERROR(PrepareNextChunk(/*all=*/true, &prepared));
-  return Status::OK();
+  for (;;) {
+    ENGRAM_ASSIGN_OR_RETURN(const bool prepared, PrepareNextChunk(/*all=*/true));
+    if (!prepared) return Status::OK();
+  }
 }
 
 void GatherOperation::SubmitPreparedReads(const std::shared_ptr<GatherOperation>& self) {

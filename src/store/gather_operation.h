@@ -160,9 +160,9 @@ class GatherOperation final : public GatherTicket::State {
 
   // Leases room for the next chunk after the first chunks_submitted_ and
   // prepares its reads, if its blocks are all known (a full chunk; with
-  // `all`, the last partial one too); *prepared says whether there was one.
-  // Fails if no read buffer could be had.
-  Status PrepareNextChunk(bool all, bool* prepared);
+  // `all`, the last partial one too): whether there was one. Fails if no
+  // read buffer could be had.
+  Result<bool> PrepareNextChunk(bool all);
   // Prepares and submits every such chunk (PrepareNextChunk). Fails if no
   // read buffer could be had: the chunks from chunks_submitted_ on are then
   // not submitted.

@@ -83,6 +83,14 @@ struct Slot {
   uint64_t start_ns = 0;
 };
 
+// Every one of `depth` slots empty and on the free list (the last popped
+// first).
+void FreeAllSlots(uint32_t depth, std::vector<Slot>& slots, std::vector<uint32_t>& free_slots) {
+  slots.assign(depth, Slot{});
+  free_slots.clear();
+  for (uint32_t i = depth; i-- > 0;) free_slots.push_back(i);
+}
+
 void PrepareRead(io_uring_sqe* sqe, const Slot& slot, uint32_t index) {
   const BlockRead& read = *slot.read;
   const uint32_t done = slot.progress.done;
@@ -103,11 +111,7 @@ bool RunReadStreamOnCallerRing(ReadStream& stream, const FileTable& files, uint3
   thread_local std::vector<Slot> slots;
   thread_local std::vector<uint32_t> free_slots;
   thread_local std::vector<uint32_t> to_resubmit;
-  if (slots.size() != depth) {
-    slots.assign(depth, Slot{});
-    free_slots.clear();
-    for (uint32_t i = depth; i-- > 0;) free_slots.push_back(i);
-  }
+  if (slots.size() != depth) FreeAllSlots(depth, slots, free_slots);
   uint32_t in_flight = 0;
   unsigned walked = 0;  // CQEs of the current walk handed on and not yet released
   bool enter_failure_logged = false;
@@ -195,11 +199,7 @@ bool RunReadStreamOnCallerRing(ReadStream& stream, const FileTable& files, uint3
       io_uring_cq_advance(ring, std::exchange(walked, 0));
     }
     to_resubmit.clear();
-    free_slots.clear();
-    for (uint32_t i = depth; i-- > 0;) {
-      slots[i] = Slot{};
-      free_slots.push_back(i);
-    }
+    FreeAllSlots(depth, slots, free_slots);
     throw;
   }
 }
