@@ -299,7 +299,7 @@ struct RemoteGather final : GatherTicket::State {
 
   static std::shared_ptr<RemoteGather> Acquire() {
     thread_local std::shared_ptr<RemoteGather> spare;
-    if (spare && spare.use_count() == 1 && spare->plan.next_pos.capacity() <= (size_t{1} << 16)) {
+    if (spare && spare.use_count() == 1 && spare->plan.capacity() <= (size_t{1} << 16)) {
       spare->Reset();
       return spare;
     }

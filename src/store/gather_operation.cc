@@ -15,7 +15,7 @@ namespace engram {
 
 std::shared_ptr<GatherOperation> GatherOperation::Acquire() {
   thread_local std::shared_ptr<GatherOperation> spare;
-  if (spare && spare.use_count() == 1 && spare->plan_.next_pos.capacity() <= kRecycledRows) {
+  if (spare && spare.use_count() == 1 && spare->plan_.capacity() <= kRecycledRows) {
     spare->Reset();
     return spare;
   }
