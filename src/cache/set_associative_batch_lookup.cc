@@ -21,6 +21,9 @@
 //                             two, no search of the first); else the ordinary
 //                             Lookup, on warm lines
 //
+// A batch of at most kLookupRing rows (a decode step's) runs each stage over
+// all its rows before it serves the first (StageDistances, set_probe.h).
+//
 // The second set's line is fetched only for the rows not in the first set:
 // the loop is bound by how many lines are in flight at once, and a row found
 // in its first set then costs one index line, not two.
@@ -39,18 +42,16 @@
 // With direct placement (set_hasher.h) none of that is needed: row r can only
 // be in slot r, so a batch (LookupBatchDirect) tests r's residency bit
 // (residency_bitmap.h), copies slot r, and prefetches the payloads of the
-// resident rows kDirectAhead places ahead -- a flat memcpy gather plus one
-// bit per row. Its hits stamp nothing (the stamp is what would fetch the
-// index line); the outcomes and counts are still those of sequential Lookups.
+// resident rows kDirectAhead places ahead (a short batch's all at once) -- a
+// flat memcpy gather plus one bit per row. Its hits stamp nothing (the stamp
+// is what would fetch the index line); the outcomes and counts are still
+// those of sequential Lookups.
 #include <algorithm>
 #include <bit>
 
 #include "src/cache/set_associative_cache.h"
 
-using engram::cache::set_associative_internal::kDirectAhead;
-using engram::cache::set_associative_internal::kFirstSetAhead;
-using engram::cache::set_associative_internal::kIndexAhead;
-using engram::cache::set_associative_internal::kSecondSetAhead;
+using engram::cache::set_associative_internal::StageDistances;
 using engram::cache::set_associative_internal::PrefetchRange;
 
 namespace engram::cache {
@@ -148,9 +149,10 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
     second_ways[j % kRing] = way;
     if (way >= 0 && copy) PrefetchRange(PayloadIn<kWays>(second, uint32_t(way)), row_bytes_);
   };
-  for (size_t j = 0; j < std::min(n, kIndexAhead); ++j) prepare(j);
-  for (size_t j = 0; j < std::min(n, kFirstSetAhead); ++j) find_in_first(j);
-  for (size_t j = 0; j < std::min(n, kSecondSetAhead); ++j) find_in_second(j);
+  const StageDistances ahead = StageDistances::For(n);
+  for (size_t j = 0; j < std::min(n, ahead.index); ++j) prepare(j);
+  for (size_t j = 0; j < std::min(n, ahead.first_set); ++j) find_in_first(j);
+  for (size_t j = 0; j < std::min(n, ahead.second_set); ++j) find_in_second(j);
   // The batch's ticks are taken at once, and its counts added once: row i
   // holds tick first_tick + i and does that tick's upkeep right after its
   // sketch increment, as Lookup does (TickUpkeep flushes the burst first).
@@ -158,9 +160,9 @@ size_t SetAssociativeRowCache::LookupBatchIn(std::span<const uint64_t> row_ids, 
   uint64_t next_halving = FirstHalvingFrom(first_tick);
   LookupCounts counts;
   for (size_t i = 0; i < n; ++i) {
-    if (i + kIndexAhead < n) prepare(i + kIndexAhead);
-    if (i + kFirstSetAhead < n) find_in_first(i + kFirstSetAhead);
-    if (i + kSecondSetAhead < n) find_in_second(i + kSecondSetAhead);
+    if (i + ahead.index < n) prepare(i + ahead.index);
+    if (i + ahead.first_set < n) find_in_first(i + ahead.first_set);
+    if (i + ahead.second_set < n) find_in_second(i + ahead.second_set);
     std::span<std::byte> dst(dsts[i], copy && dsts[i] ? row_bytes_ : 0);
     if (count_frequency) increments.Add(hashes[i % kRing]);
     TickUpkeep(first_tick + i, &next_halving, &increments);
@@ -201,14 +203,15 @@ size_t SetAssociativeRowCache::LookupBatchDirect(std::span<const uint64_t> row_i
       PrefetchRange(slab + r * row_bytes_, row_bytes_);
     }
   };
-  for (size_t j = 0; j < std::min(n, kDirectAhead); ++j) prefetch(j);
+  const size_t ahead = StageDistances::For(n).direct;
+  for (size_t j = 0; j < std::min(n, ahead); ++j) prefetch(j);
   // Ticks as LookupBatchIn takes them: a hit here stamps nothing, but the
   // clock's upkeep and the rows looked up under the lock go on as there.
   const uint64_t first_tick = n != 0 ? TakeTicks(n) : 0;
   uint64_t next_halving = FirstHalvingFrom(first_tick);
   LookupCounts counts;
   for (size_t i = 0; i < n; ++i) {
-    if (i + kDirectAhead < n) prefetch(i + kDirectAhead);
+    if (i + ahead < n) prefetch(i + ahead);
     TickUpkeep(first_tick + i, &next_halving);
     const uint64_t r = row_ids[i];
     std::span<std::byte> dst(dsts[i], copy && dsts[i] ? row_bytes_ : 0);
@@ -236,7 +239,7 @@ void SetAssociativeRowCache::RecordHits(std::span<const uint64_t> row_ids) {
   // The same bookkeeping as the last stage of LookupBatchIn for a hit: one
   // tick and (unless placement is direct) one sketch increment per row, the
   // batch's ticks taken at once and the increments counted in bursts; the
-  // index lines are prefetched kIndexAhead rows ahead.
+  // index lines are prefetched as far ahead as LookupBatchIn's.
   const bool two = hasher_.two_candidates();
   const bool count_frequency = CountsFrequency();
   SketchIncrementBurst increments(sketch_);
@@ -245,12 +248,13 @@ void SetAssociativeRowCache::RecordHits(std::span<const uint64_t> row_ids) {
     hashes[j % kRing] = hasher_.Hash(row_ids[j]);
     PrefetchSet<0>(hasher_.First(hashes[j % kRing]));
   };
-  for (size_t j = 0; j < std::min(n, kIndexAhead); ++j) prepare(j);
+  const size_t ahead = StageDistances::For(n).index;
+  for (size_t j = 0; j < std::min(n, ahead); ++j) prepare(j);
   const uint64_t first_tick = TakeTicks(n);
   uint64_t next_halving = FirstHalvingFrom(first_tick);
   LookupCounts counts;
   for (size_t i = 0; i < n; ++i) {
-    if (i + kIndexAhead < n) prepare(i + kIndexAhead);
+    if (i + ahead < n) prepare(i + ahead);
     const uint64_t h = hashes[i % kRing];
     if (count_frequency) increments.Add(h);
     TickUpkeep(first_tick + i, &next_halving, &increments);

@@ -12,9 +12,7 @@ namespace {
 using set_associative_internal::PrefetchRange;
 
 // The same distances as the cache's own LookupBatch (set_probe.h).
-using set_associative_internal::kFirstSetAhead;
-using set_associative_internal::kIndexAhead;
-using set_associative_internal::kSecondSetAhead;
+using set_associative_internal::StageDistances;
 constexpr size_t kRing = set_associative_internal::kLookupRing;
 // Reads of a set that a writer interfered with before the row is left to
 // the owner.
@@ -143,14 +141,15 @@ size_t SharedRowCacheReader::LookupBatchIn(std::span<const uint64_t> row_ids, st
     second_ways[j % kRing] = way;
     if (way >= 0) PrefetchRange(Payload(second, uint32_t(way), ways), row_bytes_);
   };
-  for (size_t j = 0; j < std::min(n, kIndexAhead); ++j) prepare(j);
-  for (size_t j = 0; j < std::min(n, kFirstSetAhead); ++j) find_in_first(j);
-  for (size_t j = 0; j < std::min(n, kSecondSetAhead); ++j) find_in_second(j);
+  const StageDistances ahead = StageDistances::For(n);
+  for (size_t j = 0; j < std::min(n, ahead.index); ++j) prepare(j);
+  for (size_t j = 0; j < std::min(n, ahead.first_set); ++j) find_in_first(j);
+  for (size_t j = 0; j < std::min(n, ahead.second_set); ++j) find_in_second(j);
   size_t hits = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (i + kIndexAhead < n) prepare(i + kIndexAhead);
-    if (i + kFirstSetAhead < n) find_in_first(i + kFirstSetAhead);
-    if (i + kSecondSetAhead < n) find_in_second(i + kSecondSetAhead);
+    if (i + ahead.index < n) prepare(i + ahead.index);
+    if (i + ahead.first_set < n) find_in_first(i + ahead.first_set);
+    if (i + ahead.second_set < n) find_in_second(i + ahead.second_set);
     const bool second = in_second[i % kRing];
     const int way = second ? second_ways[i % kRing] : first_ways[i % kRing];
     const uint64_t set = second ? second_sets[i % kRing] : first_sets[i % kRing];
