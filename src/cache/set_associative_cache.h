@@ -74,9 +74,10 @@ class SetAssociativeRowCache final : public RowCache {
                                                               const CacheRegionAllocator& regions = {});
 
   bool Lookup(uint64_t row_id, std::span<std::byte> dst, PinAction pin = PinAction::kConsume) override;
-  // Pipelined (set_associative_batch_lookup.cc): index lines and payloads
-  // are prefetched some rows ahead (the distances are in set_probe.h), and
-  // the hits' sketch counts applied in bursts (sketch_increment_burst.h).
+  // In stages over groups of rows (set_associative_batch_lookup.cc): a
+  // group's index lines, then its payloads, are prefetched before its first
+  // row is served (set_probe.h), and the hits' sketch counts applied in
+  // bursts (sketch_increment_burst.h).
   size_t LookupBatch(std::span<const uint64_t> row_ids, std::span<std::byte* const> dsts, PinAction pin,
                      std::span<uint8_t> hit) override;
   InsertOutcome Insert(uint64_t row_id, std::span<const std::byte> row) override;
@@ -294,7 +295,7 @@ class SetAssociativeRowCache final : public RowCache {
   template <uint32_t kWays>
   int FindWayHint(uint64_t set, uint64_t row_id) const;
   // LookupBatch with direct placement: a row whose residency bit is set is
-  // copied from its slot, payloads prefetched kDirectAhead rows ahead; any
+  // copied from its slot, a group's payloads prefetched first; any
   // other row takes the ordinary lookup (a miss, or a row placed meanwhile).
   size_t LookupBatchDirect(std::span<const uint64_t> row_ids, std::span<std::byte* const> dsts, PinAction pin,
                            std::span<uint8_t> hit);

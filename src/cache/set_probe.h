@@ -1,7 +1,7 @@
 // Probing a set without its lock, shared by the cache's own batch lookup
 // (set_associative_batch_lookup.cc) and the read-only reader of a shared
 // cache (shared_row_cache_reader.cc): the key compare, fixed per set shape,
-// and the prefetch of a row's payload lines.
+// the prefetch of a row's payload lines, and the grouping of a batch's rows.
 #pragma once
 
 #include <bit>
@@ -13,39 +13,35 @@
 namespace engram::cache {
 
 namespace set_associative_internal {
-// How far ahead of the row being served a batch lookup prepares the others
-// (set_associative_batch_lookup.cc describes the stages): hash a row and
-// prefetch its first set's index line kIndexAhead rows ahead, search that
-// set and prefetch the payload kFirstSetAhead ahead, the second set
-// kSecondSetAhead ahead; with direct placement, prefetch the payload
-// kDirectAhead ahead. Far enough that a row's lines have landed when it is
-// served even when every line comes from DRAM at a few hundred ns; half
-// these distances left rows of a 65,536-row hashed gather 15-20 % slower and
-// a 24-row direct gather of 2 M rows at 0.8 of a flat memcpy, against 0.95
-// (bench/RESULTS.md).
-constexpr size_t kIndexAhead = 16;
-constexpr size_t kFirstSetAhead = 8;
-constexpr size_t kSecondSetAhead = 4;
-constexpr size_t kDirectAhead = 16;
-constexpr size_t kLookupRing = 32;  // rows whose state a batch keeps: > kIndexAhead, a power of two
-static_assert(kLookupRing > kIndexAhead && (kLookupRing & (kLookupRing - 1)) == 0);
+// A batch lookup works through its rows in groups of kLookupGroup, and runs
+// each of its stages over every row of a group before the next stage (group
+// prefetching): hash every row and request its set's index line; then search
+// each set and request each row's payload; then copy the rows out, in order.
+// A row's lines are requested about a group's worth of work before they are
+// read, with up to a group's lines in flight at once. Against a pipeline that
+// prepared each row 4-16 rows ahead of the one served, 24-row gathers of a
+// hashed cache ran ~25 % faster (a short pipeline waits on each of its first
+// rows in turn) and 4096-row gathers ~10 % (bench/RESULTS.md). Groups of 32
+// to 96 rows measured the same.
+constexpr size_t kLookupGroup = 64;  // a power of two: a row's state is at index row % kLookupGroup
 
-// The distances a batch of n rows uses. A batch that fits in the ring (a
-// decode step's 24 rows) runs each stage over all its rows before serving
-// any -- group prefetching: every index line is requested before the first
-// is searched, and every payload before the first is copied. Started with
-// the distances above, a short batch waited for each of its first rows'
-// lines in turn, with only a few others in flight; 24-row gathers of a hashed
-// cache ran ~20 % faster this way (bench/RESULTS.md). A longer batch keeps
-// the distances above, so its ring never wraps onto a row not yet served.
-struct StageDistances {
-  size_t index, first_set, second_set, direct;
+// Runs stage(j) for j in [begin, end).
+template <typename Stage>
+[[gnu::always_inline]] inline void RunStage(size_t begin, size_t end, Stage& stage) {
+  for (size_t j = begin; j < end; ++j) stage(j);
+}
 
-  static constexpr StageDistances For(size_t n) {
-    if (n <= kLookupRing) return {n, n, n, n};
-    return {kIndexAhead, kFirstSetAhead, kSecondSetAhead, kDirectAhead};
+// Runs stages(j) for j in [0, n) group by group: every stage over every row of
+// a group, in the order given, before the next group. Always inlined, with
+// the stages (lambdas with always_inline call operators): GCC otherwise calls
+// them out of line and reloads their captures on every row.
+template <typename... Stages>
+[[gnu::always_inline]] inline void RunInGroups(size_t n, Stages&... stages) {
+  for (size_t begin = 0; begin < n; begin += kLookupGroup) {
+    const size_t end = begin + kLookupGroup < n ? begin + kLookupGroup : n;
+    (RunStage(begin, end, stages), ...);
   }
-};
+}
 
 // The mask of ways w < ways whose key (key_at(w)) is row_id. The usual widths
 // are fixed at compile time, so the compare unrolls into branch-free code.

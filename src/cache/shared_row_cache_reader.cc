@@ -12,8 +12,8 @@ namespace {
 using set_associative_internal::PrefetchRange;
 
 // The same distances as the cache's own LookupBatch (set_probe.h).
-using set_associative_internal::StageDistances;
-constexpr size_t kRing = set_associative_internal::kLookupRing;
+using set_associative_internal::RunInGroups;
+constexpr size_t kGroup = set_associative_internal::kLookupGroup;
 // Reads of a set that a writer interfered with before the row is left to
 // the owner.
 constexpr int kReadAttempts = 4;
@@ -106,61 +106,55 @@ size_t SharedRowCacheReader::LookupBatchIn(std::span<const uint64_t> row_ids, st
   const size_t n = row_ids.size();
   const uint32_t ways = LayoutFor<kWays>().ways;
   const uint32_t stride = LayoutFor<kWays>().stride;
-  uint64_t hashes[kRing];
-  uint64_t first_sets[kRing];
-  uint64_t second_sets[kRing];
-  int first_ways[kRing];
-  int second_ways[kRing];
-  bool in_second[kRing];
+  uint64_t hashes[kGroup];
+  uint64_t first_sets[kGroup];
+  uint64_t second_sets[kGroup];
+  int first_ways[kGroup];
+  int second_ways[kGroup];
+  bool in_second[kGroup];
   const bool two = hasher_.two_candidates();
   auto prefetch_set = [&](uint64_t set) __attribute__((always_inline)) {
     PrefetchRange(index_ + set * stride, stride);
   };
   auto prepare = [&](size_t j) __attribute__((always_inline)) {
     const uint64_t h = hasher_.Hash(row_ids[j]);
-    hashes[j % kRing] = h;
-    first_sets[j % kRing] = hasher_.First(h);
-    prefetch_set(first_sets[j % kRing]);
+    hashes[j % kGroup] = h;
+    first_sets[j % kGroup] = hasher_.First(h);
+    prefetch_set(first_sets[j % kGroup]);
   };
   auto find_in_first = [&](size_t j) __attribute__((always_inline)) {
-    const uint64_t first = first_sets[j % kRing];
+    const uint64_t first = first_sets[j % kGroup];
     const int way = FindWayHint<kWays>(first, row_ids[j]);
-    first_ways[j % kRing] = way;
-    in_second[j % kRing] = way < 0 && two;
+    first_ways[j % kGroup] = way;
+    in_second[j % kGroup] = way < 0 && two;
     if (way >= 0) {
       PrefetchRange(Payload(first, uint32_t(way), ways), row_bytes_);
-    } else if (in_second[j % kRing]) {
-      second_sets[j % kRing] = hasher_.Second(hashes[j % kRing], first);
-      prefetch_set(second_sets[j % kRing]);
+    } else if (in_second[j % kGroup]) {
+      second_sets[j % kGroup] = hasher_.Second(hashes[j % kGroup], first);
+      prefetch_set(second_sets[j % kGroup]);
     }
   };
   auto find_in_second = [&](size_t j) __attribute__((always_inline)) {
-    if (!in_second[j % kRing]) return;
-    const uint64_t second = second_sets[j % kRing];
+    if (!in_second[j % kGroup]) return;
+    const uint64_t second = second_sets[j % kGroup];
     const int way = FindWayHint<kWays>(second, row_ids[j]);
-    second_ways[j % kRing] = way;
+    second_ways[j % kGroup] = way;
     if (way >= 0) PrefetchRange(Payload(second, uint32_t(way), ways), row_bytes_);
   };
-  const StageDistances ahead = StageDistances::For(n);
-  for (size_t j = 0; j < std::min(n, ahead.index); ++j) prepare(j);
-  for (size_t j = 0; j < std::min(n, ahead.first_set); ++j) find_in_first(j);
-  for (size_t j = 0; j < std::min(n, ahead.second_set); ++j) find_in_second(j);
   size_t hits = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (i + ahead.index < n) prepare(i + ahead.index);
-    if (i + ahead.first_set < n) find_in_first(i + ahead.first_set);
-    if (i + ahead.second_set < n) find_in_second(i + ahead.second_set);
-    const bool second = in_second[i % kRing];
-    const int way = second ? second_ways[i % kRing] : first_ways[i % kRing];
-    const uint64_t set = second ? second_sets[i % kRing] : first_sets[i % kRing];
+  auto serve = [&](size_t i) __attribute__((always_inline)) {
+    const bool second = in_second[i % kGroup];
+    const int way = second ? second_ways[i % kGroup] : first_ways[i % kGroup];
+    const uint64_t set = second ? second_sets[i % kGroup] : first_sets[i % kGroup];
     // A row the hints did not see is a miss: at worst one that a writer was
     // moving, which the owner then serves.
     const bool found =
         way >= 0 && (ReadRow<kWays>(set, way, row_ids[i], dsts[i]) ||
-                     ReadAfresh<kWays>(row_ids[i], hashes[i % kRing], dsts[i]));
+                     ReadAfresh<kWays>(row_ids[i], hashes[i % kGroup], dsts[i]));
     hit[i] = found ? 1 : 0;
     hits += found;
-  }
+  };
+  RunInGroups(n, prepare, find_in_first, find_in_second, serve);
   return hits;
 }
 

@@ -34,8 +34,8 @@ class SharedRowCacheReader {
 
   // Looks the rows up: hit[i] = 1 and row i copied to dsts[i] (row_bytes)
   // when it was served, else 0 (dsts[i] may then hold bytes to ignore).
-  // Returns the hits. Pipelined like SetAssociativeRowCache::LookupBatch:
-  // the index lines and payloads of rows a few places ahead are prefetched.
+  // Returns the hits. In stages over groups of rows, like
+  // SetAssociativeRowCache::LookupBatch (set_probe.h).
   size_t LookupBatch(std::span<const uint64_t> row_ids, std::span<std::byte* const> dsts,
                      std::span<uint8_t> hit) const;
 
