@@ -13,7 +13,7 @@
 // resident rows chosen from a 2 M-row table, and a flat array of the whole table
 // (huge pages) as the memcpy baseline. Lookups are software-pipelined as
 // LookupBatch was when this was written (index 8 rows ahead, payload 4
-// ahead; set_probe.h has the distances it uses now).
+// ahead; LookupBatch now runs its stages over groups of rows, set_probe.h).
 //
 // Build and run (the figures are in
 // docs/lab-notes/2026-12-02-fast-device-the-hit-path-s-ceiling-measured.md):
