@@ -43,9 +43,6 @@
 // rows prefetched first -- a flat memcpy gather plus one bit per row. Its
 // hits stamp nothing (the stamp is what would fetch the index line); the
 // outcomes and counts are still those of sequential Lookups.
-#include <algorithm>
-#include <bit>
-
 #include "src/cache/set_associative_cache.h"
 
 using engram::cache::set_associative_internal::PrefetchRange;
@@ -233,9 +230,11 @@ void SetAssociativeRowCache::RecordHits(std::span<const uint64_t> row_ids) {
   const bool count_frequency = CountsFrequency();
   SketchIncrementBurst increments(sketch_);
   uint64_t hashes[kGroup];
+  uint64_t first_sets[kGroup];
   auto prepare = [&](size_t j) __attribute__((always_inline)) {
     hashes[j % kGroup] = hasher_.Hash(row_ids[j]);
-    PrefetchSet<0>(hasher_.First(hashes[j % kGroup]));
+    first_sets[j % kGroup] = hasher_.First(hashes[j % kGroup]);
+    PrefetchSet<0>(first_sets[j % kGroup]);
   };
   const uint64_t first_tick = TakeTicks(n);
   uint64_t next_halving = FirstHalvingFrom(first_tick);
@@ -244,7 +243,7 @@ void SetAssociativeRowCache::RecordHits(std::span<const uint64_t> row_ids) {
     const uint64_t h = hashes[i % kGroup];
     if (count_frequency) increments.Add(h);
     TickUpkeep(first_tick + i, &next_halving, &increments);
-    const uint64_t first = hasher_.First(h);
+    const uint64_t first = first_sets[i % kGroup];
     uint64_t set = first;
     int way = FindWayHint<0>(first, row_ids[i]);
     if (way < 0 && two) {

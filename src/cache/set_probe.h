@@ -24,6 +24,7 @@ namespace set_associative_internal {
 // rows in turn) and 4096-row gathers ~10 % (bench/RESULTS.md). Groups of 32
 // to 96 rows measured the same.
 constexpr size_t kLookupGroup = 64;  // a power of two: a row's state is at index row % kLookupGroup
+static_assert((kLookupGroup & (kLookupGroup - 1)) == 0);
 
 // Runs stage(j) for j in [begin, end).
 template <typename Stage>

@@ -1,7 +1,5 @@
 #include "src/cache/shared_row_cache_reader.h"
 
-#include <algorithm>
-#include <bit>
 #include <cstring>
 
 #include "src/cache/set_probe.h"
