@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The default policy is to be checked "on text you have not seen".
-# This builds the report's five-request workload from three documentation
+# This cuts the report's five-request workload from three documentation
 # corpora that are neither the deepspeed docs of tests/fixtures/traces nor
 # slices of them, and replays legacy, default and belady at the matched
 # capacity (distinct rows / 0.78, the report's fill), half and a quarter:
@@ -10,8 +10,8 @@
 #   - valgrind: the Valgrind user manual (HTML, tags stripped), package valgrind;
 #   - nettle: the Nettle manual (HTML, tags stripped), package nettle-dev.
 # Tokenizer: the DeepSeek-V3 one, as the user's own executable (below).
-# The script downloads nothing and builds nothing: its texts are the
-# documentation files those Debian packages install under /usr/share/doc.
+# Its texts are the documentation files those Debian packages install under
+# /usr/share/doc; its only other input is the user's own tokenizer.
 # Requests are cut like tests/fixtures/traces/README's (A = 20,000 tokens, B =
 # 60,000 unless the corpus is short; A', B', A'' restart with 16 seeded
 # pseudo-random tokens; request 1 in 12 gathers, 3 in 16, the rest 4,096 tokens).
@@ -28,7 +28,7 @@
 # ENGRAM_UNSEEN_DIR=DIR keeps the tokenized corpora and the slices' requests
 # in DIR (DIR/NAME/req1.u32 ... req5.u32) instead of a temporary directory;
 # with ENGRAM_UNSEEN_REPLAY=0 the script stops there (bench/peer_compare.sh
-# builds its texts that way).
+# makes its texts that way).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
