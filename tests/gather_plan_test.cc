@@ -2,6 +2,8 @@
 // and every later position of each, checked against a plain map.
 #include "src/store/gather_plan.h"
 
+#include "src/store/first_appearance_index.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -87,6 +89,47 @@ TEST(GatherPlanTest, RandomGathersMatchAMapAtEverySizeAndRepeatRate) {
       for (uint64_t& id : ids) id = rng() % universe;
       plan.Build(ids);
       ExpectPlanOf(plan, ids);
+    }
+  }
+}
+
+TEST(GatherPlanTest, SmallerAndLargerGathersAfterALargeOneMatchAMap) {
+  // The dedup table keeps its slots between gathers and tells the current
+  // gather's apart by generation: rows of an earlier gather, in a table of
+  // another size, must never be taken for this one's.
+  std::mt19937_64 rng(29);
+  GatherPlan plan;
+  std::vector<uint64_t> previous;
+  for (size_t n : {4096, 24, 3, 100, 4096, 1, 9000, 24}) {
+    std::vector<uint64_t> ids(n);
+    for (uint64_t& id : ids) {
+      // Half the rows come from the gather before, half are new or repeats.
+      id = !previous.empty() && rng() % 2 ? previous[rng() % previous.size()] : rng() % (2 * n + 1);
+    }
+    plan.Build(ids);
+    ExpectPlanOf(plan, ids);
+    previous = ids;
+  }
+}
+
+TEST(FirstAppearanceIndexTest, EveryKeyIsNewAgainAfterReset) {
+  FirstAppearanceIndex index;
+  std::vector<uint64_t> keys(512);
+  for (size_t round = 0; round < 3; ++round) {
+    for (size_t max_keys : {size_t{512}, size_t{16}}) {
+      index.Reset(max_keys);
+      uint32_t count = 0;
+      for (uint64_t k = 0; k < max_keys; ++k) {
+        const FirstAppearanceIndex::Found f = index.Find(k * 1'000'003, keys.data(), count);
+        ASSERT_TRUE(f.added) << "key " << k << " max_keys " << max_keys << " round " << round;
+        ASSERT_EQ(f.index, k);
+      }
+      for (uint64_t k = 0; k < max_keys; ++k) {
+        const FirstAppearanceIndex::Found f = index.Find(k * 1'000'003, keys.data(), count);
+        ASSERT_FALSE(f.added);
+        ASSERT_EQ(f.index, k);
+      }
+      EXPECT_EQ(count, max_keys);
     }
   }
 }
