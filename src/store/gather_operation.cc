@@ -24,16 +24,18 @@ std::shared_ptr<GatherOperation> GatherOperation::Acquire() {
 }
 
 void GatherOperation::Reset() {
-  {
+  if (!finished_alone_) {
     // Every other holder has let go, and each one's last use of the state
     // was under mu_ (a waiter's, a callback's Finish, an engine's OnLanded):
-    // taking mu_ orders those uses before the reuse.
+    // taking mu_ orders those uses before the reuse. A gather finished alone
+    // was never seen by another thread and left these fields as it found them.
     MutexLock lock(&mu_);
     complete_ = waiting_ = landed_ = claimed_ = draining_ = false;
     chunks_landed_ = 0;
     chunks_to_check_.clear();
     landings_ = kLandingsUnknown;
   }
+  finished_alone_ = false;
   store_ = nullptr;
   table_ = 0;
   row_ids_ = {};
@@ -43,12 +45,14 @@ void GatherOperation::Reset() {
   caller_reads_ = reads_pending_ = false;
   // The plan is left as it is: Build overwrites all of it, and a plan of the
   // same size as the last is then built without zeroing anything.
+  result_ = GatherResult();
+  t0_ = t1_ = 0;
+  if (!missed_) return;  // the fields below belong to the reads of misses
+  missed_ = false;
   batch_.buffers.Release();
   batch_.Clear();
   if (batch_.reads.capacity() > kKeptReads) std::vector<io::BlockRead>().swap(batch_.reads);
   reference_.reset();
-  result_ = GatherResult();
-  t0_ = t1_ = 0;
   offered_ = 0;
   block_ok_.clear();
   verified_.clear();
@@ -106,7 +110,12 @@ void GatherOperation::Start(const std::shared_ptr<GatherOperation>& self) {
     if (phase.submit_early && phase.no_buffer.ok()) phase.no_buffer = SubmitReadyChunks(self, /*all=*/false);
   }
   st.EndCachePhase(phase);
-  if (st.result_.misses == 0) return st.Finish(st.t1_);
+  if (st.result_.misses == 0) {
+    // Waited for by this thread, with nothing to read: no other thread has
+    // seen the gather, so it finishes without the hand-off's lock.
+    if (st.caller_reads_) return st.FinishAlone(st.t1_);
+    return st.Finish(st.t1_);
+  }
   if (phase.reference) return StartReferenceReads(self, std::move(phase.reference_misses));
   SubmitBlockReads(self, phase);
 }
@@ -185,6 +194,7 @@ inline void GatherOperation::LookUpSegment(size_t begin, size_t n, CachePhase& p
 
 inline void GatherOperation::EndCachePhase(const CachePhase& phase) {
   result_.misses = phase.reference ? phase.reference_misses.size() : batch_.rows.size();
+  missed_ = result_.misses != 0;
   t1_ = io::MonotonicNanos();
   result_.cache_nanoseconds = t1_ - t0_;
 }
@@ -514,7 +524,12 @@ void GatherOperation::FinishWithoutReads() {
   Finish();
 }
 
-void GatherOperation::Finish(uint64_t now) {
+void GatherOperation::FinishAlone(uint64_t now) {
+  Count(now);
+  finished_alone_ = true;
+}
+
+void GatherOperation::Count(uint64_t now) {
   TableState& table = store_->table_state(table_);
   result_.wait_nanoseconds = now - t0_;
   TableCounters& c = table.counters;
@@ -524,6 +539,10 @@ void GatherOperation::Finish(uint64_t now) {
   c.Add(c.readiness_wait_nanoseconds, result_.wait_nanoseconds);
   c.Add(c.readiness_wait_cache_nanoseconds, result_.cache_nanoseconds);
   c.Add(c.readiness_wait_disk_nanoseconds, result_.disk_nanoseconds);
+}
+
+void GatherOperation::Finish(uint64_t now) {
+  Count(now);
   if (done_) {
     // The callback form hands the result off; it must not block. Marking the
     // gather complete under mu_ afterwards orders this thread's use of the
@@ -572,6 +591,7 @@ class GatherOperation::CallerReads final : public io::ReadStream {
 
 GatherResult GatherOperation::WaitOnThisThread(const std::shared_ptr<GatherOperation>& self) {
   GatherOperation& st = *self;
+  if (st.finished_alone_) return std::move(st.result_);
   if (st.reads_pending_) {
     st.reads_pending_ = false;
     CallerReads reads(st);

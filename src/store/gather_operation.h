@@ -222,6 +222,12 @@ class GatherOperation final : public GatherTicket::State {
   // Publishes the result: counters, then the callback or the waiter. `now`
   // is the time the rows were ready.
   void Finish(uint64_t now = io::MonotonicNanos()) EXCLUDES(mu_);
+  // Finish() for a gather that no other thread has seen (waited for by the
+  // thread that started it, with nothing to read): the counters, and the
+  // result left for WaitOnThisThread, with no lock and no signal.
+  void FinishAlone(uint64_t now);
+  // The table's counters for the finished gather, and its wait time.
+  void Count(uint64_t now);
   // Readies the state for the next gather: empties every field but the plan
   // (which Build rewrites whole), keeping the vectors' storage.
   void Reset() EXCLUDES(mu_);
@@ -239,6 +245,8 @@ class GatherOperation final : public GatherTicket::State {
   std::function<void(GatherResult)> done_;  // callback form; empty for Wait()
   bool caller_reads_ = false;  // WaitOnThisThread reads the misses (Init)
   bool reads_pending_ = false;  // its reads are prepared and not yet started
+  bool finished_alone_ = false;  // FinishAlone: the result waits for WaitOnThisThread
+  bool missed_ = false;          // the gather had misses: its read state needs emptying (Reset)
   class CallerReads;            // the reads as a stream for RunReadStream
 
   GatherPlan plan_;

@@ -12,11 +12,9 @@ void GatherPlan::Build(std::span<const uint64_t> row_ids) {
   // larger than any before it.
   distinct.resize(n);
   first_pos.resize(n);
-  // The index and each position's distinct row are scratch, kept per thread.
+  // The dedup table is scratch, kept per thread.
   thread_local FirstAppearanceIndex index;
-  thread_local std::vector<uint32_t> row_of;  // row_of[p]: the distinct row at position p
   index.Reset(n);
-  row_of.resize(n);
   // Raw pointers and a Finder in locals: the loop's stores through uint32_t
   // arrays would otherwise make the compiler reload every vector's data
   // pointer, and the index's shape, on each row.
@@ -24,24 +22,24 @@ void GatherPlan::Build(std::span<const uint64_t> row_ids) {
   const uint64_t* const ids = row_ids.data();
   uint64_t* const keys = distinct.data();
   uint32_t* const first = first_pos.data();
-  uint32_t* const of = row_of.data();
   uint32_t count = 0;
   for (uint32_t p = 0; p < n; ++p) {
     const FirstAppearanceIndex::Found d = finder.Find(ids[p], keys, count);
     if (d.added) first[d.index] = p;
-    of[p] = d.index;
   }
   distinct.resize(count);
   first_pos.resize(count);
   duplicates_ = count < n;
   if (!duplicates_) return;
   // Chain each distinct row's positions: last[d] is the last position of
-  // row d linked so far, starting at its first.
+  // row d linked so far, starting at its first. The table still holds every
+  // row, so each position's row is found again, not remembered by the loop
+  // above (which most gathers, without repeats, end after).
   next_pos.assign(n, kNone);
   thread_local std::vector<uint32_t> last;
   last.assign(first_pos.begin(), first_pos.end());
   for (uint32_t p = 0; p < n; ++p) {
-    const uint32_t d = row_of[p];
+    const uint32_t d = finder.Find(ids[p], keys, count).index;
     if (p == first_pos[d]) continue;
     next_pos[last[d]] = p;
     last[d] = p;
