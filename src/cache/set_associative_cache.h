@@ -53,6 +53,7 @@
 #include "src/cache/huge_page_promotion.h"
 #include "src/cache/residency_bitmap.h"
 #include "src/cache/row_cache.h"
+#include "src/cache/row_copy.h"
 #include "src/cache/set_hasher.h"
 #include "src/cache/set_layout.h"
 #include "src/cache/sketch_increment_burst.h"
@@ -260,7 +261,7 @@ class SetAssociativeRowCache final : public RowCache {
   }
   // Copies a resident row's payload to dst (none when either is empty).
   [[gnu::always_inline]] void CopyRowOut(const uint8_t* payload, std::span<std::byte> dst) const {
-    if (row_bytes_ != 0 && !dst.empty()) std::memcpy(dst.data(), payload, std::min<size_t>(dst.size(), row_bytes_));
+    if (row_bytes_ != 0 && !dst.empty()) CopyRow(dst.data(), payload, std::min<size_t>(dst.size(), row_bytes_));
   }
   // LookupHashed's rest, for a row not in its first set; called with the first
   // set locked, and unlocks it.

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "src/cache/row_copy.h"
 #include "src/cache/set_layout.h"
 
 namespace engram::cache {
@@ -77,10 +78,19 @@ template <uint32_t kWays>
 // Prefetches every cache line of [p, p + bytes) for reading. Always inlined:
 // GCC may drop a call to a small function whose only effect is a prefetch
 // (docs/ARCHITECTURE.md).
+// An Engram row (row_copy.h) spans five or six lines: those are requested
+// without the loop's compare and branch per line.
 [[gnu::always_inline]] inline void PrefetchRange(const void* p, size_t bytes) {
   const char* c = static_cast<const char*>(p);
   const uintptr_t first = reinterpret_cast<uintptr_t>(c) & ~uintptr_t{63};
   const uintptr_t last = reinterpret_cast<uintptr_t>(c + bytes - 1) & ~uintptr_t{63};
+  if (bytes == kEngramRowBytes) {
+    static_assert(kEngramRowBytes > 4 * 64 && kEngramRowBytes <= 5 * 64);
+#pragma GCC unroll 5
+    for (uintptr_t k = 0; k < 5; ++k) __builtin_prefetch(reinterpret_cast<const void*>(first + 64 * k), 0, 3);
+    __builtin_prefetch(reinterpret_cast<const void*>(last), 0, 3);  // the sixth, or the fifth again
+    return;
+  }
   for (uintptr_t line = first; line <= last; line += 64) {
     __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 3);
   }

@@ -1,7 +1,7 @@
 #include "src/cache/shared_row_cache_reader.h"
 
-#include <cstring>
 
+#include "src/cache/row_copy.h"
 #include "src/cache/set_probe.h"
 
 namespace engram::cache {
@@ -52,7 +52,7 @@ template <uint32_t kWays>
       (s.PinnedHint() & bit)) {
     return false;
   }
-  std::memcpy(dst, Payload(set, uint32_t(way), LayoutFor<kWays>().ways), row_bytes_);
+  CopyRow(dst, Payload(set, uint32_t(way), LayoutFor<kWays>().ways), row_bytes_);
   return s.ReadValid(version);
 }
 
