@@ -1,14 +1,15 @@
 // GatherPlan: the distinct rows of a gather, in order of first appearance,
-// and every later position of each, checked against a plain map.
+// and every later position of each, checked against a plain map; and the
+// dedup table behind it (FirstAppearanceIndex) across resets.
 #include "src/store/gather_plan.h"
-
-#include "src/store/first_appearance_index.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 #include <random>
 #include <vector>
+
+#include "src/store/first_appearance_index.h"
 
 namespace engram {
 namespace {

@@ -288,6 +288,45 @@ TEST_F(StoreTest, TicketsHeldAcrossLaterGathersOrWaitedOnAnotherThreadKeepTheirO
   EXPECT_EQ((*store)->Stats(0).gathers, 160u);
 }
 
+TEST_F(StoreTest, AThreadsReusedStateReportsOnlyItsOwnGatherBetweenHitsAndMisses) {
+  // One thread's gathers reuse one state: a hit-only gather finishes without
+  // the hand-off's lock, and the next gather empties only what the last one
+  // used. A gather after one with misses (or a refused one) must report no
+  // reads, failures or disk time of that one, and the other way round.
+  auto store = Store::Open(Options("auto", 8u << 20));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  uint64_t gathers = 0;
+  for (int round = 0; round < 20; ++round) {
+    auto cold = RandomRows(200, 100 + round, kRows);
+    cold.push_back(cold[0]);  // a repeat: the plan chains it
+    std::vector<std::byte> dst(cold.size() * kRecord);
+    const GatherResult missed = (*store)->Gather(0, cold, dst.data(), kRecord);
+    ASSERT_TRUE(missed.status.ok()) << missed.status.ToString();
+    ExpectRowsExact(cold, dst, kRecord);
+    const GatherResult hit = (*store)->Gather(0, cold, dst.data(), kRecord);
+    ASSERT_TRUE(hit.status.ok()) << hit.status.ToString();
+    ExpectRowsExact(cold, dst, kRecord);
+    EXPECT_EQ(hit.misses, 0u) << "round " << round;
+    EXPECT_EQ(hit.hits, hit.distinct_rows);
+    EXPECT_EQ(hit.blocks_read, 0u);
+    EXPECT_EQ(hit.bytes_read, 0u);
+    EXPECT_EQ(hit.disk_nanoseconds, 0u);
+    EXPECT_TRUE(hit.failed_positions.empty());
+    const std::vector<uint64_t> past_end = {1, kRows};
+    const GatherResult refused = (*store)->Gather(0, past_end, dst.data(), kRecord);
+    EXPECT_EQ(refused.status.code(), StatusCode::kOutOfRange);
+    const GatherResult hit_again = (*store)->Gather(0, cold, dst.data(), kRecord);
+    ASSERT_TRUE(hit_again.status.ok()) << hit_again.status.ToString();
+    EXPECT_EQ(hit_again.hits, hit.hits);
+    EXPECT_EQ(hit_again.rows, cold.size());
+    ExpectRowsExact(cold, dst, kRecord);
+    gathers += 4;
+  }
+  const TableStats s = (*store)->Stats(0);
+  EXPECT_EQ(s.gathers, gathers);
+  EXPECT_EQ(s.failed_gathers, 20u);
+}
+
 TEST_F(StoreTest, ReadinessWaitSplitsIntoCacheAndDiskAndCountersAddUp) {
   auto store = Store::Open(Options("auto"));
   ASSERT_TRUE(store.ok()) << store.status().ToString();

@@ -1,6 +1,5 @@
 #include "src/cache/shared_row_cache_reader.h"
 
-
 #include "src/cache/row_copy.h"
 #include "src/cache/set_probe.h"
 

@@ -8,11 +8,10 @@
 // generation is the current one, so emptying the table for the next gather
 // is one increment, not a pass over the slots. That lets the table be sparse
 // (load factor <= 1/4 up to 4096 keys, 1/2 above; at least 64 slots) at no
-// clearing cost: a 24-row
-// gather's dedup then rarely probes past its first slot, whose outcome the
-// branch predictor would otherwise miss on about one row in three. A Reset
-// uses a prefix of the slots sized for its keys, so a small gather after a
-// large one stays within a few lines.
+// clearing cost: a key then rarely finds its first slot taken, an outcome
+// the branch predictor misses (at load factor 1/2, about one key in five of
+// a 24-row gather). A Reset uses a prefix of the slots sized for its keys,
+// so a small gather after a large one stays within a few lines.
 #pragma once
 
 #include <algorithm>
