@@ -56,7 +56,7 @@ class FirstAppearanceIndex {
     Found Find(uint64_t key, uint64_t* keys, uint32_t& count) const {
       for (size_t s = (key * 0x9E3779B97F4A7C15ull) >> shift_;; s = (s + 1) & mask_) {
         const uint64_t slot = slots_[s];
-        if ((slot >> 32) != generation_) {
+        if ((slot & kGenerationBits) != tag_) {
           slots_[s] = tag_ | (count + 1);
           keys[count] = key;
           return {count++, true};
@@ -69,12 +69,11 @@ class FirstAppearanceIndex {
    private:
     friend class FirstAppearanceIndex;
     Finder(uint64_t* slots, int shift, size_t mask, uint32_t generation)
-        : slots_(slots), shift_(shift), mask_(mask), generation_(generation), tag_(uint64_t{generation} << 32) {}
+        : slots_(slots), shift_(shift), mask_(mask), tag_(uint64_t{generation} << 32) {}
     uint64_t* slots_;
     int shift_;
     size_t mask_;
-    uint32_t generation_;
-    uint64_t tag_;
+    uint64_t tag_;  // the current generation, where a slot holds it
   };
   // Valid until the next Reset.
   Finder finder() { return Finder(slots_.data(), shift_, mask_, generation_); }
@@ -82,6 +81,7 @@ class FirstAppearanceIndex {
   Found Find(uint64_t key, uint64_t* keys, uint32_t& count) { return finder().Find(key, keys, count); }
 
  private:
+  static constexpr uint64_t kGenerationBits = ~uint64_t{UINT32_MAX};
   static constexpr size_t kMinSlots = 64;
   static constexpr size_t kSparseKeys = 4096;
   std::vector<uint64_t> slots_;

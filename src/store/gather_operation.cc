@@ -525,11 +525,11 @@ void GatherOperation::FinishWithoutReads() {
 }
 
 void GatherOperation::FinishAlone(uint64_t now) {
-  Count(now);
+  CountFinished(now);
   finished_alone_ = true;
 }
 
-void GatherOperation::Count(uint64_t now) {
+void GatherOperation::CountFinished(uint64_t now) {
   TableState& table = store_->table_state(table_);
   result_.wait_nanoseconds = now - t0_;
   TableCounters& c = table.counters;
@@ -542,7 +542,7 @@ void GatherOperation::Count(uint64_t now) {
 }
 
 void GatherOperation::Finish(uint64_t now) {
-  Count(now);
+  CountFinished(now);
   if (done_) {
     // The callback form hands the result off; it must not block. Marking the
     // gather complete under mu_ afterwards orders this thread's use of the

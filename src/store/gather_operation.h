@@ -227,7 +227,7 @@ class GatherOperation final : public GatherTicket::State {
   // result left for WaitOnThisThread, with no lock and no signal.
   void FinishAlone(uint64_t now);
   // The table's counters for the finished gather, and its wait time.
-  void Count(uint64_t now);
+  void CountFinished(uint64_t now);
   // Readies the state for the next gather: empties every field but the plan
   // (which Build rewrites whole), keeping the vectors' storage.
   void Reset() EXCLUDES(mu_);
