@@ -66,7 +66,7 @@ void GatherOperation::Reset() {
 
 void GatherOperation::Init(StoreImpl* store, size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
                            size_t stride, std::function<void(GatherResult)> done, bool caller_reads) {
-  t0_ = io::MonotonicNanos();
+  t0_ = ReadinessNanos();
   store_ = store;
   table_ = table;
   row_ids_ = row_ids;
@@ -81,7 +81,7 @@ void GatherOperation::Reject(Status why) {
   result_.rows = row_ids_.size();
   if (table_ < store_->table_count()) return Finish();
   // No table to account the failure to.
-  result_.wait_nanoseconds = io::MonotonicNanos() - t0_;
+  result_.wait_nanoseconds = ElapsedNanos(t0_, ReadinessNanos());
   if (done_) {
     auto cb = std::move(done_);
     cb(result_);
@@ -195,8 +195,8 @@ inline void GatherOperation::LookUpSegment(size_t begin, size_t n, CachePhase& p
 inline void GatherOperation::EndCachePhase(const CachePhase& phase) {
   result_.misses = phase.reference ? phase.reference_misses.size() : batch_.rows.size();
   missed_ = result_.misses != 0;
-  t1_ = io::MonotonicNanos();
-  result_.cache_nanoseconds = t1_ - t0_;
+  t1_ = ReadinessNanos();
+  result_.cache_nanoseconds = ElapsedNanos(t0_, t1_);
 }
 
 void GatherOperation::SubmitBlockReads(const std::shared_ptr<GatherOperation>& self, CachePhase& phase) {
@@ -500,7 +500,7 @@ void GatherOperation::OnBlocksRead() {
     Offer(ids, rows);
   }
   std::sort(result_.failed_positions.begin(), result_.failed_positions.end());
-  result_.disk_nanoseconds = io::MonotonicNanos() - t1_;
+  result_.disk_nanoseconds = ElapsedNanos(t1_, ReadinessNanos());
   batch_.buffers.Release();  // back to the pool now, not when the ticket dies
   if (reference_) reference_->blocks.buffers.Release();
   Finish();
@@ -531,7 +531,11 @@ void GatherOperation::FinishAlone(uint64_t now) {
 
 void GatherOperation::CountFinished(uint64_t now) {
   TableState& table = store_->table_state(table_);
-  result_.wait_nanoseconds = now - t0_;
+  // Its parts may have been timed on other threads, whose readings of the
+  // clock can differ by a little (readiness_clock.h): the wait is at least
+  // their sum, as GatherResult promises.
+  result_.wait_nanoseconds =
+      std::max(ElapsedNanos(t0_, now), result_.cache_nanoseconds + result_.disk_nanoseconds);
   TableCounters& c = table.counters;
   c.Add(c.gathers, 1);
   c.Add(c.rows_requested, result_.rows);

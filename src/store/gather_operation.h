@@ -54,6 +54,7 @@
 #include "src/store/gather_plan.h"
 #include "src/store/gather_ticket_access.h"
 #include "src/store/read_buffer_pool.h"
+#include "src/store/readiness_clock.h"
 #include "storage/io/io_stats.h"
 #include "storage/mutex.h"
 #include "storage/thread_annotations.h"
@@ -221,7 +222,7 @@ class GatherOperation final : public GatherTicket::State {
   void FinishWithoutReads();
   // Publishes the result: counters, then the callback or the waiter. `now`
   // is the time the rows were ready.
-  void Finish(uint64_t now = io::MonotonicNanos()) EXCLUDES(mu_);
+  void Finish(uint64_t now = ReadinessNanos()) EXCLUDES(mu_);
   // Finish() for a gather that no other thread has seen (waited for by the
   // thread that started it, with nothing to read): the counters, and the
   // result left for WaitOnThisThread, with no lock and no signal.
@@ -253,7 +254,7 @@ class GatherOperation final : public GatherTicket::State {
   BlockBatch batch_;
   std::shared_ptr<ReferenceBatch> reference_;  // a reference table's reads (reference_reads.h)
   GatherResult result_;
-  uint64_t t0_ = 0, t1_ = 0;
+  uint64_t t0_ = 0, t1_ = 0;  // ReadinessNanos() at Init and at the end of the cache phase
   // The disk phase fills the cache in the gather's order (the order of the
   // misses, ascending distinct index), as engram-replay does: the rows of
   // batch inputs [0, offered_) have been offered (or skipped: their block
