@@ -588,7 +588,10 @@ TEST_F(NodeServiceTest, ClientsMissingTheSameRowsAtOnceCauseOneRead) {
   ChildProcess service = StartService();
   constexpr int kClients = 4;
   std::vector<std::unique_ptr<Store>> clients;
-  for (int i = 0; i < kClients; ++i) clients.push_back(OpenClient());
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(OpenClient());
+    ASSERT_TRUE(clients.back()) << "client " << i << " could not connect";
+  }
   // Rows 16 blocks apart (15 rows of 264 B per 4 KiB block): one block each.
   const std::vector<uint64_t> ids = Range(0, 1000, 16);
   std::barrier start(kClients);
@@ -621,7 +624,10 @@ TEST_F(NodeServiceTest, AServiceInThisProcessServesConcurrentClients) {
   ASSERT_TRUE(service.ok()) << service.status().ToString();
   socket_ = so.socket_path;
   std::vector<std::unique_ptr<Store>> clients;
-  for (int i = 0; i < 2; ++i) clients.push_back(OpenClient("c" + std::to_string(i)));
+  for (int i = 0; i < 2; ++i) {
+    clients.push_back(OpenClient("c" + std::to_string(i)));
+    ASSERT_TRUE(clients.back()) << "client " << i << " could not connect";
+  }
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
   for (int t = 0; t < 4; ++t) {
