@@ -13,7 +13,8 @@
 // rate is used only once two consecutive measurements of it agree within
 // 1 %, so after a jump the clock reads the kernel until the counter is
 // steady again; an anchor is the counter read on both sides of the kernel
-// clock, and is not taken if a preemption came between. Measured: docs/lab-notes/2026-12-06-what-a-small-hashed-gather-pays-once.md.
+// clock, and is not taken if a preemption came between. Measured in
+// docs/lab-notes/2026-12-06-what-a-small-hashed-gather-pays-once.md.
 //
 // Each thread anchors its own clock, so two readings agree with
 // steady_clock, and with each other across threads, to within the
@@ -24,20 +25,15 @@
 // architectural counter directly).
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 
 #if defined(__x86_64__)
 #include <x86intrin.h>
 #endif
 
-namespace engram {
+#include "storage/io/io_stats.h"  // io::MonotonicNanos: steady_clock in nanoseconds
 
-inline uint64_t SteadyNanos() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
+namespace engram {
 
 // The interval from `from` to `to`: 0 if `to` reads earlier.
 inline uint64_t ElapsedNanos(uint64_t from, uint64_t to) { return to > from ? to - from : 0; }
@@ -110,11 +106,11 @@ inline uint64_t TimeStampCounter() { return __rdtsc(); }
 
 inline uint64_t ReadinessNanos() {
   // Constant-initialized (all members zero): no guard on each read.
-  thread_local AnchoredCounterClock<&TimeStampCounter, &SteadyNanos> clock;
+  thread_local AnchoredCounterClock<&TimeStampCounter, &io::MonotonicNanos> clock;
   return clock.Now();
 }
 #else
-inline uint64_t ReadinessNanos() { return SteadyNanos(); }
+inline uint64_t ReadinessNanos() { return io::MonotonicNanos(); }
 #endif
 
 }  // namespace engram
