@@ -21,6 +21,10 @@
 // extrapolation's error (a rate measured over >= 100 us, applied for <= 1 ms:
 // well under a microsecond), and a thread's readings may step back by that
 // much at an anchor. Intervals are taken with ElapsedNanos, never below 0.
+// A forward jump of the counter shorter than the anchor interval (a thread
+// moved to a core whose counter is not synchronized with its last one's, on
+// the rare machines where that happens) is read as time until the next
+// anchor, at most 1 ms later.
 // Off x86-64 the clock is steady_clock (an ARM host's vDSO reads its
 // architectural counter directly).
 #pragma once
