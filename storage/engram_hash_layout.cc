@@ -46,7 +46,13 @@ Status EngramHashLayout::Validate() const {
   unsigned __int128 sum = 0;
   for (size_t i = 0; i < orders.size(); ++i) {
     for (uint32_t h = 0; h < heads; ++h) {
-      const std::string at = "[" + std::to_string(i) + "][" + std::to_string(h) + "]";
+      // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive)
+      // on the same string built with operator+ from a literal.
+      std::string at = "[";
+      at += std::to_string(i);
+      at += "][";
+      at += std::to_string(h);
+      at += "]";
       const uint64_t p = primes[i][h];
       // Below 2^63 so that floor_mod of an int64 is in range and sums fit.
       if (p < 2 || p >= (uint64_t(1) << 63) || !IsPrime(p))

@@ -30,11 +30,11 @@ Result<uint64_t> ShardFingerprint(int fd, uint64_t size, const std::string& path
   if (state == nullptr) return Status::ResourceExhausted("XXH3 state");
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> owner(state, XXH3_freeState);
   XXH3_64bits_reset(state);
-  std::vector<std::byte> buf(std::min<uint64_t>(size, 8));
-  ENGRAM_RETURN_IF_ERROR(fileutil::PreadExact(fd, buf, 0, path));
+  std::byte length[8] = {};
+  ENGRAM_RETURN_IF_ERROR(fileutil::PreadExact(fd, std::span(length, std::min<uint64_t>(size, 8)), 0, path));
   uint64_t head = size;
-  if (size >= 8) head = std::min<uint64_t>(size, 8 + std::min(LoadLe64(buf.data()), kSafetensorsMaxHeaderBytes));
-  buf.resize(1 << 20);
+  if (size >= 8) head = std::min<uint64_t>(size, 8 + std::min(LoadLe64(length), kSafetensorsMaxHeaderBytes));
+  std::vector<std::byte> buf(1 << 20);
   for (uint64_t at = 0; at < head;) {
     const uint64_t n = std::min<uint64_t>(buf.size(), head - at);
     ENGRAM_RETURN_IF_ERROR(fileutil::PreadExact(fd, std::span(buf.data(), n), at, path));

@@ -20,7 +20,6 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: capi_node_test BUILD_DIR\n");
     return 2;
   }
-  int failures = 0;
   char dir[] = "/tmp/engram-capi-node-XXXXXX";
   if (!mkdtemp(dir)) return 2;
   char table[256], socket_path[256], cmd[1024];

@@ -260,6 +260,9 @@ class Pass {
           cv_.notify_one();
           break;
         }
+        case Shape::kEngineInline:
+        case Shape::kEngineHandoff:
+          break;  // never here: Run hands these shapes to RunOnEngine
       }
     }
     if (shape_ == Shape::kHandoff) {

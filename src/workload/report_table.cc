@@ -21,8 +21,12 @@ std::string Fmt(const char* f, double v) {
 }
 
 std::string Thousands(uint64_t v) {
-  std::string s = std::to_string(v);
-  for (int i = int(s.size()) - 3; i > 0; i -= 3) s.insert(size_t(i), ",");
+  const std::string digits = std::to_string(v);
+  std::string s;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i != 0 && (digits.size() - i) % 3 == 0) s += ',';
+    s += digits[i];
+  }
   return s;
 }
 
