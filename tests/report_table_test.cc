@@ -8,31 +8,31 @@
 namespace engram {
 namespace {
 
-TEST(ReportTableTest, GroupsEveryCountByThousands) {
+// One request's figures, with the counts the table prints grouped.
+std::string TableOf(uint64_t evictions, uint64_t refusals, uint64_t rows_per_second, uint64_t resident,
+                    uint64_t capacity) {
   RequestRunStats s;
   s.name = "A";
-  s.evictions = 1234567;
-  s.refusals = 999;
-  s.rows = 4000;
+  s.evictions = evictions;
+  s.refusals = refusals;
+  s.rows = rows_per_second;
   s.wall_seconds = 1.0;
-  s.resident_rows = 1000;
-  s.capacity_rows = 10000000;
-  const std::string table = FormatReportTable({{"legacy", {s}}});
+  s.resident_rows = resident;
+  s.capacity_rows = capacity;
+  return FormatReportTable({{"legacy", {s}}});
+}
+
+TEST(ReportTableTest, GroupsEveryCountByThousands) {
+  const std::string table = TableOf(1234567, 999, 4000, 1000, 10000000);
   EXPECT_NE(table.find("1,234,567"), std::string::npos) << table;
   EXPECT_NE(table.find(" 999 "), std::string::npos) << table;
-  EXPECT_NE(table.find("4,000"), std::string::npos) << table;  // rows per second
+  EXPECT_NE(table.find("4,000"), std::string::npos) << table;
   EXPECT_NE(table.find("1,000 of 10,000,000 slots filled"), std::string::npos) << table;
   EXPECT_EQ(table.find(",,"), std::string::npos) << table;
 }
 
 TEST(ReportTableTest, ZeroAndSmallCountsHaveNoSeparator) {
-  RequestRunStats s;
-  s.name = "B";
-  s.evictions = 0;
-  s.refusals = 12;
-  s.resident_rows = 123;
-  s.capacity_rows = 100000;
-  const std::string table = FormatReportTable({{"default", {s}}});
+  const std::string table = TableOf(0, 12, 0, 123, 100000);
   EXPECT_NE(table.find("123 of 100,000 slots filled"), std::string::npos) << table;
   EXPECT_EQ(table.find(",1"), std::string::npos) << table;  // no separator before a short group
 }
