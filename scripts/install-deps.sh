@@ -4,18 +4,21 @@
 # when something is.
 set -euo pipefail
 
+# Besides the compilers and libraries: gnuplot-nox draws the charts, fio is
+# the I/O baseline, strace checks the one-thread test list, and prometheus's
+# promtool checks the metrics exposition (metrics_http_test). Nothing is
+# downloaded or built from another project's source: these are all.
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config git lld
+  build-essential cmake ninja-build pkg-config lld
   liburing-dev libxxhash-dev libboost-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
-  gnuplot-nox fio curl strace python3 prometheus
+  gnuplot-nox fio strace python3 prometheus
   pybind11-dev python3-dev python3-numpy python3-pytest python3-torch
 )
 # Extra groups, asked for by the scripts that need them.
 for extra in "$@"; do
   case "$extra" in
     --fuzz) PACKAGES+=(clang libclang-rt-14-dev) ;;
-    --prometheus) PACKAGES+=(prometheus) ;;
     *) echo "install-deps: unknown option $extra" >&2; exit 2 ;;
   esac
 done
