@@ -54,7 +54,7 @@ void GatherOperation::Reset() {
   if (batch_.reads.capacity() > kKeptReads) std::vector<io::BlockRead>().swap(batch_.reads);
   reference_.reset();
   offered_ = 0;
-  block_ok_.clear();
+  block_state_.clear();
   verified_.clear();
   chunks_submitted_ = 0;
   checked_.clear();
@@ -201,7 +201,7 @@ inline void GatherOperation::EndCachePhase(const CachePhase& phase) {
 
 void GatherOperation::SubmitBlockReads(const std::shared_ptr<GatherOperation>& self, CachePhase& phase) {
   GatherOperation& st = *self;
-  st.block_ok_.assign(st.batch_.blocks.size(), 0);
+  st.block_state_.assign(st.batch_.blocks.size(), BlockState::kUnchecked);
   st.checked_.assign(st.chunks(), 0);
   // More blocks than the buffers hold: read them through a ring of
   // stream_chunks chunks. Nothing is submitted yet.
@@ -397,28 +397,30 @@ void GatherOperation::OnLanded(const std::shared_ptr<GatherOperation>& self, uin
 }
 
 void GatherOperation::CheckChunk(uint32_t c) {
+  const size_t end_block = std::min(batch_.blocks.size(), (size_t(c) + 1) * kChunkBlocks);
+  for (size_t b = size_t(c) * kChunkBlocks; b < end_block; ++b) CheckBlock(b);
+  checked_[c] = 1;
+}
+
+void GatherOperation::CheckBlock(size_t b) {
   TableState& table = store_->table_state(table_);
   const uint32_t record = table.file->record_bytes();
   const TableGeometry& g = table.file->geometry();
-  const size_t end_block = std::min(batch_.blocks.size(), (size_t(c) + 1) * kChunkBlocks);
-  for (size_t b = size_t(c) * kChunkBlocks; b < end_block; ++b) {
-    Status s = batch_.Check(b, table);
-    if (!s.ok()) {
-      // Nothing from this block is returned or cached.
-      FailBlockRows(b);
-      if (result_.status.ok()) result_.status = s;
-      continue;
-    }
-    result_.bytes_read += io::kBlockSize;
-    block_ok_[b] = 1;
-    const std::byte* block = batch_.Block(b).data();
-    batch_.ForEachRowOf(b, [&](uint32_t k) {
-      const std::byte* row = block + g.RowOffsetInBlock(batch_.rows[k]);
-      CopyOut(batch_.row_ref[k], row, record);
-      if (streaming()) std::memcpy(staged_.data() + size_t(k) * record, row, record);
-    });
+  Status s = batch_.Check(b, table);
+  if (!s.ok()) {
+    // Nothing from this block is returned or cached.
+    FailBlockRows(b);
+    if (result_.status.ok()) result_.status = s;
+    return;
   }
-  checked_[c] = 1;
+  result_.bytes_read += io::kBlockSize;
+  block_state_[b] = BlockState::kVerified;
+  const std::byte* block = batch_.Block(b).data();
+  batch_.ForEachRowOf(b, [&](uint32_t k) {
+    const std::byte* row = block + g.RowOffsetInBlock(batch_.rows[k]);
+    CopyOut(batch_.row_ref[k], row, record);
+    if (streaming()) std::memcpy(staged_.data() + size_t(k) * record, row, record);
+  });
 }
 
 void GatherOperation::OfferCheckedPrefix() {
@@ -432,8 +434,8 @@ void GatherOperation::OfferCheckedPrefix() {
   const size_t n = batch_.rows.size();
   for (; offered_ < n; ++offered_) {
     const uint32_t b = batch_.row_block[offered_];
-    if (!checked_[b / kChunkBlocks]) break;
-    if (!block_ok_[b]) continue;  // nothing from a failed block is cached
+    if (block_state_[b] == BlockState::kUnchecked) break;
+    if (block_state_[b] == BlockState::kFailed) continue;  // nothing from a failed block is cached
     const uint64_t row = batch_.rows[offered_];
     ids.push_back(row);
     // A streaming gather's block buffer may hold a later block by now.
@@ -509,6 +511,7 @@ void GatherOperation::OnBlocksRead() {
 }
 
 void GatherOperation::FailBlockRows(size_t b) {
+  block_state_[b] = BlockState::kFailed;
   TableCounters& c = store_->table_state(table_).counters;
   batch_.ForEachRowOf(b, [&](uint32_t k) {
     c.Add(c.failed_rows, 1);
@@ -582,9 +585,19 @@ class GatherOperation::CallerReads final : public io::ReadStream {
   }
 
   void Finished(io::BlockRead* read) override {
-    const size_t c = static_cast<size_t>(read - st_.batch_.reads.data()) / kChunkBlocks;
-    if (++landed_[c] < st_.ChunkBlocks(c)) return;
-    st_.CheckChunk(static_cast<uint32_t>(c));
+    // Each block is checked and its rows copied out as it lands, while the
+    // device reads the rest: the check does not wait for the chunk's last
+    // block. A one-chunk gather also offers the cache each prefix as it
+    // completes; a larger one offers per chunk, since an InsertBatch call per
+    // block costs more there than the overlap gains.
+    const size_t b = static_cast<size_t>(read - st_.batch_.reads.data());
+    const size_t c = b / kChunkBlocks;
+    st_.CheckBlock(b);
+    if (++landed_[c] < st_.ChunkBlocks(c)) {
+      if (st_.chunks() == 1 && st_.batch_.row_block[st_.offered_] == b) st_.OfferCheckedPrefix();
+      return;
+    }
+    st_.checked_[c] = 1;
     ++st_.chunks_checked_;
     st_.OfferCheckedPrefix();
   }

@@ -29,9 +29,10 @@
 // A gather waited on at once by the thread that starts it (Store::Gather,
 // WaitOnThisThread) submits nothing during its lookups: after the last one,
 // that thread reads the misses on its own io_uring ring
-// (IoEngine::RunReadStream), checking each chunk and offering the cache its
-// prefix as the chunk's last block lands, the same work in the same order,
-// with no engine or pool thread in between. Where the engine cannot, the
+// (IoEngine::RunReadStream), checking each block as it lands and offering
+// the cache each prefix as it completes (a one-chunk gather) or as a chunk's
+// last block lands (a larger one), the same work in the same order, with no
+// engine or pool thread in between. Where the engine cannot, the
 // reads go through it as above.
 // Nothing is copied out of, or inserted from, a block that failed its read or
 // its checksum; the gather then fails with that block's status, and lists the
@@ -93,7 +94,7 @@ class GatherOperation final : public GatherTicket::State {
   GatherResult Wait() override EXCLUDES(mu_);
   // Wait() for a gather Init'ed with caller_reads, on the thread that started
   // it: that thread reads the misses on its own ring (IoEngine::RunReadStream)
-  // and checks each chunk as its last block lands; where the engine cannot,
+  // and checks each block as it lands; where the engine cannot,
   // the reads go through it as usual.
   static GatherResult WaitOnThisThread(const std::shared_ptr<GatherOperation>& self) EXCLUDES(mu_);
 
@@ -198,10 +199,12 @@ class GatherOperation final : public GatherTicket::State {
   // chunks, reads the chunks that take their buffers, and runs the disk
   // phase after the last.
   static void Drain(const std::shared_ptr<GatherOperation>& self) EXCLUDES(mu_);
-  // Verifies the blocks of chunk c, copies their rows to dst (and to
-  // staged_) and marks them in block_ok_ (or records their positions as
-  // failed).
+  // CheckBlock for each block of chunk c, then marks the chunk checked.
   void CheckChunk(uint32_t c);
+  // Verifies block b, copies its rows to dst (and to staged_) and marks it
+  // verified in block_state_, or marks it failed and records its rows'
+  // positions as failed.
+  void CheckBlock(size_t b);
   // Offers the cache the rows of the longest prefix of batch inputs whose
   // blocks are all checked, from offered_ on.
   void OfferCheckedPrefix();
@@ -216,7 +219,8 @@ class GatherOperation final : public GatherTicket::State {
   void OnBlocksRead();
   // Records distinct row d (every position holding it) as not written.
   void AddFailedRow(uint32_t d);
-  // Records every row of batch block b as failed (counted and listed).
+  // Marks batch block b failed and records every row of it as failed
+  // (counted and listed).
   void FailBlockRows(size_t b);
   // Finish() for a gather that reads nothing more: its failed positions in order.
   void FinishWithoutReads();
@@ -258,9 +262,10 @@ class GatherOperation final : public GatherTicket::State {
   // The disk phase fills the cache in the gather's order (the order of the
   // misses, ascending distinct index), as engram-replay does: the rows of
   // batch inputs [0, offered_) have been offered (or skipped: their block
-  // failed). A prefix is offered as soon as all its blocks are checked.
+  // failed). A prefix is offered once all its blocks are checked.
   size_t offered_ = 0;
-  std::vector<uint8_t> block_ok_;  // block_ok_[b]: block b was read and verified
+  enum class BlockState : uint8_t { kUnchecked, kVerified, kFailed };
+  std::vector<BlockState> block_state_;  // block_state_[b]: block b's check so far
   // A reference table's verified rows: (distinct index, assembled record).
   std::vector<std::pair<uint32_t, const std::byte*>> verified_;
 
