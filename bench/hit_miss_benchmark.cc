@@ -191,8 +191,12 @@ struct TempFile {
 
 // fio's io_uring engine as tuned as it gets: registered file and buffers,
 // the whole depth submitted in one call, completions reaped in batches.
+// `complete_min` is the completions fio waits for before it submits again:
+// 1 keeps `depth` reads in flight all the time; `depth` makes fio read in
+// batches of `depth`, each started after the last one finished, which is what
+// one gather at a time asks of the device.
 Result<FioResult> RunFio(const std::string& fio, const std::string& file, uint64_t size, uint32_t depth,
-                         double seconds) {
+                         uint32_t complete_min, double seconds) {
   TempFile json_out, log_out;
   if (json_out.path.empty() || log_out.path.empty()) return Status::IOError("fio: cannot create a temporary file");
   const std::string d = std::to_string(depth);
@@ -209,7 +213,7 @@ Result<FioResult> RunFio(const std::string& fio, const std::string& file, uint64
                                    "--registerfiles=1",
                                    "--iodepth=" + d,
                                    "--iodepth_batch_submit=" + d,
-                                   "--iodepth_batch_complete_min=1",
+                                   "--iodepth_batch_complete_min=" + std::to_string(complete_min),
                                    "--iodepth_batch_complete_max=" + d,
                                    "--time_based",
                                    "--runtime=" + std::to_string(std::max<long long>(50, std::llround(seconds * 1e3))) +
@@ -712,11 +716,12 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
   };
   MissBenchReport report;
   std::string fio_skipped;  // why fio is not run any more (set once it is missing)
-  auto fio_at = [&](uint32_t depth, double seconds) -> Result<FioResult> {
+  auto fio_at = [&](uint32_t depth, uint32_t complete_min, double seconds) -> Result<FioResult> {
     if (c.fio.empty()) return Status::Unsupported("fio not run (--fio '')");
     if (!fio_skipped.empty()) return Status::Unsupported(fio_skipped);
-    say("miss: fio io_uring at depth " + std::to_string(depth));
-    auto f = RunFio(c.fio, c.file, shape.file_bytes, depth, seconds);
+    say("miss: fio io_uring at depth " + std::to_string(depth) +
+        (complete_min > 1 ? ", in batches of " + std::to_string(depth) : std::string()));
+    auto f = RunFio(c.fio, c.file, shape.file_bytes, depth, complete_min, seconds);
     if (!f.ok() && f.status().code() == StatusCode::kNotFound) fio_skipped = f.status().message();
     if (f.ok() && report.fio_version.empty()) report.fio_version = f->version;
     return f;
@@ -735,7 +740,10 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
     // Each round: the store, then the raw engine, then fio, a slice each.
     MissBenchConfig slice = c;
     slice.seconds = c.seconds / c.rounds;
-    double raw_sum = 0, fio_sum = 0;
+    double raw_sum = 0, fio_sum = 0, fio_batch_sum = 0;
+    // One gather at a time of at most the queue depth's rows reads them as
+    // one batch: fio is also run in that shape.
+    const bool batch_shape = c.gathers_in_flight == 1 && n <= c.queue_depth && n > 1;
     StoreMissSession session(c, shape, n, c.seed + i);
     for (uint32_t r = 0; r < c.rounds; ++r) {
       say("miss: store, gathers of " + std::to_string(n) + " rows from untouched blocks");
@@ -759,7 +767,7 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
       if (raw.errors > 0) return Status::IOError("miss: " + std::to_string(raw.errors) + " raw reads failed");
       raw_sum += raw.iops;
       if (raw.iops > 0) p.round_ratios_raw.push_back(store_rate / raw.iops);
-      auto f = fio_at(p.depth, slice.seconds);
+      auto f = fio_at(p.depth, 1, slice.seconds);
       if (f.ok()) {
         fio_sum += f->iops;
         p.fio_cpu_seconds += f->cpu_seconds;
@@ -768,12 +776,24 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
       } else {
         p.fio_note = f.status().message();
       }
+      if (batch_shape && f.ok()) {
+        auto fb = fio_at(p.depth, p.depth, slice.seconds);
+        if (fb.ok() && fb->iops > 0) {
+          fio_batch_sum += fb->iops;
+          p.round_ratios_fio_batch.push_back(store_rate / fb->iops);
+        }
+      }
     }
     p.raw_iops = raw_sum / c.rounds;
     if (p.round_ratios_fio.size() == c.rounds) {
       p.fio_iops = fio_sum / c.rounds;
     } else {
       p.round_ratios_fio.clear();  // fio missing or failed in a round: no fio figure
+    }
+    if (p.round_ratios_fio_batch.size() == c.rounds) {
+      p.fio_batch_iops = fio_batch_sum / c.rounds;
+    } else {
+      p.round_ratios_fio_batch.clear();
     }
     report.points.push_back(p);
   }
@@ -798,7 +818,7 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
   say("miss: raw engine, batches of " + std::to_string(c.latency_rows) + " reads");
   ENGRAM_ASSIGN_OR_RETURN(std::vector<uint64_t> batches, MeasureRawBatches(c, shape, c.latency_rows));
   lat.raw_batch = PercentilesOf(batches);
-  auto f1 = fio_at(1, c.seconds);
+  auto f1 = fio_at(1, 1, c.seconds);
   if (f1.ok()) {
     lat.fio_read = f1->lat;
     lat.fio_read_cdf = f1->cdf;

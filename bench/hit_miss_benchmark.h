@@ -139,9 +139,13 @@ struct MissBenchPoint {
   double fio_cpu_seconds = 0;
   uint64_t fio_ios = 0;
   std::string fio_note;
+  // fio reading batches of `depth`, each after the last finished (the shape
+  // of one gather at a time); 0 unless one gather is in flight and its rows
+  // fit the queue depth.
+  double fio_batch_iops = 0;
   // Store rows/s over raw (fio) IOPS of each round: the store's slice and the
   // raw and fio slices right after it, so all three see the same host.
-  std::vector<double> round_ratios_raw, round_ratios_fio;
+  std::vector<double> round_ratios_raw, round_ratios_fio, round_ratios_fio_batch;
   double store_rows_per_s() const { return store_seconds > 0 ? double(rows) / store_seconds : 0; }
   double store_ns_per_row() const { return rows ? store_seconds * 1e9 / double(rows) : 0; }
   double store_cpu_ns_per_row() const { return rows ? store_cpu_seconds * 1e9 / double(rows) : 0; }
@@ -151,6 +155,7 @@ struct MissBenchPoint {
   // capacity drifts between seconds; pairing cancels most of that drift).
   double miss_ratio_raw() const { return MedianOf(round_ratios_raw); }
   double miss_ratio_fio() const { return MedianOf(round_ratios_fio); }
+  double miss_ratio_fio_batch() const { return MedianOf(round_ratios_fio_batch); }
   // The same over the whole run's totals (drift included); raw_iops and
   // fio_iops are the rounds' means.
   double total_ratio_raw() const { return raw_iops > 0 ? store_rows_per_s() / raw_iops : 0; }

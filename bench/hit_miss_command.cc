@@ -202,6 +202,11 @@ int RunMissCommand(const MissArgs& args) {
         j["miss_ratio_fio"] = p.miss_ratio_fio();
         j["total_ratio_fio"] = p.total_ratio_fio();
         j["round_ratios_fio"] = p.round_ratios_fio;
+        if (p.fio_batch_iops > 0) {
+          j["fio_batch_iops"] = p.fio_batch_iops;
+          j["miss_ratio_fio_batch"] = p.miss_ratio_fio_batch();
+          j["round_ratios_fio_batch"] = p.round_ratios_fio_batch;
+        }
       } else {
         j["fio_note"] = p.fio_note;
       }
@@ -210,12 +215,13 @@ int RunMissCommand(const MissArgs& args) {
       std::printf(
           "miss rows_per_gather=%u depth=%u store_rows_per_s=%.0f raw_iops=%.0f fio_iops=%s store_ns_per_row=%.1f "
           "store_cpu_ns_per_row=%.1f raw_cpu_ns_per_read=%.1f fio_cpu_ns_per_read=%s fresh_stores=%u gathers_in_flight=%u rounds=%zu total_ratio_raw=%.3f "
-          "total_ratio_fio=%s miss_ratio_raw=%.3f miss_ratio_fio=%s\n",
+          "total_ratio_fio=%s miss_ratio_raw=%.3f miss_ratio_fio=%s fio_batch_iops=%s miss_ratio_fio_batch=%s\n",
           p.rows_per_gather, p.depth, p.store_rows_per_s(), p.raw_iops, OrNa(p.fio_iops, "%.0f").c_str(),
           p.store_ns_per_row(), p.store_cpu_ns_per_row(), p.raw_cpu_ns_per_read(),
           OrNa(p.fio_iops > 0 ? p.fio_cpu_ns_per_read() : 0, "%.1f").c_str(), p.fresh_stores, p.gathers_in_flight, p.round_ratios_raw.size(),
           p.total_ratio_raw(), OrNa(p.total_ratio_fio(), "%.3f").c_str(), p.miss_ratio_raw(),
-          OrNa(p.miss_ratio_fio(), "%.3f").c_str());
+          OrNa(p.miss_ratio_fio(), "%.3f").c_str(), OrNa(p.fio_batch_iops, "%.0f").c_str(),
+          OrNa(p.miss_ratio_fio_batch(), "%.3f").c_str());
     }
   }
   const MissLatency& l = report->latency;

@@ -36,8 +36,11 @@ for n in 24 256; do
   awk -v r="$ratio" 'BEGIN { exit !(r > 0) }' || fail "hit: ratio not positive: $line"
 done
 
-# miss: one line per gather size ending in miss_ratio_raw and miss_ratio_fio
-# (n/a with a note when fio is not installed), and the latency line.
+# miss: one line per gather size ending in miss_ratio_raw, miss_ratio_fio and
+# fio in the shape of one gather at a time (batches of the depth, each after
+# the last finished: only for one gather in flight whose rows fit the queue
+# depth), the fio figures n/a with a note when fio is not installed; and the
+# latency line.
 # $1: the store's gathers in flight (the raw engine and fio run at
 # min(rows x that, queue depth)).
 check_miss_output() {
@@ -52,20 +55,27 @@ check_miss_output() {
     for key in store_rows_per_s raw_iops store_ns_per_row store_cpu_ns_per_row raw_cpu_ns_per_read fresh_stores; do
       grep -Eq " $key=$number( |$)" <<<"$line" || fail "miss: no $key number: $line"
     done
-    grep -Eq " miss_ratio_raw=$number miss_ratio_fio=($number|n/a)$" <<<"$line" ||
-      fail "miss: line does not end in miss_ratio_raw=X miss_ratio_fio=Y: $line"
+    grep -Eq " miss_ratio_raw=$number miss_ratio_fio=($number|n/a) fio_batch_iops=($number|n/a) miss_ratio_fio_batch=($number|n/a)$" <<<"$line" ||
+      fail "miss: line does not end in miss_ratio_raw=X miss_ratio_fio=Y fio_batch_iops=Z miss_ratio_fio_batch=W: $line"
     grep -q " gathers_in_flight=$in_flight " <<<"$line" || fail "miss: not gathers_in_flight=$in_flight: $line"
     raw=$(sed -E 's/.* miss_ratio_raw=([^ ]*) .*/\1/' <<<"$line")
     awk -v r="$raw" 'BEGIN { exit !(r > 0) }' || fail "miss: raw ratio not positive: $line"
-    fio_ratio=${line##*miss_ratio_fio=}
+    fio_ratio=$(sed -E 's/.* miss_ratio_fio=([^ ]*) .*/\1/' <<<"$line")
     fio_cpu=$(sed -E 's/.* fio_cpu_ns_per_read=([^ ]*) .*/\1/' <<<"$line")
+    batch_ratio=${line##*miss_ratio_fio_batch=}
     if [ "$have_fio" = 1 ]; then
       awk -v r="$fio_ratio" 'BEGIN { exit !(r > 0) }' || fail "miss: fio ratio not positive: $line"
       # fio's CPU per read, beside the store's per row: from its process's rusage.
       awk -v c="$fio_cpu" 'BEGIN { exit !(c > 0) }' || fail "miss: fio CPU per read not positive: $line"
+      if [ "$in_flight" = 1 ] && [ "$n" -le 32 ]; then
+        awk -v r="$batch_ratio" 'BEGIN { exit !(r > 0) }' || fail "miss: fio batch ratio not positive: $line"
+      else
+        [ "$batch_ratio" = n/a ] || fail "miss: a fio batch ratio where the gathers are not one batch: $line"
+      fi
     else
       [ "$fio_cpu" = n/a ] || fail "miss: a fio CPU figure without fio: $line"
       [ "$fio_ratio" = n/a ] || fail "miss: a fio ratio without fio: $line"
+      [ "$batch_ratio" = n/a ] || fail "miss: a fio batch ratio without fio: $line"
       grep -q "fio not found" "$tmp/miss.err" || fail "miss: no note that fio is missing: $(cat "$tmp/miss.err")"
     fi
   done
