@@ -672,8 +672,6 @@ Result<std::vector<uint64_t>> MeasureRawBatches(const MissBenchConfig& c, const 
   ENGRAM_ASSIGN_OR_RETURN(io::AlignedBuffer arena, io::AlignedBuffer::Allocate(size_t{n} * io::kBlockSize));
   (void)engine->RegisterBuffer(arena.span());  // as the store's read buffers are
   std::vector<io::BlockRead> reads(n);
-  std::mutex mu;
-  std::condition_variable cv;
   std::mt19937_64 rng(c.seed + 2000);
   std::vector<uint64_t> samples;
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(c.seconds));
@@ -687,16 +685,7 @@ Result<std::vector<uint64_t>> MeasureRawBatches(const MissBenchConfig& c, const 
     // On this thread's own ring where the engine can (as Store::Gather reads
     // its misses), else through the engine's threads.
     BatchStream stream(reads);
-    if (!engine->RunReadStream(stream)) {
-      bool done = false;
-      engine->SubmitBatch(reads, [&] {
-        std::lock_guard lock(mu);
-        done = true;
-        cv.notify_all();
-      });
-      std::unique_lock lock(mu);
-      cv.wait(lock, [&] { return done; });
-    }
+    if (!engine->RunReadStream(stream)) (void)engine->ReadBlocks(reads);  // each read's status is checked below
     samples.push_back(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
     for (const io::BlockRead& r : reads) {
       if (!r.status.ok()) return r.status.WithContext("miss: raw batch read");
