@@ -16,8 +16,9 @@
 #                   buffers, batched submit), all-miss gathers on a fresh store
 #   miss_ratio_raw  store rows/s / engram-bench read IOPS (our raw engine)
 #   miss_ratio_fio_batch  store rows/s / fio reading batches of the gather's
-#                   size, each after the last finished (the shape of one
-#                   gather at a time; n/a where the gather exceeds the depth)
+#                   size, each after the last finished and waited for whole
+#                   (a reference for one gather at a time, not its bound;
+#                   n/a where the gather exceeds the depth)
 #   (hit and miss ratios are medians of paired rounds: each store slice is
 #   followed by its baselines' slices, so host drift cancels)
 #
@@ -45,7 +46,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --plot) plot=1 ;;
     --out) out=${2:?--out needs a directory}; shift ;;
-    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fast_device: unknown option $1" >&2; exit 2 ;;
     *) dir=$1 ;;
   esac

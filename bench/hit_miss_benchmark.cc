@@ -193,8 +193,8 @@ struct TempFile {
 // the whole depth submitted in one call, completions reaped in batches.
 // `complete_min` is the completions fio waits for before it submits again:
 // 1 keeps `depth` reads in flight all the time; `depth` makes fio read in
-// batches of `depth`, each started after the last one finished, which is what
-// one gather at a time asks of the device.
+// batches of `depth`, each started after the last one finished (the shape of
+// one gather at a time, though fio then waits for the whole batch in one call).
 Result<FioResult> RunFio(const std::string& fio, const std::string& file, uint64_t size, uint32_t depth,
                          uint32_t complete_min, double seconds) {
   TempFile json_out, log_out;

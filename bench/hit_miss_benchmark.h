@@ -141,7 +141,9 @@ struct MissBenchPoint {
   std::string fio_note;
   // fio reading batches of `depth`, each after the last finished (the shape
   // of one gather at a time); 0 unless one gather is in flight and its rows
-  // fit the queue depth.
+  // fit the queue depth. fio waits for a whole batch in one io_uring_enter,
+  // which can cost more than reaping each read as it lands: a reference for
+  // the shape, not its bound.
   double fio_batch_iops = 0;
   // Store rows/s over raw (fio) IOPS of each round: the store's slice and the
   // raw and fio slices right after it, so all three see the same host.
