@@ -13,7 +13,8 @@ set format y "%.0f"
 plot ARG1 using 1:2 with linespoints lw 2 title "engram::Store gather", \
      ARG1 using 1:3 with linespoints lw 2 title "raw engine (engram-bench read)", \
      ARG1 using 1:4 with linespoints lw 2 title "fio io_uring (fixedbufs, registerfiles)", \
-     ARG1 using 1:5 with linespoints lw 2 title "fio, batches of depth reads, each waited for whole (iodepth_batch_complete_min = depth)"
+     ARG1 using 1:5 with linespoints lw 2 title "fio, batches of depth reads, each waited for whole (iodepth_batch_complete_min = depth)", \
+     ARG1 using 1:6 with linespoints lw 2 title "raw engine, batches of depth reads on the caller's ring, reaped read by read"
 
 set output ARG4
 unset logscale

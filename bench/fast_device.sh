@@ -15,17 +15,20 @@
 #   miss_ratio_fio  store rows/s / fio io_uring IOPS (registered file and
 #                   buffers, batched submit), all-miss gathers on a fresh store
 #   miss_ratio_raw  store rows/s / engram-bench read IOPS (our raw engine)
-#   miss_ratio_fio_batch  store rows/s / fio reading batches of the gather's
-#                   size, each after the last finished and waited for whole
-#                   (a reference for one gather at a time, not its bound;
-#                   n/a where the gather exceeds the depth)
+#   miss_ratio_raw_batch  store rows/s / the raw engine reading batches of
+#                   the gather's size on the caller's ring, each reaped read
+#                   by read and finished before the next: the bound of one
+#                   gather at a time on this device (n/a where the gather
+#                   exceeds the depth)
+#   miss_ratio_fio_batch  the same against fio's batches, each waited for
+#                   whole in one call (a reference, not the bound)
 #   (hit and miss ratios are medians of paired rounds: each store slice is
 #   followed by its baselines' slices, so host drift cancels)
 #
 # --plot also draws, with gnuplot, OUTDIR/iops_vs_depth.png (all-miss rows/s
-# against queue depth: store, raw engine, fio continuous and in batches) and
-# OUTDIR/latency_cdf.png
-# (24-row all-miss gather vs one read at QD 1). OUTDIR: out/fast-device.
+# against queue depth: store; raw engine and fio, continuous and in batches)
+# and OUTDIR/latency_cdf.png (24-row all-miss gather vs one read at QD 1).
+# OUTDIR: out/fast-device.
 #
 # Environment: ENGRAM_BENCH, ENGRAM_GEN (default: build/ next to bench/),
 # ROWS (2000000), SECONDS_PER (2, per measurement), ROUNDS (2),
@@ -46,7 +49,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --plot) plot=1 ;;
     --out) out=${2:?--out needs a directory}; shift ;;
-    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fast_device: unknown option $1" >&2; exit 2 ;;
     *) dir=$1 ;;
   esac
@@ -92,12 +95,14 @@ for m in (j for j in misses if j["kind"] == "miss"):
     h = hits.get(n)
     fio = m.get("miss_ratio_fio")
     fio_batch = m.get("miss_ratio_fio_batch")
+    raw_batch = m.get("miss_ratio_raw_batch")
     print(f"round={rnd} rows_per_gather={n} depth={m['depth']} "
           f"hit_store_ns_per_row={h['store_ns_per_row']:.1f} hit_memcpy_ns_per_row={h['memcpy_ns_per_row']:.1f} "
           f"hit_cpu_ns_per_row={h['store_cpu_ns_per_row']:.1f} "
           f"miss_rows_per_s={m['store_rows_per_s']:.0f} raw_iops={m['raw_iops']:.0f} "
           f"fio_iops={m.get('fio_iops', 0):.0f} miss_cpu_ns_per_row={m['store_cpu_ns_per_row']:.0f} "
           f"miss_ratio_raw={m['miss_ratio_raw']:.3f} "
+          f"miss_ratio_raw_batch={'n/a' if raw_batch is None else format(raw_batch, '.3f')} "
           f"miss_ratio_fio_batch={'n/a' if fio_batch is None else format(fio_batch, '.3f')} "
           f"hit_ratio={h['hit_ratio']:.3f} miss_ratio_fio={'n/a' if fio is None else format(fio, '.3f')}")
 g, r, b, f = lat["gather"], lat["raw_read"], lat["raw_batch"], lat.get("fio_read")
@@ -125,11 +130,11 @@ if [ "$plot" = 1 ]; then
 import json, sys
 sweep, miss, iops_out, cdf_out = sys.argv[1:]
 with open(iops_out, "w") as f:
-    f.write("# depth store_rows_per_s raw_iops fio_iops fio_batch_iops\n")
+    f.write("# depth store_rows_per_s raw_iops fio_iops fio_batch_iops raw_batch_rows_per_s\n")
     for j in map(json.loads, open(sweep)):
         if j["kind"] == "miss":
             f.write(f"{j['depth']} {j['store_rows_per_s']:.0f} {j['raw_iops']:.0f} {j.get('fio_iops', float('nan'))} "
-                    f"{j.get('fio_batch_iops', float('nan'))}\n")
+                    f"{j.get('fio_batch_iops', float('nan'))} {j.get('raw_batch_rows_per_s', float('nan'))}\n")
 lat = [j for j in map(json.loads, open(miss)) if j["kind"] == "miss_latency"][0]
 with open(cdf_out, "w") as f:
     # gnuplot data blocks: 0 = store gather, 1 = fio read, 2 = raw engine read

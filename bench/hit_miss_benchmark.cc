@@ -747,9 +747,9 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
     // Each round: the store, then the raw engine, then fio, a slice each.
     MissBenchConfig slice = c;
     slice.seconds = c.seconds / c.rounds;
-    double raw_sum = 0, fio_sum = 0, fio_batch_sum = 0;
+    double raw_sum = 0, fio_sum = 0, fio_batch_sum = 0, raw_batch_sum = 0;
     // One gather at a time of at most the queue depth's rows reads them as
-    // one batch: fio is also run in that shape.
+    // one batch: the raw engine and fio are also run in that shape.
     const bool batch_shape = c.gathers_in_flight == 1 && n <= c.queue_depth && n > 1;
     StoreMissSession session(c, shape, n, c.seed + i);
     for (uint32_t r = 0; r < c.rounds; ++r) {
@@ -783,6 +783,16 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
       } else {
         p.fio_note = f.status().message();
       }
+      if (batch_shape) {
+        say("miss: raw engine, batches of " + std::to_string(n) + " reads");
+        ENGRAM_ASSIGN_OR_RETURN(std::vector<uint64_t> batches, MeasureRawBatches(slice, shape, n));
+        const double batch_ns = std::accumulate(batches.begin(), batches.end(), 0.0);
+        if (batch_ns > 0) {
+          const double rate = double(n) * double(batches.size()) * 1e9 / batch_ns;
+          raw_batch_sum += rate;
+          p.round_ratios_raw_batch.push_back(store_rate / rate);
+        }
+      }
       if (batch_shape && f.ok()) {
         auto fb = fio_at(p.depth, p.depth, slice.seconds);
         if (fb.ok() && fb->iops > 0) {
@@ -796,6 +806,11 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
       p.fio_iops = fio_sum / c.rounds;
     } else {
       p.round_ratios_fio.clear();  // fio missing or failed in a round: no fio figure
+    }
+    if (p.round_ratios_raw_batch.size() == c.rounds) {
+      p.raw_batch_rows_per_s = raw_batch_sum / c.rounds;
+    } else {
+      p.round_ratios_raw_batch.clear();
     }
     if (p.round_ratios_fio_batch.size() == c.rounds) {
       p.fio_batch_iops = fio_batch_sum / c.rounds;

@@ -145,9 +145,15 @@ struct MissBenchPoint {
   // which can cost more than reaping each read as it lands: a reference for
   // the shape, not its bound.
   double fio_batch_iops = 0;
+  // The raw engine reading batches of `depth` on this thread's ring, each
+  // reaped read by read and waited for whole before the next (the shape of
+  // one gather at a time, with no cache, verification or copy); the rate
+  // counts only the time inside the batches. 0 where fio_batch_iops is
+  // not measured for the shape.
+  double raw_batch_rows_per_s = 0;
   // Store rows/s over raw (fio) IOPS of each round: the store's slice and the
   // raw and fio slices right after it, so all three see the same host.
-  std::vector<double> round_ratios_raw, round_ratios_fio, round_ratios_fio_batch;
+  std::vector<double> round_ratios_raw, round_ratios_fio, round_ratios_fio_batch, round_ratios_raw_batch;
   double store_rows_per_s() const { return store_seconds > 0 ? double(rows) / store_seconds : 0; }
   double store_ns_per_row() const { return rows ? store_seconds * 1e9 / double(rows) : 0; }
   double store_cpu_ns_per_row() const { return rows ? store_cpu_seconds * 1e9 / double(rows) : 0; }
@@ -158,6 +164,7 @@ struct MissBenchPoint {
   double miss_ratio_raw() const { return MedianOf(round_ratios_raw); }
   double miss_ratio_fio() const { return MedianOf(round_ratios_fio); }
   double miss_ratio_fio_batch() const { return MedianOf(round_ratios_fio_batch); }
+  double miss_ratio_raw_batch() const { return MedianOf(round_ratios_raw_batch); }
   // The same over the whole run's totals (drift included); raw_iops and
   // fio_iops are the rounds' means.
   double total_ratio_raw() const { return raw_iops > 0 ? store_rows_per_s() / raw_iops : 0; }

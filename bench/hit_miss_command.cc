@@ -196,6 +196,11 @@ int RunMissCommand(const MissArgs& args) {
                           {"total_ratio_raw", p.total_ratio_raw()},
                           {"round_ratios_raw", p.round_ratios_raw},
                           {"io", report->io_description}};
+      if (p.raw_batch_rows_per_s > 0) {
+        j["raw_batch_rows_per_s"] = p.raw_batch_rows_per_s;
+        j["miss_ratio_raw_batch"] = p.miss_ratio_raw_batch();
+        j["round_ratios_raw_batch"] = p.round_ratios_raw_batch;
+      }
       if (p.fio_iops > 0) {
         j["fio_iops"] = p.fio_iops;
         j["fio_cpu_ns_per_read"] = p.fio_cpu_ns_per_read();
@@ -215,11 +220,13 @@ int RunMissCommand(const MissArgs& args) {
       std::printf(
           "miss rows_per_gather=%u depth=%u store_rows_per_s=%.0f raw_iops=%.0f fio_iops=%s store_ns_per_row=%.1f "
           "store_cpu_ns_per_row=%.1f raw_cpu_ns_per_read=%.1f fio_cpu_ns_per_read=%s fresh_stores=%u gathers_in_flight=%u rounds=%zu total_ratio_raw=%.3f "
-          "total_ratio_fio=%s miss_ratio_raw=%.3f miss_ratio_fio=%s fio_batch_iops=%s miss_ratio_fio_batch=%s\n",
+          "total_ratio_fio=%s raw_batch_rows_per_s=%s miss_ratio_raw_batch=%s miss_ratio_raw=%.3f miss_ratio_fio=%s "
+          "fio_batch_iops=%s miss_ratio_fio_batch=%s\n",
           p.rows_per_gather, p.depth, p.store_rows_per_s(), p.raw_iops, OrNa(p.fio_iops, "%.0f").c_str(),
           p.store_ns_per_row(), p.store_cpu_ns_per_row(), p.raw_cpu_ns_per_read(),
           OrNa(p.fio_iops > 0 ? p.fio_cpu_ns_per_read() : 0, "%.1f").c_str(), p.fresh_stores, p.gathers_in_flight, p.round_ratios_raw.size(),
-          p.total_ratio_raw(), OrNa(p.total_ratio_fio(), "%.3f").c_str(), p.miss_ratio_raw(),
+          p.total_ratio_raw(), OrNa(p.total_ratio_fio(), "%.3f").c_str(), OrNa(p.raw_batch_rows_per_s, "%.0f").c_str(),
+          OrNa(p.raw_batch_rows_per_s > 0 ? p.miss_ratio_raw_batch() : 0, "%.3f").c_str(), p.miss_ratio_raw(),
           OrNa(p.miss_ratio_fio(), "%.3f").c_str(), OrNa(p.fio_batch_iops, "%.0f").c_str(),
           OrNa(p.miss_ratio_fio_batch(), "%.3f").c_str());
     }

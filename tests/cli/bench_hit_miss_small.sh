@@ -39,8 +39,9 @@ done
 # miss: one line per gather size ending in miss_ratio_raw, miss_ratio_fio and
 # fio in the shape of one gather at a time (batches of the depth, each after
 # the last finished: only for one gather in flight whose rows fit the queue
-# depth), the fio figures n/a with a note when fio is not installed; and the
-# latency line.
+# depth), the fio figures n/a with a note when fio is not installed; the raw
+# engine in that shape too (raw_batch_rows_per_s), with or without fio; and
+# the latency line.
 # $1: the store's gathers in flight (the raw engine and fio run at
 # min(rows x that, queue depth)).
 check_miss_output() {
@@ -58,6 +59,16 @@ check_miss_output() {
     grep -Eq " miss_ratio_raw=$number miss_ratio_fio=($number|n/a) fio_batch_iops=($number|n/a) miss_ratio_fio_batch=($number|n/a)$" <<<"$line" ||
       fail "miss: line does not end in miss_ratio_raw=X miss_ratio_fio=Y fio_batch_iops=Z miss_ratio_fio_batch=W: $line"
     grep -q " gathers_in_flight=$in_flight " <<<"$line" || fail "miss: not gathers_in_flight=$in_flight: $line"
+    # The raw engine in the same batch shape: measured with or without fio.
+    raw_batch_rate=$(sed -E 's/.* raw_batch_rows_per_s=([^ ]*) .*/\1/' <<<"$line")
+    raw_batch_ratio=$(sed -E 's/.* miss_ratio_raw_batch=([^ ]*) .*/\1/' <<<"$line")
+    if [ "$in_flight" = 1 ] && [ "$n" -le 32 ]; then
+      awk -v r="$raw_batch_rate" -v q="$raw_batch_ratio" 'BEGIN { exit !(r > 0 && q > 0) }' ||
+        fail "miss: no positive raw batch rate and ratio for one gather of $n rows at depth 32: $line"
+    else
+      [ "$raw_batch_rate" = n/a ] && [ "$raw_batch_ratio" = n/a ] ||
+        fail "miss: a raw batch figure where the gathers are not one batch: $line"
+    fi
     raw=$(sed -E 's/.* miss_ratio_raw=([^ ]*) .*/\1/' <<<"$line")
     awk -v r="$raw" 'BEGIN { exit !(r > 0) }' || fail "miss: raw ratio not positive: $line"
     fio_ratio=$(sed -E 's/.* miss_ratio_fio=([^ ]*) .*/\1/' <<<"$line")
