@@ -744,7 +744,8 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
     p.rows_per_gather = n;
     p.gathers_in_flight = c.gathers_in_flight;
     p.depth = std::min(uint64_t{n} * c.gathers_in_flight, uint64_t{c.queue_depth});
-    // Each round: the store, then the raw engine, then fio, a slice each.
+    // Each round: the store, then the raw engine, then fio (and, in the batch
+    // shape, the raw engine's and fio's batches), a slice each.
     MissBenchConfig slice = c;
     slice.seconds = c.seconds / c.rounds;
     double raw_sum = 0, fio_sum = 0, fio_batch_sum = 0, raw_batch_sum = 0;

@@ -148,8 +148,9 @@ struct MissBenchPoint {
   // The raw engine reading batches of `depth` on this thread's ring, each
   // reaped read by read and waited for whole before the next (the shape of
   // one gather at a time, with no cache, verification or copy); the rate
-  // counts only the time inside the batches. 0 where fio_batch_iops is
-  // not measured for the shape.
+  // counts only the time inside the batches. The bound of one gather at a
+  // time on this device; 0 unless, as for fio's batches, one gather is in
+  // flight and its rows fit the queue depth.
   double raw_batch_rows_per_s = 0;
   // Store rows/s over raw (fio) IOPS of each round: the store's slice and the
   // raw and fio slices right after it, so all three see the same host.
