@@ -695,6 +695,15 @@ Result<std::vector<uint64_t>> MeasureRawBatches(const MissBenchConfig& c, const 
   return samples;
 }
 
+// A baseline's mean rate over the rounds, or 0 with its ratios dropped
+// unless every round measured it (fio missing, or failing in a round, gives
+// no fio figure rather than one from fewer rounds).
+double MeanIfEveryRound(double sum, std::vector<double>& round_ratios, uint32_t rounds) {
+  if (round_ratios.size() == rounds) return sum / rounds;
+  round_ratios.clear();
+  return 0;
+}
+
 }  // namespace
 
 Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const ProgressLog& log) {
@@ -734,8 +743,9 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
     return f;
   };
 
-  std::vector<uint64_t> latency_samples;
-  // The first gather size equal to the latency gather's supplies its samples.
+  std::vector<uint64_t> latency_samples, raw_batch_latency_samples;
+  // The first gather size equal to the latency gather's supplies its samples
+  // (the store's, and the raw engine's batches where it reads them).
   const size_t first_latency_point =
       std::find(c.rows_per_gather.begin(), c.rows_per_gather.end(), c.latency_rows) - c.rows_per_gather.begin();
   for (size_t i = 0; i < c.rows_per_gather.size(); ++i) {
@@ -793,6 +803,9 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
           raw_batch_sum += rate;
           p.round_ratios_raw_batch.push_back(store_rate / rate);
         }
+        if (n == c.latency_rows && i == first_latency_point) {
+          raw_batch_latency_samples.insert(raw_batch_latency_samples.end(), batches.begin(), batches.end());
+        }
       }
       if (batch_shape && f.ok()) {
         auto fb = fio_at(p.depth, p.depth, slice.seconds);
@@ -803,21 +816,9 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
       }
     }
     p.raw_iops = raw_sum / c.rounds;
-    if (p.round_ratios_fio.size() == c.rounds) {
-      p.fio_iops = fio_sum / c.rounds;
-    } else {
-      p.round_ratios_fio.clear();  // fio missing or failed in a round: no fio figure
-    }
-    if (p.round_ratios_raw_batch.size() == c.rounds) {
-      p.raw_batch_rows_per_s = raw_batch_sum / c.rounds;
-    } else {
-      p.round_ratios_raw_batch.clear();
-    }
-    if (p.round_ratios_fio_batch.size() == c.rounds) {
-      p.fio_batch_iops = fio_batch_sum / c.rounds;
-    } else {
-      p.round_ratios_fio_batch.clear();
-    }
+    p.fio_iops = MeanIfEveryRound(fio_sum, p.round_ratios_fio, c.rounds);
+    p.raw_batch_rows_per_s = MeanIfEveryRound(raw_batch_sum, p.round_ratios_raw_batch, c.rounds);
+    p.fio_batch_iops = MeanIfEveryRound(fio_batch_sum, p.round_ratios_fio_batch, c.rounds);
     report.points.push_back(p);
   }
 
@@ -838,9 +839,11 @@ Result<MissBenchReport> RunMissBenchmark(const MissBenchConfig& c, const Progres
   say("miss: raw engine reads at QD 1");
   ENGRAM_ASSIGN_OR_RETURN(io::ReadBenchResult raw1, MeasureRawReads(c, 1));
   lat.raw_read = {raw1.p50_us, raw1.p90_us, raw1.p99_us, raw1.p999_us};
-  say("miss: raw engine, batches of " + std::to_string(c.latency_rows) + " reads");
-  ENGRAM_ASSIGN_OR_RETURN(std::vector<uint64_t> batches, MeasureRawBatches(c, shape, c.latency_rows));
-  lat.raw_batch = PercentilesOf(batches);
+  if (raw_batch_latency_samples.empty()) {
+    say("miss: raw engine, batches of " + std::to_string(c.latency_rows) + " reads");
+    ENGRAM_ASSIGN_OR_RETURN(raw_batch_latency_samples, MeasureRawBatches(c, shape, c.latency_rows));
+  }
+  lat.raw_batch = PercentilesOf(raw_batch_latency_samples);
   auto f1 = fio_at(1, 1, c.seconds);
   if (f1.ok()) {
     lat.fio_read = f1->lat;
