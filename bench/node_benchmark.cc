@@ -41,7 +41,8 @@ Result<std::unique_ptr<Store>> OpenBenchStore(const std::string& file, const std
   StoreOptions o;
   o.tables = {{file, "", 0}};
   o.node = socket;
-  o.cache_bytes = cache_bytes;
+  // A client's cache is the service's: only a private store sets one.
+  if (socket.empty()) o.cache_bytes = cache_bytes;
   ENGRAM_ASSIGN_OR_RETURN(auto store, Store::Open(o));
   store->WaitForCacheMemory();
   return store;

@@ -18,6 +18,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kCancelled: return "Cancelled";
     case StatusCode::kInternal: return "Internal error";
     case StatusCode::kUnavailable: return "Unavailable";
+    case StatusCode::kDeadlineExceeded: return "Deadline exceeded";
   }
   return "Unknown";
 }

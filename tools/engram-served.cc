@@ -4,7 +4,10 @@
 // clients) and the metrics endpoint, and serves the processes that open a
 // Store with StoreOptions::node / Store(node=...) naming its socket
 // (src/node/node_service.h). Runs until SIGTERM or SIGINT, then tells its
-// clients and exits 0. Exits 2 when it cannot start.
+// clients and exits 0. When it cannot start it exits 2 for a bad argument or
+// input (a missing table, a socket path something else occupies) and 1 for
+// a conflict at run time (another engram-served already serves the socket
+// or a table), with a message either way.
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -20,9 +23,22 @@
 
 namespace {
 
-int Fail(const std::string& message) {
+int Fail(const std::string& message, int code = 2) {
   std::fprintf(stderr, "engram-served: %s\n", message.c_str());
-  return 2;
+  return code;
+}
+
+int ExitCode(const engram::Status& s) {
+  switch (s.code()) {
+    case engram::StatusCode::kInvalidArgument:
+    case engram::StatusCode::kNotFound:
+    case engram::StatusCode::kCorruption:
+    case engram::StatusCode::kOutOfRange:
+    case engram::StatusCode::kUnsupported:
+      return 2;
+    default:
+      return 1;
+  }
 }
 
 }  // namespace
@@ -60,15 +76,28 @@ int main(int argc, char** argv) {
   app.add_option("--hot-set", store.hot_set_path, "save the resident rows here and warm up from them at start");
   app.add_option("--hot-set-interval", store.hot_set_interval_seconds, "also save every this many seconds")
       ->check(engram::FiniteRange(0.0, 1e9));
-  app.add_option("--group", options.group, "the group allowed to connect (socket and memory are 0660)");
+  app.add_option("--group", options.group,
+                 "the group allowed to connect (the socket is 0660, the memory 0640 and sealed read-only)");
   app.add_option("--send-timeout-ms", options.send_timeout_ms,
-                 "disconnect a client that takes longer to read an answer")
+                 "disconnect a client whose answers wait this long with none of their bytes read")
       ->capture_default_str()
       ->check(CLI::Range(1u, 3600000u));
   app.add_option("--hello-timeout-ms", options.hello_timeout_ms, "close a connection that says no hello by then")
       ->capture_default_str()
       ->check(CLI::Range(1u, 3600000u));
   app.add_option("--max-clients", options.max_clients, "the most clients connected at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 65536u));
+  app.add_option("--threads", options.threads, "threads that serve every client connection")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 256u));
+  app.add_option("--miss-window-rows", options.miss_window_rows,
+                 "clients' missed rows in the store at once, the rest queued fairly per client (0: twice "
+                 "--queue-depth)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 24));
+  app.add_option("--miss-quantum-rows", options.miss_quantum_rows,
+                 "each busy client's share of missed rows per turn")
       ->capture_default_str()
       ->check(CLI::Range(1u, 65536u));
   engram::AddLogLevelOption(app, log_level);
@@ -110,7 +139,7 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   auto service = engram::node::NodeService::Start(options);
-  if (!service.ok()) return Fail(service.status().ToString());
+  if (!service.ok()) return Fail(service.status().ToString(), ExitCode(service.status()));
   if ((*service)->metrics_port() != 0) engram::log::Info("engram-served: metrics on port {}", (*service)->metrics_port());
   // Readiness for scripts and service managers: one line on stdout.
   std::printf("engram-served: ready on %s\n", options.socket_path.c_str());

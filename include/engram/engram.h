@@ -34,7 +34,8 @@ typedef enum engram_status {
   ENGRAM_RESOURCE_EXHAUSTED = 7,
   ENGRAM_CANCELLED = 8,
   ENGRAM_INTERNAL = 9,
-  ENGRAM_UNAVAILABLE = 10 /* the node service (engram-served) is gone or restarting */
+  ENGRAM_UNAVAILABLE = 10, /* the node service (engram-served) is gone or restarting */
+  ENGRAM_DEADLINE_EXCEEDED = 11 /* a call to the node service got no answer within its deadline */
 } engram_status;
 
 typedef struct engram_store engram_store;

@@ -129,15 +129,27 @@ struct StoreOptions {
   // this process's own. The service owns the caches and the reads; the
   // client maps the caches read-only and serves its hits itself (no system
   // call), and sends its misses, read-aheads and stats to the service. The
-  // tables (and rank) must be those the service serves, by name and file;
-  // the cache, I/O, warm-start, trace and metrics options are the service's
-  // and are not used here. If the service goes away, the client's calls fail
+  // tables (and rank) must be those the service serves, by name and file.
+  // The cache, I/O, warm-start, trace and metrics options (and a table's
+  // cache_bytes) are the service's: Open refuses them with a client, rather
+  // than ignore them. If the service goes away, the client's calls fail
   // with StatusCode::kUnavailable until it is back, and it reconnects by
-  // itself.
+  // itself. What a client may rely on (fairness, deadlines, pins, limits):
+  // README, "One store per node".
   std::string node;
-  // The client's name in the service's /metrics (label `client`); default:
-  // its process ID.
+  // The client's name in the service's /metrics (label `client`), at most
+  // 128 bytes of UTF-8 with no control characters; default: its process ID.
+  // Two clients of one name are told apart there by a "#N" suffix.
   std::string node_client_name;
+  // A client's deadlines. Opening it (connecting and the service's welcome)
+  // fails after node_open_timeout_ms; every later call to the service (a
+  // gather's misses, which travel in messages of at most 16 MiB of rows,
+  // each with its own deadline; a read-ahead release, a wait, stats) fails
+  // after node_call_timeout_ms without its answer. Either way the status is
+  // StatusCode::kDeadlineExceeded (Python: TimeoutError): a stopped or
+  // wedged service never hangs its clients. 1..3,600,000.
+  uint32_t node_open_timeout_ms = 5000;
+  uint32_t node_call_timeout_ms = 30000;
 };
 
 }  // namespace engram

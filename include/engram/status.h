@@ -26,6 +26,7 @@ enum class StatusCode : uint8_t {
   kCancelled,         // the operation was abandoned (shutdown)
   kInternal,          // a broken invariant: a bug in Engram Store
   kUnavailable,       // a service the store depends on is not there (engram-served gone or restarting)
+  kDeadlineExceeded,  // a call's deadline passed before its answer came (a stopped or wedged engram-served)
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -46,6 +47,7 @@ class [[nodiscard]] Status {
   static Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
   static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+  static Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
   // An I/O error from errno, e.g. FromErrno("open table.engram", errno).
   static Status FromErrno(std::string_view what, int err);
 

@@ -165,6 +165,9 @@ class Store {
   virtual size_t table_count() const = 0;
   // Index of the table with this name, or NotFound.
   virtual Result<size_t> FindTable(const std::string& name) const = 0;
+  // The table's name (its `table` label in stats and metrics); empty for an
+  // index past the last table.
+  virtual std::string table_name(size_t table) const = 0;
   virtual uint32_t record_bytes(size_t table) const = 0;
   virtual uint64_t row_count(size_t table) const = 0;
   // The table file's metadata JSON (dtype, shapes, hash layout, ...).

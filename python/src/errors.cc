@@ -21,6 +21,8 @@ PyObject* ExceptionType(StatusCode code) {
     case StatusCode::kResourceExhausted:
     case StatusCode::kUnavailable:
       return PyExc_OSError;
+    case StatusCode::kDeadlineExceeded:
+      return PyExc_TimeoutError;
     default:
       return PyExc_RuntimeError;
   }

@@ -286,7 +286,7 @@ size_t PyStore::Table(py::handle table) const {
 std::vector<std::string> PyStore::table_names() const {
   const std::shared_ptr<Store> s = store();
   std::vector<std::string> names;
-  for (size_t i = 0; i < s->table_count(); ++i) names.push_back(s->Stats(i).name);
+  for (size_t i = 0; i < s->table_count(); ++i) names.push_back(s->table_name(i));
   return names;
 }
 

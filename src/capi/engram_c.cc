@@ -125,6 +125,8 @@ void FillStage(const Figures& r, uint64_t tokens, uint64_t hash_nanoseconds, eng
 
 static_assert(int(engram::StatusCode::kInternal) == ENGRAM_INTERNAL, "C status codes follow StatusCode");
 static_assert(int(engram::StatusCode::kUnavailable) == ENGRAM_UNAVAILABLE, "C status codes follow StatusCode");
+static_assert(int(engram::StatusCode::kDeadlineExceeded) == ENGRAM_DEADLINE_EXCEEDED,
+              "C status codes follow StatusCode");
 
 extern "C" {
 
@@ -137,7 +139,7 @@ const char* engram_status_string(engram_status status) {
   static_assert(sizeof(engram_status) == sizeof(int));
   int code;
   std::memcpy(&code, &status, sizeof(code));
-  if (code < ENGRAM_OK || code > ENGRAM_UNAVAILABLE) return "Unknown";
+  if (code < ENGRAM_OK || code > ENGRAM_DEADLINE_EXCEEDED) return "Unknown";
   return engram::StatusCodeName(static_cast<engram::StatusCode>(code));
 }
 

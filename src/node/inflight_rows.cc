@@ -9,7 +9,7 @@ namespace engram::node {
 struct InflightRows::Request {
   std::vector<uint64_t> ids;
   uint32_t record = 0;
-  std::vector<uint8_t> rows;  // ids.size() * record
+  uint8_t* rows = nullptr;  // ids.size() * record, the caller's
   // Positions of ids this request reads itself.
   std::vector<uint32_t> own;
   AnswerFn answer;
@@ -46,15 +46,16 @@ struct InflightRows::Request {
       std::sort(failed.begin(), failed.end());
       out.failed_positions = std::move(failed);
     }
-    answer(out, rows);
+    answer(out);
   }
 };
 
-void InflightRows::Gather(std::vector<uint64_t> ids, uint32_t record, const StartFn& start, AnswerFn answer) {
+void InflightRows::Gather(std::vector<uint64_t> ids, uint32_t record, uint8_t* rows, const StartFn& start,
+                          AnswerFn answer) {
   auto r = std::make_shared<Request>();
   r->ids = std::move(ids);
   r->record = record;
-  r->rows.resize(r->ids.size() * size_t{record});
+  r->rows = rows;
   r->answer = std::move(answer);
   {
     MutexLock lock(&mu_);
@@ -78,7 +79,7 @@ void InflightRows::Gather(std::vector<uint64_t> ids, uint32_t record, const Star
   if (r->own.size() == r->ids.size()) {
     // The usual case: nothing in flight elsewhere; the store writes the
     // answer's rows in place.
-    start(r->ids, reinterpret_cast<std::byte*>(r->rows.data()), record,
+    start(r->ids, reinterpret_cast<std::byte*>(r->rows), record,
           [this, r](GatherResult result) { OwnGatherDone(r, std::move(result)); });
     return;
   }
@@ -89,7 +90,7 @@ void InflightRows::Gather(std::vector<uint64_t> ids, uint32_t record, const Star
   start(*own_ids, reinterpret_cast<std::byte*>(own_rows->data()), record,
         [this, r, own_ids, own_rows](GatherResult result) {
           for (size_t k = 0; k < r->own.size(); ++k) {
-            std::memcpy(r->rows.data() + size_t{r->own[k]} * r->record, own_rows->data() + k * r->record, r->record);
+            std::memcpy(r->rows + size_t{r->own[k]} * r->record, own_rows->data() + k * r->record, r->record);
           }
           // Failed positions index own_ids: translate them to ours.
           for (size_t& p : result.failed_positions) p = r->own[p];
@@ -123,8 +124,8 @@ void InflightRows::OwnGatherDone(const std::shared_ptr<Request>& r, GatherResult
       other.failed.push_back(d.their_position);
       if (other.borrowed_status.ok()) other.borrowed_status = result.status;
     } else {
-      std::memcpy(other.rows.data() + size_t{d.their_position} * other.record,
-                  r->rows.data() + size_t{d.our_position} * r->record, r->record);
+      std::memcpy(other.rows + size_t{d.their_position} * other.record,
+                  r->rows + size_t{d.our_position} * r->record, r->record);
       MutexLock lock(&other.mu);
       ++other.borrowed_rows;
     }

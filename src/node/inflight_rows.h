@@ -31,13 +31,15 @@ class InflightRows {
   // done with its result: Store::StartGather's callback form.
   using StartFn = std::function<void(std::span<const uint64_t> ids, std::byte* dst, size_t stride,
                                      std::function<void(GatherResult)> done)>;
-  // The request's result and its rows, record bytes each, in request order.
-  using AnswerFn = std::function<void(const GatherResult& result, std::span<const uint8_t> rows)>;
+  // The request's result; its rows are in the request's `rows`.
+  using AnswerFn = std::function<void(const GatherResult& result)>;
 
-  // Gathers ids (distinct row IDs) of `record` bytes each and answers once.
-  // The result counts rows taken from another request's read as hits; the
-  // positions whose rows failed (theirs or the other's) are failed_positions.
-  void Gather(std::vector<uint64_t> ids, uint32_t record, const StartFn& start, AnswerFn answer);
+  // Gathers ids (distinct row IDs) of `record` bytes each into `rows` (row i
+  // at rows + i * record; the buffer must live until the answer) and
+  // answers once. The result counts rows taken from another request's read
+  // as hits; the positions whose rows failed (theirs or the other's) are
+  // failed_positions.
+  void Gather(std::vector<uint64_t> ids, uint32_t record, uint8_t* rows, const StartFn& start, AnswerFn answer);
 
   // Rows being read now (tests).
   size_t rows_in_flight() const;

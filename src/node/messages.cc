@@ -13,6 +13,8 @@ static_assert(std::is_trivially_copyable_v<cache::SharedCacheGeometry>);
 static_assert(std::is_trivially_copyable_v<RowCacheStats>);
 static_assert(std::is_trivially_copyable_v<ClientCounters>);
 
+constexpr StatusCode kLastStatusCode = StatusCode::kDeadlineExceeded;
+
 }  // namespace
 
 std::vector<uint8_t> Encode(const Hello& m) {
@@ -38,7 +40,7 @@ Result<Hello> DecodeHello(std::span<const uint8_t> payload) {
                                    std::to_string(m.protocol_version) + ", this service " +
                                    std::to_string(kProtocolVersion) + " (client and service of different builds)");
   }
-  m.client_name = r.Str(256);
+  m.client_name = r.Str(4096);
   m.rank = r.I32();
   const uint32_t n = r.U32();
   if (n > kMaxTables) return Malformed("hello");
@@ -150,7 +152,7 @@ Status DecodeStatus(std::span<const uint8_t> payload) {
   WireReader r(payload);
   const uint32_t code = r.U32();
   std::string message = r.Str();
-  if (!r.Done() || code == 0 || code > static_cast<uint32_t>(StatusCode::kUnavailable)) {
+  if (!r.Done() || code == 0 || code > static_cast<uint32_t>(kLastStatusCode)) {
     return Status::Internal("node protocol: a malformed error message from the service");
   }
   return Status(static_cast<StatusCode>(code), std::move(message));
@@ -172,7 +174,7 @@ Result<const uint8_t*> DecodeGatherDone(std::span<const uint8_t> payload, size_t
   for (const GatherResultFieldInfo& f : kGatherResultFields) out->*f.member = r.U64();
   std::vector<uint64_t> failed = r.U64s(kMaxRowsPerMessage);
   const uint8_t* rows = r.Raw(n_rows * record_bytes);
-  if (!r.Done() || code > static_cast<uint32_t>(StatusCode::kUnavailable)) return Malformed("gather result");
+  if (!r.Done() || code > static_cast<uint32_t>(kLastStatusCode)) return Malformed("gather result");
   for (uint64_t p : failed) {
     if (p >= n_rows) return Malformed("gather result");
   }

@@ -4,6 +4,7 @@
 // within its limits: the service disconnects a client that sends one.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -16,8 +17,16 @@
 namespace engram::node {
 
 // Rows one gather or read-ahead message may carry: a client splits larger
-// ones. 65,536 rows of a V4.1 record (264 B) answer in 17 MiB.
+// ones. 65,536 row IDs are 512 KiB; a gather's answer carries its rows, so
+// a gather message carries at most RowsPerMessage(record) of them.
 inline constexpr uint32_t kMaxRowsPerMessage = 1u << 16;
+// The rows of one gather's answer: 16 MiB (65,536 rows of a V4.1 record of
+// 264 B fit in 17 MiB, so those messages are bounded by the row count).
+inline constexpr uint64_t kMaxAnswerRowBytes = uint64_t{16} << 20;
+inline constexpr uint32_t RowsPerMessage(uint32_t record_bytes) {
+  const uint64_t by_bytes = record_bytes == 0 ? kMaxRowsPerMessage : kMaxAnswerRowBytes / record_bytes;
+  return static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(kMaxRowsPerMessage, by_bytes)));
+}
 inline constexpr uint32_t kMaxTables = 4096;
 
 struct HelloTable {
@@ -81,6 +90,14 @@ struct ClientCounters {
     return *this;
   }
 };
+inline constexpr uint64_t ClientCounters::*kClientCounterFields[] = {
+    &ClientCounters::gathers,          &ClientCounters::failed_gathers,    &ClientCounters::rows,
+    &ClientCounters::hits,             &ClientCounters::misses,            &ClientCounters::wait_nanoseconds,
+    &ClientCounters::cache_nanoseconds, &ClientCounters::disk_nanoseconds,
+};
+static_assert(sizeof(ClientCounters) == sizeof(kClientCounterFields) / sizeof(kClientCounterFields[0]) * 8,
+              "every counter is in kClientCounterFields");
+
 struct HitsReport {
   uint32_t table = 0;
   std::vector<uint64_t> row_ids;  // rows the client served from the cache, for the policy

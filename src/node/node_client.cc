@@ -1,21 +1,23 @@
 #include "src/node/node_client.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
 
 #include "src/cache/shared_row_cache_reader.h"
+#include "src/node/client_name.h"
 #include "src/node/messages.h"
 #include "src/node/shared_cache_memory.h"
 #include "src/node/wire.h"
@@ -25,6 +27,7 @@
 #include "storage/io/io_stats.h"
 #include "storage/log.h"
 #include "storage/mutex.h"
+#include "storage/thread_annotations.h"
 
 namespace engram::node {
 namespace {
@@ -38,6 +41,15 @@ constexpr auto kReportPeriod = std::chrono::milliseconds(20);
 constexpr size_t kMaxBufferedHits = size_t{1} << 20;
 // After a failed connection, the next attempt waits at least this long.
 constexpr auto kReconnectInterval = std::chrono::milliseconds(100);
+// Answer bytes a session has asked for and not yet received: below the
+// service's limit per client (64 MiB), so the service always keeps reading
+// this client's requests; further requests wait here, and go out as answers
+// come in. Each request's deadline starts when it goes out.
+constexpr uint64_t kMaxOutstandingAnswerBytes = uint64_t{48} << 20;
+// What an answer with no rows may take (a status, a stats reply).
+constexpr uint64_t kSmallAnswerBytes = 4096;
+
+uint64_t NowMs() { return io::MonotonicNanos() / 1000000; }
 
 using Reply = std::function<void(Result<Message>)>;
 
@@ -45,50 +57,41 @@ using Reply = std::function<void(Result<Message>)>;
 class Session {
  public:
   ~Session() {
+    closing_.store(true);
     ::shutdown(fd_, SHUT_RDWR);
     if (receiver_.joinable()) receiver_.join();
     ::close(fd_);
   }
 
-  // Connects and says hello; fails with the service's refusal.
+  // Connects and says hello, within options.node_open_timeout_ms; fails
+  // with the service's refusal.
   static Result<std::unique_ptr<Session>> Connect(const StoreOptions& options);
 
   bool alive() const { return alive_.load(std::memory_order_acquire); }
-  Status why_dead() const {
+  Status why_dead() const EXCLUDES(mu_) {
     MutexLock lock(&mu_);
     return why_dead_;
   }
   const Welcome& welcome() const { return welcome_; }
   const cache::SharedRowCacheReader& reader(size_t table) const { return readers_[table]; }
 
-  // Sends a request whose answer goes to `reply` (on the receiving thread),
-  // or that fails (Unavailable) if the session dies first.
-  void Call(MessageType type, std::span<const uint8_t> payload, Reply reply) {
-    uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
-    {
-      MutexLock lock(&mu_);
-      if (!alive_.load()) {
-        Status why = why_dead_;
-        lock.Unlock();
-        reply(why);
-        return;
-      }
-      pending_.emplace(id, std::move(reply));
-    }
-    if (Status s = Send(type, id, payload); !s.ok()) SendFailed(s);
-  }
+  // Sends a request whose answer (at most answer_bytes) goes to `reply` (on
+  // the receiving thread), or that fails: Unavailable if the session dies
+  // first, DeadlineExceeded if no answer comes within the call deadline of
+  // its going out.
+  void Call(MessageType type, std::vector<uint8_t> payload, uint64_t answer_bytes, Reply reply) EXCLUDES(mu_);
   // A request, waited for.
-  Result<Message> CallAndWait(MessageType type, std::span<const uint8_t> payload) {
-    std::mutex m;
-    std::condition_variable cv;
+  Result<Message> CallAndWait(MessageType type, std::vector<uint8_t> payload) {
+    Mutex m;
+    CondVar cv;
     std::optional<Result<Message>> answer;
-    Call(type, payload, [&](Result<Message> r) {
-      std::lock_guard lock(m);
+    Call(type, std::move(payload), kSmallAnswerBytes, [&](Result<Message> r) {
+      MutexLock lock(&m);
       answer.emplace(std::move(r));
-      cv.notify_one();
+      cv.SignalAll();
     });
-    std::unique_lock lock(m);
-    cv.wait(lock, [&] { return answer.has_value(); });
+    MutexLock lock(&m);
+    while (!answer.has_value()) cv.Wait(&m);
     return std::move(*answer);
   }
   // A message with no answer.
@@ -102,6 +105,16 @@ class Session {
   }
 
  private:
+  struct Pending {
+    Reply reply;
+    uint64_t answer_bytes;
+  };
+  struct Unsent {
+    MessageType type;
+    uint64_t id;
+    std::vector<uint8_t> payload;
+  };
+
   Session() = default;
 
   Status Unavailable(const std::string& what) const {
@@ -109,53 +122,102 @@ class Session {
   }
   Status CouldNotSend(const Status& s) const { return Unavailable("sending to it failed: " + s.ToString()); }
   Status Send(MessageType type, uint64_t id, std::span<const uint8_t> payload) {
-    std::lock_guard lock(send_mu_);
-    return SendMessage(fd_, type, id, payload);
+    MutexLock lock(&send_mu_);
+    return SendMessage(fd_, type, id, payload, {}, -1, NowMs() + call_timeout_ms_);
   }
-  void Receive();
+  // Sends requests that were waiting for room, while there is room.
+  void SendWaiting() EXCLUDES(mu_);
+  void Receive() EXCLUDES(mu_);
+  void Dispatch(Message m) EXCLUDES(mu_);
+  // Fails the requests whose deadline has passed; returns the milliseconds
+  // to the next deadline (or a second).
+  int ExpireDeadlines() EXCLUDES(mu_);
   // A send fails when the service has ended the connection, and its last
   // words (why it did) may be waiting unread: the receiving thread ends the
   // session once it has read them, or the end of the stream.
-  void SendFailed(const Status& s);
+  void SendFailed(const Status& s) EXCLUDES(mu_);
   // Ends the session: every pending request fails with `why`.
-  void Die(Status why);
+  void Die(Status why) EXCLUDES(mu_);
 
   std::string socket_path_;
   int fd_ = -1;
+  uint32_t call_timeout_ms_ = 30000;
   SharedMapping memory_;
   Welcome welcome_;
   std::vector<cache::SharedRowCacheReader> readers_;
   std::thread receiver_;
-  std::mutex send_mu_;
+  Mutex send_mu_;  // one message at a time on the socket
   std::atomic<uint64_t> next_id_{1};
   std::atomic<bool> alive_{true};
+  std::atomic<bool> closing_{false};  // the store is closing it: its end is no news
   mutable Mutex mu_;
   Status why_dead_ GUARDED_BY(mu_);
   Status send_failure_ GUARDED_BY(mu_);  // the first, if a send failed
-  std::unordered_map<uint64_t, Reply> pending_ GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, Pending> pending_ GUARDED_BY(mu_);
+  uint64_t outstanding_ GUARDED_BY(mu_) = 0;  // answer bytes of the requests sent
+  std::deque<Unsent> waiting_ GUARDED_BY(mu_);  // requests not yet sent, for room
+  // Deadlines of the requests sent, in the order sent (so in deadline
+  // order: every request has the same timeout): (deadline in ms, ID).
+  std::deque<std::pair<uint64_t, uint64_t>> deadlines_ GUARDED_BY(mu_);
 };
+
+// Connects to the socket, retrying while its backlog is full, until the
+// deadline.
+Result<int> ConnectUntil(const std::string& path, uint64_t deadline_ms) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return Status::InvalidArgument("node: socket path longer than " + std::to_string(sizeof(addr.sun_path) - 1) +
+                                   " bytes: " + path);
+  }
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return Status::FromErrno("node: socket", errno);
+  for (;;) {
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
+    const int err = errno;
+    if (err == EINTR) continue;
+    if (err == EAGAIN && NowMs() < deadline_ms) {
+      // The service's backlog is full (it is busy, stopped or wedged).
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      continue;
+    }
+    ::close(fd);
+    if (err == EACCES || err == EPERM) {
+      return Status::InvalidArgument("node: may not connect to engram-served at " + path + ": " +
+                                     std::strerror(err) +
+                                     " (the socket is 0660: run as its owner or a member of its group)");
+    }
+    if (err == EAGAIN) {
+      return Status::DeadlineExceeded("node: engram-served at " + path +
+                                      " accepted no connection within the open deadline (is it stopped?)");
+    }
+    return Status::Unavailable("node: no engram-served answers at " + path + ": " + std::strerror(err));
+  }
+}
+
+// Receives one message on a non-blocking socket by the deadline.
+Result<Message> ReceiveUntil(int fd, uint64_t deadline_ms) {
+  MessageReader reader(kMaxPayloadBytes, /*keep_descriptor=*/true);
+  for (;;) {
+    ENGRAM_ASSIGN_OR_RETURN(MessageReader::Progress p, reader.ReadFrom(fd));
+    if (p == MessageReader::Progress::kMessage) return reader.Take();
+    if (p == MessageReader::Progress::kClosed) return Status::Cancelled("node socket: closed by the peer");
+    const uint64_t now = NowMs();
+    if (now >= deadline_ms) return Status::DeadlineExceeded("no answer within the deadline");
+    pollfd w{fd, POLLIN, 0};
+    if (::poll(&w, 1, static_cast<int>(std::min<uint64_t>(deadline_ms - now, 1000))) < 0 && errno != EINTR) {
+      return Status::FromErrno("node socket: poll", errno);
+    }
+  }
+}
 
 Result<std::unique_ptr<Session>> Session::Connect(const StoreOptions& options) {
   std::unique_ptr<Session> s(new Session());
   s->socket_path_ = options.node;
-  sockaddr_un addr{};
-  if (options.node.size() >= sizeof(addr.sun_path)) {
-    return Status::InvalidArgument("node: socket path longer than " + std::to_string(sizeof(addr.sun_path) - 1) +
-                                   " bytes: " + options.node);
-  }
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, options.node.c_str(), options.node.size() + 1);
-  s->fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s->fd_ < 0) return Status::FromErrno("node: socket", errno);
-  if (::connect(s->fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    const int err = errno;
-    if (err == EACCES || err == EPERM) {
-      return Status::InvalidArgument("node: may not connect to engram-served at " + options.node + ": " +
-                                     std::strerror(err) +
-                                     " (the socket is 0660: run as its owner or a member of its group)");
-    }
-    return Status::Unavailable("node: no engram-served answers at " + options.node + ": " + std::strerror(err));
-  }
+  s->call_timeout_ms_ = options.node_call_timeout_ms;
+  const uint64_t deadline = NowMs() + options.node_open_timeout_ms;
+  ENGRAM_ASSIGN_OR_RETURN(s->fd_, ConnectUntil(options.node, deadline));
   Hello hello;
   hello.client_name = options.node_client_name;
   hello.rank = options.rank;
@@ -170,11 +232,16 @@ Result<std::unique_ptr<Session>> Session::Connect(const StoreOptions& options) {
   }
   // A service that refuses this client (too many clients) may have said why
   // and closed before the hello arrived: its answer is read either way.
-  const Status sent = SendMessage(s->fd_, MessageType::kHello, 0, Encode(hello));
-  auto answer = ReceiveMessage(s->fd_);
+  const Status sent = SendMessage(s->fd_, MessageType::kHello, 0, Encode(hello), {}, -1, deadline);
+  auto answer = ReceiveUntil(s->fd_, deadline);
   if (!answer.ok()) {
+    const Status& why = sent.ok() ? answer.status() : sent;
+    if (why.code() == StatusCode::kDeadlineExceeded) {
+      return Status::DeadlineExceeded("node: engram-served at " + options.node + " did not welcome this client within " +
+                                      std::to_string(options.node_open_timeout_ms) + " ms (is it stopped or wedged?)");
+    }
     return Status::Unavailable("node: engram-served at " + options.node + " did not answer the hello: " +
-                               (sent.ok() ? answer.status() : sent).ToString());
+                               why.ToString());
   }
   Message& m = *answer;
   if (m.type == MessageType::kError) {
@@ -197,6 +264,14 @@ Result<std::unique_ptr<Session>> Session::Connect(const StoreOptions& options) {
     return Status::Internal("node: the welcome lists another number of tables than the hello");
   }
   for (const WelcomeTable& t : s->welcome_.tables) {
+    // Rows are copied with the cache's row size into buffers of the table's
+    // record size: the two must agree before anything is copied.
+    if (t.record_bytes == 0 || t.row_count == 0 || t.geometry.row_bytes != t.record_bytes) {
+      return Status::Internal("node: engram-served at " + options.node + " describes table " + t.name +
+                              " inconsistently (records of " + std::to_string(t.record_bytes) + " B, " +
+                              std::to_string(t.row_count) + " rows, cache rows of " +
+                              std::to_string(t.geometry.row_bytes) + " B)");
+    }
     const uint64_t size = s->memory_.size();
     if (t.index_offset > size || t.slab_offset > size || t.geometry.index_bytes > size - t.index_offset ||
         t.geometry.slab_bytes > size - t.slab_offset) {
@@ -212,41 +287,134 @@ Result<std::unique_ptr<Session>> Session::Connect(const StoreOptions& options) {
   return s;
 }
 
-void Session::Receive() {
+void Session::Call(MessageType type, std::vector<uint8_t> payload, uint64_t answer_bytes, Reply reply) {
+  const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  {
+    MutexLock lock(&mu_);
+    if (!alive_.load()) {
+      Status why = why_dead_;
+      lock.Unlock();
+      reply(why);
+      return;
+    }
+    pending_.emplace(id, Pending{std::move(reply), answer_bytes});
+    if (outstanding_ != 0 && outstanding_ + answer_bytes > kMaxOutstandingAnswerBytes) {
+      waiting_.push_back({type, id, std::move(payload)});
+      return;
+    }
+    outstanding_ += answer_bytes;
+    deadlines_.emplace_back(NowMs() + call_timeout_ms_, id);
+  }
+  if (Status s = Send(type, id, payload); !s.ok()) SendFailed(s);
+}
+
+void Session::SendWaiting() {
   for (;;) {
-    auto m = ReceiveMessage(fd_);
-    if (!m.ok()) {
+    Unsent next;
+    {
+      MutexLock lock(&mu_);
+      if (waiting_.empty() || !alive_.load()) return;
+      auto it = pending_.find(waiting_.front().id);
+      const uint64_t bytes = it == pending_.end() ? 0 : it->second.answer_bytes;
+      if (outstanding_ != 0 && outstanding_ + bytes > kMaxOutstandingAnswerBytes) return;
+      next = std::move(waiting_.front());
+      waiting_.pop_front();
+      if (it == pending_.end()) continue;  // failed meanwhile
+      outstanding_ += bytes;
+      deadlines_.emplace_back(NowMs() + call_timeout_ms_, next.id);
+    }
+    if (Status s = Send(next.type, next.id, next.payload); !s.ok()) {
+      SendFailed(s);
+      return;
+    }
+  }
+}
+
+int Session::ExpireDeadlines() {
+  std::vector<Reply> expired;
+  int next_ms = 1000;
+  {
+    MutexLock lock(&mu_);
+    const uint64_t now = NowMs();
+    while (!deadlines_.empty()) {
+      const auto [deadline, id] = deadlines_.front();
+      auto it = pending_.find(id);
+      if (it == pending_.end()) {  // answered
+        deadlines_.pop_front();
+        continue;
+      }
+      if (deadline > now) {
+        next_ms = static_cast<int>(std::min<uint64_t>(deadline - now, 1000));
+        break;
+      }
+      outstanding_ -= std::min(outstanding_, it->second.answer_bytes);
+      expired.push_back(std::move(it->second.reply));
+      pending_.erase(it);
+      deadlines_.pop_front();
+    }
+  }
+  if (!expired.empty()) {
+    const Status why = Status::DeadlineExceeded("engram-served at " + socket_path_ + " did not answer within " +
+                                                std::to_string(call_timeout_ms_) + " ms (is it stopped or wedged?)");
+    for (Reply& r : expired) r(why);
+    SendWaiting();
+  }
+  return next_ms;
+}
+
+void Session::Receive() {
+  MessageReader reader(kMaxPayloadBytes, /*keep_descriptor=*/false);
+  for (;;) {
+    const int wait_ms = ExpireDeadlines();
+    pollfd p{fd_, POLLIN, 0};
+    const int n = ::poll(&p, 1, wait_ms);
+    if (n < 0 && errno != EINTR) {
+      Die(Unavailable(Status::FromErrno("poll", errno).ToString()));
+      return;
+    }
+    if (n <= 0) continue;
+    for (;;) {
+      auto progress = reader.ReadFrom(fd_);
+      if (progress.ok() && *progress == MessageReader::Progress::kMessage) {
+        Dispatch(reader.Take());
+        if (!alive()) return;
+        continue;
+      }
+      if (progress.ok() && *progress == MessageReader::Progress::kWouldBlock) break;
       Status send_failure;
       {
         MutexLock lock(&mu_);
         send_failure = send_failure_;
       }
       if (!send_failure.ok()) return Die(CouldNotSend(send_failure));
-      Die(Unavailable(m.status().code() == StatusCode::kCancelled ? "the service closed the connection"
-                                                                   : m.status().ToString()));
+      Die(Unavailable(progress.ok() ? "the service closed the connection" : progress.status().ToString()));
       return;
-    }
-    if (m->fd >= 0) ::close(m->fd);
-    if (m->type == MessageType::kShutdown || (m->type == MessageType::kError && m->request_id == 0)) {
-      Die(Unavailable(DecodeStatus(m->payload).ToString()));
-      return;
-    }
-    Reply reply;
-    {
-      MutexLock lock(&mu_);
-      auto it = pending_.find(m->request_id);
-      if (it != pending_.end()) {
-        reply = std::move(it->second);
-        pending_.erase(it);
-      }
-    }
-    if (!reply) continue;
-    if (m->type == MessageType::kError) {
-      reply(DecodeStatus(m->payload));
-    } else {
-      reply(std::move(m).value());
     }
   }
+}
+
+void Session::Dispatch(Message m) {
+  if (m.type == MessageType::kShutdown || (m.type == MessageType::kError && m.request_id == 0)) {
+    Die(Unavailable(DecodeStatus(m.payload).ToString()));
+    return;
+  }
+  Reply reply;
+  {
+    MutexLock lock(&mu_);
+    auto it = pending_.find(m.request_id);
+    if (it != pending_.end()) {
+      reply = std::move(it->second.reply);
+      outstanding_ -= std::min(outstanding_, it->second.answer_bytes);
+      pending_.erase(it);
+    }
+  }
+  if (!reply) return;  // its deadline passed: the answer comes too late
+  if (m.type == MessageType::kError) {
+    reply(DecodeStatus(m.payload));
+  } else {
+    reply(std::move(m));
+  }
+  SendWaiting();
 }
 
 void Session::SendFailed(const Status& s) {
@@ -262,17 +430,24 @@ void Session::SendFailed(const Status& s) {
 }
 
 void Session::Die(Status why) {
-  std::unordered_map<uint64_t, Reply> pending;
+  std::unordered_map<uint64_t, Pending> pending;
   {
     MutexLock lock(&mu_);
     if (!alive_.load()) return;
     why_dead_ = why;
     alive_.store(false, std::memory_order_release);
     pending.swap(pending_);
+    waiting_.clear();
+    deadlines_.clear();
+    outstanding_ = 0;
   }
-  log::Warn("node: {}", why.ToString());
+  if (closing_.load()) {
+    log::Debug("node: {}", why.ToString());
+  } else {
+    log::Warn("node: {}", why.ToString());
+  }
   ::shutdown(fd_, SHUT_RDWR);
-  for (auto& [id, reply] : pending) reply(why);
+  for (auto& [id, p] : pending) p.reply(why);
 }
 
 // A gather's state, what its GatherTicket refers to. Each thread reuses its
@@ -285,16 +460,18 @@ struct RemoteGather final : GatherTicket::State {
   GatherPlan plan;
   std::vector<std::byte*> outs;
   std::vector<uint8_t> hit;
-  std::vector<uint64_t> missed;          // distinct rows sent to the service
+  std::vector<uint64_t> missed;           // distinct rows sent to the service
   std::vector<uint32_t> missed_distinct;  // their distinct indexes
   std::function<void(GatherResult)> done;
   uint64_t t0 = 0, t1 = 0;
   std::atomic<uint32_t> chunks_left{0};
   std::function<void(const GatherResult&)> account;  // counts the result for the client's metrics
 
-  std::mutex mu;
-  std::condition_variable cv;
-  bool complete = false;
+  Mutex mu;
+  CondVar cv;
+  bool complete GUARDED_BY(mu) = false;
+  // Written by one thread at a time: the starting thread before any answer
+  // can come, then each answer's callback under mu, then the last one.
   GatherResult result;
 
   static std::shared_ptr<RemoteGather> Acquire() {
@@ -307,7 +484,7 @@ struct RemoteGather final : GatherTicket::State {
     return spare;
   }
   void Reset() {
-    std::lock_guard lock(mu);
+    MutexLock lock(&mu);
     complete = false;
     result = GatherResult{};
     missed.clear();
@@ -325,38 +502,76 @@ struct RemoteGather final : GatherTicket::State {
       done = nullptr;
       GatherResult r = std::move(result);
       {
-        std::lock_guard lock(mu);
+        MutexLock lock(&mu);
         complete = true;
       }
       callback(std::move(r));
       return;
     }
-    std::lock_guard lock(mu);
+    MutexLock lock(&mu);
     complete = true;
-    cv.notify_all();
+    cv.SignalAll();
   }
 
   GatherResult Wait() override {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [this] { return complete; });
+    MutexLock lock(&mu);
+    while (!complete) cv.Wait(&mu);
     return std::move(result);
   }
 };
+
+// Options that are the service's: a client refuses them rather than
+// silently ignore them. Each is compared with its default.
+Status CheckClientOptions(const StoreOptions& o) {
+  const StoreOptions d;
+  auto refuse = [](const std::string& option, const std::string& flag) {
+    return Status::InvalidArgument("node: " + option + " is the service's to set (engram-served " + flag +
+                                   "); a client of a node (StoreOptions::node) does not set it");
+  };
+  if (o.cache_bytes != d.cache_bytes) return refuse("cache_bytes", "--cache-bytes");
+  if (o.commit_cache_memory != d.commit_cache_memory) return refuse("commit_cache_memory", "(always on)");
+  if (o.cache_memory_fraction != d.cache_memory_fraction) return refuse("cache_memory_fraction", "--cache-fraction");
+  if (o.cache_policy != d.cache_policy) return refuse("cache_policy", "--policy");
+  if (o.io_backend != d.io_backend) return refuse("io_backend", "--backend");
+  if (o.queue_depth != d.queue_depth) return refuse("queue_depth", "--queue-depth");
+  if (o.io_rings != d.io_rings) return refuse("io_rings", "--io-rings");
+  if (o.io_threads != d.io_threads) return refuse("io_threads", "--backend");
+  if (o.direct_io != d.direct_io) return refuse("direct_io", "--buffered-io");
+  if (o.completion_threads != d.completion_threads) return refuse("completion_threads", "--completion-threads");
+  if (o.read_buffer_bytes != d.read_buffer_bytes) return refuse("read_buffer_bytes", "(its default)");
+  if (o.in_place_scale_share != d.in_place_scale_share) return refuse("in_place_scale_share", "(its default)");
+  if (o.verify_shard_fingerprints != d.verify_shard_fingerprints) {
+    return refuse("verify_shard_fingerprints", "(its default)");
+  }
+  if (!o.trace_path.empty()) return refuse("trace_path", "(not supported by the service)");
+  if (!o.hot_set_path.empty()) return refuse("hot_set_path", "--hot-set");
+  if (o.hot_set_interval_seconds != d.hot_set_interval_seconds) return refuse("hot_set_interval_seconds", "--hot-set-interval");
+  if (!o.metrics_listen.empty()) return refuse("metrics_listen", "--metrics-listen");
+  for (const TableOptions& t : o.tables) {
+    if (t.cache_bytes != 0) return refuse("a table's cache_bytes", "(its share of --cache-bytes)");
+  }
+  auto in_range = [](uint32_t ms) { return ms >= 1 && ms <= 3600000; };
+  if (!in_range(o.node_open_timeout_ms) || !in_range(o.node_call_timeout_ms)) {
+    return Status::InvalidArgument("node: node_open_timeout_ms and node_call_timeout_ms must be in 1..3600000 ms");
+  }
+  return CheckClientName(o.node_client_name);
+}
 
 class NodeClientStore final : public Store {
  public:
   ~NodeClientStore() override {
     {
-      std::lock_guard lock(reporter_mu_);
+      MutexLock lock(&reporter_mu_);
       stopping_ = true;
-      reporter_cv_.notify_all();
+      reporter_cv_.SignalAll();
     }
     if (reporter_.joinable()) reporter_.join();
-    // Every gather started is finished first (its answer, or the session's
-    // end, completes it).
-    std::unique_lock lock(in_flight_mu_);
-    in_flight_cv_.wait(lock, [this] { return in_flight_ == 0; });
-    lock.unlock();
+    // Every gather started is finished first (its answer, its deadline, or
+    // the session's end completes it).
+    {
+      MutexLock lock(&in_flight_mu_);
+      while (in_flight_ != 0) in_flight_cv_.Wait(&in_flight_mu_);
+    }
     ReportHits();
     std::atomic_store(&session_, std::shared_ptr<Session>());
   }
@@ -369,6 +584,9 @@ class NodeClientStore final : public Store {
       if (tables_[i].name == name) return i;
     }
     return Status::NotFound("no table named '" + name + "'");
+  }
+  std::string table_name(size_t table) const override {
+    return table < tables_.size() ? tables_[table].name : std::string();
   }
   uint32_t record_bytes(size_t table) const override {
     return table < tables_.size() ? tables_[table].record_bytes : 0;
@@ -415,6 +633,9 @@ class NodeClientStore final : public Store {
     if (table >= tables_.size()) return;
     auto s = Current();
     if (!s.ok()) return;
+    // The rows this client served from the cache go first: a row it served
+    // has consumed its pin, and is not released (as in a private store).
+    ReportHits();
     for (size_t at = 0; at < row_ids.size(); at += kMaxRowsPerMessage) {
       RowsRequest req{static_cast<uint32_t>(table), {}};
       req.row_ids.assign(row_ids.begin() + at, row_ids.begin() + std::min(row_ids.size(), at + kMaxRowsPerMessage));
@@ -448,7 +669,7 @@ class NodeClientStore final : public Store {
     if (!answer.ok()) return "# " + answer.status().ToString() + "\n";
     return std::string(answer->payload.begin(), answer->payload.end());
   }
-  uint16_t metrics_port() const override { return metrics_port_; }
+  uint16_t metrics_port() const override { return metrics_port_.load(std::memory_order_relaxed); }
 
  private:
   struct TableInfo {
@@ -458,59 +679,64 @@ class NodeClientStore final : public Store {
   };
   // Hits served, not yet reported to the service.
   struct HitBuffer {
-    std::mutex mu;
-    std::vector<uint64_t> rows;
+    Mutex mu;
+    std::vector<uint64_t> rows GUARDED_BY(mu);
   };
 
   NodeClientStore() = default;
 
   // The live session, or a new one if the last died and the last attempt
   // was long enough ago.
-  Result<std::shared_ptr<Session>> Current();
+  Result<std::shared_ptr<Session>> Current() EXCLUDES(connect_mu_);
   Status Adopt(std::unique_ptr<Session> s);
   void Begin(const std::shared_ptr<RemoteGather>& g, size_t table, std::span<const uint64_t> row_ids,
              std::byte* dst, size_t stride);
-  void Account(const GatherResult& r);
-  void ReportHits();
-  void ReporterLoop();
+  void Account(const GatherResult& r) EXCLUDES(counters_mu_);
+  void ReportHits() EXCLUDES(counters_mu_);
+  void ReporterLoop() EXCLUDES(reporter_mu_);
   void WaitFor(MessageType type) {
     auto s = Current();
-    if (s.ok()) (void)(*s)->CallAndWait(type, {});
+    if (!s.ok()) return;
+    auto answer = (*s)->CallAndWait(type, {});
+    if (!answer.ok() && answer.status().code() == StatusCode::kDeadlineExceeded) {
+      log::Warn("node: a wait for the service ended at its deadline: {}", answer.status().ToString());
+    }
   }
-  void GatherEnded() {
-    std::lock_guard lock(in_flight_mu_);
-    if (--in_flight_ == 0) in_flight_cv_.notify_all();
+  void GatherEnded() EXCLUDES(in_flight_mu_) {
+    MutexLock lock(&in_flight_mu_);
+    if (--in_flight_ == 0) in_flight_cv_.SignalAll();
   }
 
   StoreOptions options_;
   std::vector<TableInfo> tables_;
   std::string io_description_;
-  uint16_t metrics_port_ = 0;
-  std::shared_ptr<Session> session_;  // std::atomic_load / atomic_store
-  std::mutex connect_mu_;
-  std::chrono::steady_clock::time_point last_attempt_;
+  std::atomic<uint16_t> metrics_port_{0};  // the service's; it may change when it restarts
+  std::shared_ptr<Session> session_;       // std::atomic_load / atomic_store
+  Mutex connect_mu_;
+  std::chrono::steady_clock::time_point last_attempt_ GUARDED_BY(connect_mu_);
   // Dead sessions, destroyed here on a caller's thread once no gather holds
   // them -- never on their own receiving thread, which a session's end joins
   // (a gather callback there may hold the last reference).
-  std::vector<std::shared_ptr<Session>> retired_;  // guarded by connect_mu_
-  Status last_why_;                                // why the last session ended; guarded by connect_mu_
+  std::vector<std::shared_ptr<Session>> retired_ GUARDED_BY(connect_mu_);
+  Status last_why_ GUARDED_BY(connect_mu_);  // why the last session ended
   std::vector<std::unique_ptr<HitBuffer>> hits_;
 
-  std::mutex counters_mu_;
-  ClientCounters counters_;
+  Mutex counters_mu_;
+  ClientCounters counters_ GUARDED_BY(counters_mu_);
 
-  std::mutex in_flight_mu_;
-  std::condition_variable in_flight_cv_;
-  size_t in_flight_ = 0;
+  Mutex in_flight_mu_;
+  CondVar in_flight_cv_;
+  size_t in_flight_ GUARDED_BY(in_flight_mu_) = 0;
 
-  std::mutex reporter_mu_;
-  std::condition_variable reporter_cv_;
-  bool stopping_ = false;
+  Mutex reporter_mu_;
+  CondVar reporter_cv_;
+  bool stopping_ GUARDED_BY(reporter_mu_) = false;
   std::thread reporter_;
 };
 
 Result<std::unique_ptr<Store>> NodeClientStore::Open(const StoreOptions& options) {
   if (options.tables.empty()) return Status::InvalidArgument("store: no tables given");
+  ENGRAM_RETURN_IF_ERROR(CheckClientOptions(options));
   std::unique_ptr<NodeClientStore> store(new NodeClientStore());
   store->options_ = options;
   ENGRAM_ASSIGN_OR_RETURN(std::unique_ptr<Session> s, Session::Connect(options));
@@ -519,7 +745,7 @@ Result<std::unique_ptr<Store>> NodeClientStore::Open(const StoreOptions& options
     store->hits_.push_back(std::make_unique<HitBuffer>());
   }
   store->io_description_ = s->welcome().io_description;
-  store->metrics_port_ = s->welcome().metrics_port;
+  store->metrics_port_.store(s->welcome().metrics_port);
   std::atomic_store(&store->session_, std::shared_ptr<Session>(std::move(s)));
   NodeClientStore* raw = store.get();
   store->reporter_ = std::thread([raw] { raw->ReporterLoop(); });
@@ -536,7 +762,7 @@ Status NodeClientStore::Adopt(std::unique_ptr<Session> s) {
                                  " came back with other tables than this client opened");
     }
   }
-  metrics_port_ = s->welcome().metrics_port;
+  metrics_port_.store(s->welcome().metrics_port);
   std::atomic_store(&session_, std::shared_ptr<Session>(std::move(s)));
   log::Info("node: reconnected to engram-served at {}", options_.node);
   return Status::OK();
@@ -545,7 +771,7 @@ Status NodeClientStore::Adopt(std::unique_ptr<Session> s) {
 Result<std::shared_ptr<Session>> NodeClientStore::Current() {
   std::shared_ptr<Session> s = std::atomic_load(&session_);
   if (s && s->alive()) return s;
-  std::lock_guard lock(connect_mu_);
+  MutexLock lock(&connect_mu_);
   s = std::atomic_load(&session_);
   if (s && s->alive()) return s;
   const auto now = std::chrono::steady_clock::now();
@@ -562,7 +788,9 @@ Result<std::shared_ptr<Session>> NodeClientStore::Current() {
   last_attempt_ = now;
   auto fresh = Session::Connect(options_);
   if (!fresh.ok()) {
-    if (fresh.status().code() == StatusCode::kUnavailable) return why;
+    const StatusCode code = fresh.status().code();
+    if (code == StatusCode::kUnavailable) return why;
+    if (code == StatusCode::kDeadlineExceeded) last_why_ = fresh.status();
     return fresh.status();
   }
   ENGRAM_RETURN_IF_ERROR(Adopt(std::move(fresh).value()));
@@ -603,7 +831,7 @@ void NodeClientStore::Begin(const std::shared_ptr<RemoteGather>& g, size_t table
   result.hits = hits;
   HitBuffer& buffer = *hits_[table];
   {
-    std::lock_guard lock(buffer.mu);
+    MutexLock lock(&buffer.mu);
     const bool room = buffer.rows.size() + hits <= kMaxBufferedHits;
     for (size_t d = 0; d < n; ++d) {
       if (g->hit[d]) {
@@ -622,19 +850,22 @@ void NodeClientStore::Begin(const std::shared_ptr<RemoteGather>& g, size_t table
   result.cache_nanoseconds = g->t1 - g->t0;
   if (g->missed.empty()) return g->Finish();
 
-  // The misses: to the service, in messages of at most kMaxRowsPerMessage rows.
+  // The misses: to the service, in messages of at most RowsPerMessage rows
+  // (bounded in bytes: a message's answer carries its rows).
   result.misses = 0;
-  const size_t chunks = (g->missed.size() + kMaxRowsPerMessage - 1) / kMaxRowsPerMessage;
+  const size_t per_message = RowsPerMessage(g->record);
+  const size_t chunks = (g->missed.size() + per_message - 1) / per_message;
   g->chunks_left.store(static_cast<uint32_t>(chunks));
   {
-    std::lock_guard lock(in_flight_mu_);
+    MutexLock lock(&in_flight_mu_);
     ++in_flight_;
   }
   for (size_t c = 0; c < chunks; ++c) {
-    const size_t begin = c * kMaxRowsPerMessage;
-    const size_t count = std::min<size_t>(kMaxRowsPerMessage, g->missed.size() - begin);
+    const size_t begin = c * per_message;
+    const size_t count = std::min<size_t>(per_message, g->missed.size() - begin);
     RowsRequest req{static_cast<uint32_t>(table), {g->missed.begin() + begin, g->missed.begin() + begin + count}};
-    s.Call(MessageType::kGather, Encode(req), [this, g, begin, count](Result<Message> answer) {
+    const uint64_t answer_bytes = kSmallAnswerBytes + count * (uint64_t{g->record} + sizeof(uint64_t));
+    s.Call(MessageType::kGather, Encode(req), answer_bytes, [this, g, begin, count](Result<Message> answer) {
       GatherResult part;
       const uint8_t* rows = nullptr;
       if (!answer.ok()) {
@@ -649,7 +880,7 @@ void NodeClientStore::Begin(const std::shared_ptr<RemoteGather>& g, size_t table
         }
       }
       {
-        std::lock_guard lock(g->mu);
+        MutexLock lock(&g->mu);
         GatherResult& r = g->result;
         r.hits += part.hits;
         r.misses += part.misses;
@@ -689,7 +920,7 @@ void NodeClientStore::Begin(const std::shared_ptr<RemoteGather>& g, size_t table
 void NodeClientStore::Account(const GatherResult& r) {
   const ClientCounters one{1,           r.status.ok() ? 0u : 1u, r.rows, r.hits, r.misses, r.wait_nanoseconds,
                            r.cache_nanoseconds, r.disk_nanoseconds};
-  std::lock_guard lock(counters_mu_);
+  MutexLock lock(&counters_mu_);
   counters_ += one;
 }
 
@@ -698,13 +929,13 @@ void NodeClientStore::ReportHits() {
   if (!s || !s->alive()) return;
   ClientCounters counters;
   {
-    std::lock_guard lock(counters_mu_);
+    MutexLock lock(&counters_mu_);
     counters = counters_;
   }
   for (size_t t = 0; t < hits_.size(); ++t) {
     std::vector<uint64_t> rows;
     {
-      std::lock_guard lock(hits_[t]->mu);
+      MutexLock lock(&hits_[t]->mu);
       rows.swap(hits_[t]->rows);
     }
     // Table 0's report also carries the counters when no table has hits.
@@ -718,13 +949,13 @@ void NodeClientStore::ReportHits() {
 }
 
 void NodeClientStore::ReporterLoop() {
-  std::unique_lock lock(reporter_mu_);
+  MutexLock lock(&reporter_mu_);
   while (!stopping_) {
-    reporter_cv_.wait_for(lock, kReportPeriod, [this] { return stopping_; });
+    reporter_cv_.WaitUntil(&reporter_mu_, std::chrono::steady_clock::now() + kReportPeriod);
     if (stopping_) break;
-    lock.unlock();
+    lock.Unlock();
     ReportHits();
-    lock.lock();
+    lock.Lock();
   }
 }
 

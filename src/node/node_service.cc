@@ -2,10 +2,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/file.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -13,23 +10,36 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <filesystem>
-#include <list>
-#include <mutex>
+#include <limits>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include "src/node/client_name.h"
+#include "src/node/fair_miss_scheduler.h"
 #include "src/node/inflight_rows.h"
 #include "src/node/messages.h"
+#include "src/node/service_connection.h"
 #include "src/node/shared_cache_memory.h"
+#include "src/node/socket_claim.h"
 #include "src/node/wire.h"
 #include "src/store/store_impl.h"
 #include "src/store/table_state.h"
 #include "storage/log.h"
+#include "storage/mutex.h"
+#include "storage/thread_annotations.h"
 
 namespace engram::node {
 namespace {
+
+namespace asio = boost::asio;
+using Local = asio::local::stream_protocol;
 
 struct FileIdentity {
   dev_t dev = 0;
@@ -43,38 +53,62 @@ Result<FileIdentity> IdentityOf(const std::string& path) {
   return FileIdentity{st.st_dev, st.st_ino};
 }
 
-// One connected client.
-struct Connection {
-  explicit Connection(int socket) : fd(socket) {}
-  ~Connection() { ::close(fd); }
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
+  return a > std::numeric_limits<uint64_t>::max() - b ? std::numeric_limits<uint64_t>::max() : a + b;
+}
 
-  const int fd;
-  pid_t pid = 0;
-  std::string name;
-  std::vector<uint32_t> tables;  // the client's table i is the service's tables[i]
-  std::mutex send_mu;
-  std::atomic<bool> finished{false};  // its thread has ended
-  std::thread thread;
+// Each field the larger of the two: a client's counters are cumulative, so
+// a report lower than the last (a client that lies, or restarted its
+// counting) never takes a series back.
+void MergeMonotonic(ClientCounters& into, const ClientCounters& report) {
+  for (uint64_t ClientCounters::*f : kClientCounterFields) into.*f = std::max(into.*f, report.*f);
+}
 
-  // Read-ahead pins it holds, per service table: released when it ends.
-  std::mutex pins_mu;
-  std::unordered_map<uint32_t, std::unordered_set<uint64_t>> pins;
+void AddSaturating(ClientCounters& into, const ClientCounters& more) {
+  for (uint64_t ClientCounters::*f : kClientCounterFields) into.*f = SaturatingAdd(into.*f, more.*f);
+}
 
-  std::mutex counters_mu;
-  ClientCounters counters;
+// A gather a client asked for, answered once all its units have landed:
+// the rows go out as the answer's tail, straight from this buffer.
+struct GatherAnswer {
+  GatherAnswer(uint64_t request_id, std::vector<uint64_t> ids, uint32_t record)
+      : request_id(request_id), ids(std::move(ids)), record(record), rows(this->ids.size() * size_t{record}) {}
 
-  // Answers go out from gather completions on the store's threads as well as
-  // from this connection's thread.
-  void Send(MessageType type, uint64_t id, std::span<const uint8_t> payload, std::span<const uint8_t> tail = {}) {
-    std::lock_guard lock(send_mu);
-    Status s = SendMessage(fd, type, id, payload, tail);
-    if (!s.ok()) {
-      // A client that is gone or stopped reading: end its connection (the
-      // reader sees the end of the stream and cleans up).
-      ::shutdown(fd, SHUT_RDWR);
+  const uint64_t request_id;
+  const std::vector<uint64_t> ids;
+  const uint32_t record;
+  std::vector<uint8_t> rows;
+  std::atomic<uint32_t> units_left{0};
+  uint64_t reserved = 0;
+
+  Mutex mu;
+  GatherResult result GUARDED_BY(mu);
+  std::vector<size_t> failed GUARDED_BY(mu);
+
+  // A unit of rows [begin, ...) has its result; true for the last one.
+  bool UnitDone(size_t begin, const GatherResult& part) {
+    {
+      MutexLock lock(&mu);
+      for (const GatherResultFieldInfo& f : kGatherResultFields) result.*f.member += part.*f.member;
+      if (result.status.ok() && !part.status.ok()) result.status = part.status;
+      for (size_t p : part.failed_positions) failed.push_back(begin + p);
     }
+    return units_left.fetch_sub(1, std::memory_order_acq_rel) == 1;
+  }
+  GatherResult Final() {
+    MutexLock lock(&mu);
+    GatherResult r = std::move(result);
+    r.rows = ids.size();
+    r.distinct_rows = ids.size();
+    std::sort(failed.begin(), failed.end());
+    r.failed_positions = std::move(failed);
+    return r;
   }
 };
+
+// What a client connection has that the service keeps: its tables, its
+// name, its counters, and whether it is still there.
+class Client;
 
 class NodeServiceImpl final : public NodeService {
  public:
@@ -84,63 +118,167 @@ class NodeServiceImpl final : public NodeService {
 
   void Stop() override;
   size_t client_count() const override {
-    std::lock_guard lock(connections_mu_);
-    return LiveConnections();
+    MutexLock lock(&clients_mu_);
+    return clients_.size();
   }
   uint16_t metrics_port() const override { return store_ ? store_->metrics_port() : 0; }
   std::string MetricsText() const override { return store_->MetricsText(); }
+
+  // From the clients' connections (each in its strand).
+  void OnMessage(Client& client, const std::shared_ptr<ServiceConnection>& conn, Message m);
+  void OnClosed(Client& client);
 
  private:
   NodeServiceImpl() = default;
 
   Status TakeTables();
-  Status Listen();
-  void AcceptLoop();
-  void Serve(const std::shared_ptr<Connection>& c);
-  // The hello: the client's tables against the service's. Answers kWelcome
-  // (with the memory) or kError.
-  Status Greet(Connection& c, const Message& hello);
-  Status Handle(const std::shared_ptr<Connection>& c, Message& m);
-  void HandleGather(const std::shared_ptr<Connection>& c, uint64_t request_id, RowsRequest req);
-  void Disconnected(Connection& c);
-  void ReapFinished();
+  void Accept();
+  void Admit(Local::socket socket);
+  void Greet(Client& client, const std::shared_ptr<ServiceConnection>& conn, const Message& m);
+  // The hello's tables against the service's: the welcome, or why not.
+  Result<Welcome> Match(Client& client, const Hello& hello);
+  std::string UniqueLabel(const std::string& name, const Client& client) const REQUIRES(clients_mu_);
+  // A request of a greeted client. A malformed request is an error that
+  // ends the connection; bad row IDs are answered with an error.
+  Status Request(Client& client, const std::shared_ptr<ServiceConnection>& conn, Message& m);
+  void GatherRows(Client& client, const std::shared_ptr<ServiceConnection>& conn, uint64_t request_id,
+                  uint32_t table, std::vector<uint64_t> ids);
+  void ReadAhead(Client& client, uint32_t table, std::vector<uint64_t> ids);
+  // Runs `call` on the blocking pool once every read-ahead the client asked
+  // for before it has landed, then answers kDone.
+  void AfterReadAheads(Client& client, const std::shared_ptr<ServiceConnection>& conn, uint64_t request_id,
+                       std::function<void()> call);
   void AddClientMetrics(MetricsSnapshot& m) const;
-  // Connections not yet ended (ended ones wait to be reaped); connections_mu_ held.
-  size_t LiveConnections() const {
-    return static_cast<size_t>(
-        std::count_if(connections_.begin(), connections_.end(), [](const auto& c) { return !c->finished.load(); }));
-  }
-  Result<uint32_t> ServiceTable(const Connection& c, uint32_t client_table) const {
-    if (client_table >= c.tables.size()) {
-      return Status::InvalidArgument("node protocol: no table " + std::to_string(client_table));
-    }
-    return c.tables[client_table];
-  }
 
   NodeServiceOptions options_;
   int gid_ = -1;
+  std::unique_ptr<SocketClaim> claim_;
   std::unique_ptr<SharedCacheMemory> memory_;
   std::unique_ptr<StoreImpl> store_;
   std::vector<std::unique_ptr<InflightRows>> inflight_;  // per table
+  std::unique_ptr<FairMissScheduler> scheduler_;
   std::vector<FileIdentity> table_ids_;
   std::vector<FileIdentity> manifest_ids_;  // per table; dev = ino = 0 when not by manifest
   std::vector<int> table_locks_;            // flock'd descriptors of the table files
-  int listen_fd_ = -1;
-  int stop_fd_ = -1;  // eventfd: wakes the accept loop
-  std::thread acceptor_;
-  std::atomic<bool> stopping_{false};
-  bool stopped_ = false;
-  std::mutex stop_mu_;
 
-  mutable std::mutex connections_mu_;
-  std::list<std::shared_ptr<Connection>> connections_;
+  asio::io_context io_;
+  std::unique_ptr<Local::acceptor> acceptor_;
+  std::unique_ptr<asio::steady_timer> accept_retry_;
+  std::vector<std::thread> threads_;
+  // Store calls that wait (read-aheads landing, warm-up, cache memory, a
+  // release): never on a connection's thread.
+  std::unique_ptr<asio::thread_pool> waits_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> next_client_id_{1};
+  std::atomic<uint64_t> failed_answers_{0};
+
+  Mutex stop_mu_;
+  bool stopped_ GUARDED_BY(stop_mu_) = false;
+
+  mutable Mutex clients_mu_;
+  CondVar clients_gone_;
+  std::unordered_map<uint64_t, std::shared_ptr<Client>> clients_ GUARDED_BY(clients_mu_);
   // Counters of clients that have gone, so node totals never go down.
-  struct Departed {
-    ClientCounters counters;
-    uint64_t clients = 0;
-  };
-  Departed departed_;
+  ClientCounters departed_ GUARDED_BY(clients_mu_);
+  uint64_t departed_clients_ GUARDED_BY(clients_mu_) = 0;
 };
+
+class Client final : public ServiceConnection::Handler {
+ public:
+  Client(NodeServiceImpl* service, uint64_t id) : service_(service), id_(id) {}
+
+  void OnMessage(const std::shared_ptr<ServiceConnection>& c, Message m) override {
+    service_->OnMessage(*this, c, std::move(m));
+  }
+  void OnClosed(ServiceConnection&) override { service_->OnClosed(*this); }
+
+  uint64_t id() const { return id_; }  // also its read-ahead pin owner
+  std::shared_ptr<ServiceConnection> conn;
+
+  // In the connection's strand only.
+  bool greeted = false;
+  std::vector<uint32_t> tables;  // the client's table i is the service's tables[i]
+
+  // Starts a unit of its work unless it has gone: the check and the start
+  // are one step against OnClosed, so no read-ahead of a client that has
+  // gone registers pins after its pins were released.
+  template <typename Fn>
+  bool StartIfPresent(Fn&& start) EXCLUDES(start_mu_) {
+    MutexLock lock(&start_mu_);
+    if (gone_) return false;
+    start();
+    return true;
+  }
+  void MarkGone() EXCLUDES(start_mu_) {
+    MutexLock lock(&start_mu_);
+    gone_ = true;
+  }
+
+  // Read-aheads asked for and not yet landed, and what waits for them.
+  void ReadAheadQueued() EXCLUDES(read_ahead_mu_) {
+    MutexLock lock(&read_ahead_mu_);
+    ++read_aheads_;
+  }
+  void ReadAheadLanded() EXCLUDES(read_ahead_mu_) {
+    std::vector<std::function<void()>> run;
+    {
+      MutexLock lock(&read_ahead_mu_);
+      if (--read_aheads_ != 0) return;
+      run.swap(after_read_aheads_);
+    }
+    for (auto& f : run) f();
+  }
+  void WhenReadAheadsLanded(std::function<void()> f) EXCLUDES(read_ahead_mu_) {
+    {
+      MutexLock lock(&read_ahead_mu_);
+      if (read_aheads_ != 0) {
+        after_read_aheads_.push_back(std::move(f));
+        return;
+      }
+    }
+    f();
+  }
+
+  mutable Mutex mu;
+  std::string label GUARDED_BY(mu);  // its `client` label, unique among live clients; empty before the hello
+  ClientCounters counters GUARDED_BY(mu);
+
+ private:
+  NodeServiceImpl* const service_;
+  const uint64_t id_;
+  Mutex start_mu_;
+  bool gone_ GUARDED_BY(start_mu_) = false;
+  Mutex read_ahead_mu_;
+  uint64_t read_aheads_ GUARDED_BY(read_ahead_mu_) = 0;
+  std::vector<std::function<void()>> after_read_aheads_ GUARDED_BY(read_ahead_mu_);
+};
+
+OutgoingMessage ErrorAnswer(uint64_t request_id, const Status& s) {
+  return OutgoingMessage(MessageType::kError, request_id, EncodeStatus(s));
+}
+
+// The row IDs of a request, checked before anything is done with them:
+// every one in the table and, for a gather, none twice (a gather's rows are
+// its distinct rows; the client sends each once).
+Status CheckRows(const TableState& t, std::span<const uint64_t> ids, bool distinct) {
+  const uint64_t rows = t.file->row_count();
+  for (uint64_t id : ids) {
+    if (id >= rows) {
+      return Status::OutOfRange("node protocol: row " + std::to_string(id) + " is past the end of table " + t.name +
+                                " (" + std::to_string(rows) + " rows)");
+    }
+  }
+  if (distinct && ids.size() > 1) {
+    std::vector<uint64_t> sorted(ids.begin(), ids.end());
+    std::sort(sorted.begin(), sorted.end());
+    auto twice = std::adjacent_find(sorted.begin(), sorted.end());
+    if (twice != sorted.end()) {
+      return Status::InvalidArgument("node protocol: row " + std::to_string(*twice) +
+                                     " is asked for twice in one request (a request's rows are distinct)");
+    }
+  }
+  return Status::OK();
+}
 
 Result<std::unique_ptr<NodeService>> NodeServiceImpl::Start(const NodeServiceOptions& options) {
   if (options.socket_path.empty()) return Status::InvalidArgument("engram-served: no socket path given");
@@ -150,6 +288,7 @@ Result<std::unique_ptr<NodeService>> NodeServiceImpl::Start(const NodeServiceOpt
                                    options.socket_path);
   }
   if (!options.store.node.empty()) return Status::InvalidArgument("engram-served: the service is not a client");
+  if (options.threads == 0) return Status::InvalidArgument("engram-served: --threads must be at least 1");
   std::unique_ptr<NodeServiceImpl> s(new NodeServiceImpl());
   s->options_ = options;
   if (!options.group.empty()) {
@@ -157,8 +296,17 @@ Result<std::unique_ptr<NodeService>> NodeServiceImpl::Start(const NodeServiceOpt
     if (g == nullptr) return Status::InvalidArgument("engram-served: no group named '" + options.group + "'");
     s->gid_ = static_cast<int>(g->gr_gid);
   }
-  // Refuse a live service on this socket before opening anything.
-  ENGRAM_RETURN_IF_ERROR(s->Listen());
+  // The path first: a second service on it stops here, before it opens
+  // anything or touches what the first one serves.
+  ENGRAM_ASSIGN_OR_RETURN(s->claim_, SocketClaim::Take(options.socket_path));
+  ENGRAM_ASSIGN_OR_RETURN(const int listen_fd, s->claim_->Bind(s->gid_));
+  s->acceptor_ = std::make_unique<Local::acceptor>(s->io_);
+  boost::system::error_code ec;
+  s->acceptor_->assign(Local(), listen_fd, ec);
+  if (ec) {
+    ::close(listen_fd);
+    return Status::Internal("engram-served: adopt the listening socket: " + ec.message());
+  }
   // The cache memory: the whole budget, sized sparsely; the caches take
   // their regions from it in Open, each on a 2 MiB boundary.
   // A budget is never more than the host's memory (cache_bytes may be
@@ -176,50 +324,25 @@ Result<std::unique_ptr<NodeService>> NodeServiceImpl::Start(const NodeServiceOpt
   auto store = StoreImpl::Open(options.store, hooks);
   if (!store.ok()) return store.status();
   s->store_ = std::move(store).value();
+  // Every region is placed: from now on no client may map the memory
+  // writable, nor may it change size under their mappings.
+  ENGRAM_RETURN_IF_ERROR(s->memory_->Seal());
   ENGRAM_RETURN_IF_ERROR(s->TakeTables());
   for (size_t t = 0; t < s->store_->table_count(); ++t) s->inflight_.push_back(std::make_unique<InflightRows>());
-  s->stop_fd_ = ::eventfd(0, EFD_CLOEXEC);
-  if (s->stop_fd_ < 0) return Status::FromErrno("engram-served: eventfd", errno);
-  if (::listen(s->listen_fd_, 128) != 0) return Status::FromErrno("engram-served: listen", errno);
-  s->acceptor_ = std::thread([raw] { raw->AcceptLoop(); });
-  log::Info("engram-served: serving {} table(s) on {} ({} B of shared cache memory)", s->store_->table_count(),
-            options.socket_path, s->memory_->allocated());
+  FairMissScheduler::Options fair;
+  fair.window_rows = options.miss_window_rows != 0 ? options.miss_window_rows
+                                                   : uint64_t{2} * std::max<uint32_t>(s->store_->queue_depth(), 1);
+  fair.quantum_rows = std::max<uint32_t>(options.miss_quantum_rows, 1);
+  s->scheduler_ = std::make_unique<FairMissScheduler>(fair);
+  s->waits_ = std::make_unique<asio::thread_pool>(2);
+  s->acceptor_->listen(128, ec);
+  if (ec) return Status::IOError("engram-served: listen on " + options.socket_path + ": " + ec.message());
+  s->accept_retry_ = std::make_unique<asio::steady_timer>(s->io_);
+  s->Accept();
+  for (uint32_t i = 0; i < options.threads; ++i) s->threads_.emplace_back([raw] { raw->io_.run(); });
+  log::Info("engram-served: serving {} table(s) on {} ({} B of shared cache memory, {} threads)",
+            s->store_->table_count(), options.socket_path, s->memory_->allocated(), options.threads);
   return std::unique_ptr<NodeService>(std::move(s));
-}
-
-Status NodeServiceImpl::Listen() {
-  const std::string& path = options_.socket_path;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) {
-      return Status::InvalidArgument("engram-served: " + path + " exists and is not a socket; not removing it");
-    }
-    const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const bool live = probe >= 0 && ::connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    if (probe >= 0) ::close(probe);
-    if (live) {
-      return Status::InvalidArgument("engram-served: another service is running on " + path +
-                                     " (stop it first, or use another socket path)");
-    }
-    // Nobody answers: the socket of a service that died. Remove it.
-    log::Info("engram-served: removing the stale socket {}", path);
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Status::FromErrno("remove stale socket " + path, errno);
-  }
-  listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0) return Status::FromErrno("engram-served: socket", errno);
-  // Created 0660 from the start: no moment when others may connect.
-  const mode_t old_mask = ::umask(0117);
-  const int bound = ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  const int bind_errno = errno;
-  ::umask(old_mask);
-  if (bound != 0) return Status::FromErrno("engram-served: bind " + path, bind_errno);
-  if (gid_ >= 0 && ::chown(path.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(gid_)) != 0) {
-    return Status::FromErrno("engram-served: chown " + path + " to group " + options_.group, errno);
-  }
-  return Status::OK();
 }
 
 Status NodeServiceImpl::TakeTables() {
@@ -243,8 +366,8 @@ Status NodeServiceImpl::TakeTables() {
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
       if (err == EWOULDBLOCK) {
-        return Status::InvalidArgument("engram-served: table '" + ts.name + "' (" + path +
-                                       ") is already served by another running engram-served");
+        return Status::Unavailable("engram-served: table '" + ts.name + "' (" + path +
+                                   ") is already served by another running engram-served");
       }
       return Status::FromErrno("engram-served: lock " + path, err);
     }
@@ -252,119 +375,108 @@ Status NodeServiceImpl::TakeTables() {
   return Status::OK();
 }
 
-void NodeServiceImpl::AcceptLoop() {
-  while (!stopping_.load()) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-    const int n = ::poll(fds, 2, 200);
-    ReapFinished();
-    if (n <= 0 || (fds[1].revents & POLLIN) != 0) continue;
-    if ((fds[0].revents & POLLIN) == 0) continue;
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
-        log::Warn("engram-served: accept: {}", std::strerror(errno));
-        // EMFILE and friends: do not spin.
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-      continue;
+void NodeServiceImpl::Accept() {
+  acceptor_->async_accept([this](boost::system::error_code ec, Local::socket socket) {
+    if (stopping_.load()) return;
+    if (ec == asio::error::operation_aborted) return;
+    if (ec) {
+      // Out of descriptors (EMFILE), memory, ...: this connection is
+      // refused, the service goes on, and tries again in a moment rather
+      // than spinning on a queue it cannot take from.
+      log::Warn("engram-served: could not accept a connection: {}", ec.message());
+      accept_retry_->expires_after(std::chrono::milliseconds(50));
+      accept_retry_->async_wait([this](boost::system::error_code e) {
+        if (!e && !stopping_.load()) Accept();
+      });
+      return;
     }
-    timeval tv{static_cast<time_t>(options_.send_timeout_ms / 1000),
-               static_cast<suseconds_t>(options_.send_timeout_ms % 1000) * 1000};
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    auto c = std::make_shared<Connection>(fd);
-    ucred cred{};
-    socklen_t len = sizeof(cred);
-    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) c->pid = cred.pid;
-    std::lock_guard lock(connections_mu_);
-    if (stopping_.load()) break;  // the connection closes with c
-    const size_t live = LiveConnections();
-    if (live >= options_.max_clients) {
-      log::Warn("engram-served: refusing a client (pid {}): {} clients connected already", c->pid, live);
-      c->Send(MessageType::kError, 0,
-              EncodeStatus(Status::ResourceExhausted("engram-served: " + std::to_string(live) +
-                                                     " clients are connected, the most it serves (--max-clients)")));
-      continue;
+    try {
+      Admit(std::move(socket));
+    } catch (const std::exception& e) {
+      log::Warn("engram-served: refused a connection: {}", e.what());
     }
-    connections_.push_back(c);
-    c->thread = std::thread([this, c] { Serve(c); });
-  }
+    Accept();
+  });
 }
 
-void NodeServiceImpl::ReapFinished() {
-  std::vector<std::shared_ptr<Connection>> done;
+void NodeServiceImpl::Admit(Local::socket socket) {
+  ServiceConnection::Limits limits;
+  limits.hello_timeout = std::chrono::milliseconds(options_.hello_timeout_ms);
+  limits.send_timeout = std::chrono::milliseconds(options_.send_timeout_ms);
+  limits.max_reserved_answer_bytes = options_.max_answer_bytes_per_client;
+  const uint64_t id = next_client_id_.fetch_add(1);
+  auto client = std::make_shared<Client>(this, id);
+  client->conn = std::make_shared<ServiceConnection>(io_, std::move(socket), id, limits, client);
+  size_t live;
   {
-    std::lock_guard lock(connections_mu_);
-    for (auto it = connections_.begin(); it != connections_.end();) {
-      if ((*it)->finished.load()) {
-        done.push_back(*it);
-        it = connections_.erase(it);
-      } else {
-        ++it;
-      }
+    MutexLock lock(&clients_mu_);
+    live = clients_.size();
+    if (live < options_.max_clients) {
+      clients_.emplace(id, client);
+      client->conn->Start();
+      return;
     }
   }
-  for (auto& c : done) {
-    if (c->thread.joinable()) c->thread.join();
+  log::Warn("engram-served: refusing a client (pid {}): {} clients connected already", client->conn->pid(), live);
+  // Not one of the service's clients: it is told why, and its connection
+  // ends (the connection holds `client` until then).
+  client->conn->SendAndClose(ErrorAnswer(
+      0, Status::ResourceExhausted("engram-served: " + std::to_string(live) +
+                                   " clients are connected, the most it serves (--max-clients)")));
+}
+
+void NodeServiceImpl::OnMessage(Client& client, const std::shared_ptr<ServiceConnection>& conn, Message m) {
+  if (!client.greeted) {
+    Greet(client, conn, m);
+    return;
+  }
+  if (Status s = Request(client, conn, m); !s.ok()) {
+    std::string label;
+    {
+      MutexLock lock(&client.mu);
+      label = client.label;
+    }
+    log::Warn("engram-served: client '{}' (pid {}) sent a bad request: {}; disconnecting it", label, conn->pid(),
+              s.ToString());
+    conn->SendAndClose(ErrorAnswer(m.request_id, s));
   }
 }
 
-void NodeServiceImpl::Serve(const std::shared_ptr<Connection>& c) {
-  auto receive_timeout = [&c](uint32_t ms) {
-    timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>(ms % 1000) * 1000};
-    ::setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  };
-  receive_timeout(options_.hello_timeout_ms);
-  auto first = ReceiveMessage(c->fd);
-  receive_timeout(0);  // after the hello, a client may stay quiet as long as it likes
-  bool greeted = false;
-  if (first.ok() && first->type == MessageType::kHello) {
-    Status s = Greet(*c, *first);
-    greeted = s.ok();
-    if (!s.ok()) {
-      log::Warn("engram-served: refused client pid {}: {}", c->pid, s.ToString());
-      c->Send(MessageType::kError, first->request_id, EncodeStatus(s));
-    }
-  } else if (first.ok()) {
-    c->Send(MessageType::kError, first->request_id,
-            EncodeStatus(Status::InvalidArgument("node protocol: the first message must be a hello")));
-  } else if (first.status().code() != StatusCode::kCancelled) {
-    log::Warn("engram-served: a client (pid {}) sent garbage: {}; disconnecting it", c->pid,
-              first.status().ToString());
-    c->Send(MessageType::kError, 0, EncodeStatus(first.status()));
+void NodeServiceImpl::Greet(Client& client, const std::shared_ptr<ServiceConnection>& conn, const Message& m) {
+  if (m.type != MessageType::kHello) {
+    log::Warn("engram-served: a client (pid {}) sent no hello first; disconnecting it", conn->pid());
+    conn->SendAndClose(
+        ErrorAnswer(m.request_id, Status::InvalidArgument("node protocol: the first message must be a hello")));
+    return;
   }
-  if (first.ok() && first->fd >= 0) ::close(first->fd);
-  // Runs until the client goes or Stop ends the connection. Not on
-  // stopping_: Stop tells the client why before it shuts the socket, and a
-  // thread that shut it on seeing the flag could beat that message out.
-  while (greeted) {
-    auto m = ReceiveMessage(c->fd);
-    if (!m.ok()) {
-      if (m.status().code() != StatusCode::kCancelled && !stopping_.load()) {
-        log::Warn("engram-served: client '{}' (pid {}): {}; disconnecting it", c->name, c->pid,
-                  m.status().ToString());
-        c->Send(MessageType::kError, 0, EncodeStatus(m.status()));
-      }
-      break;
-    }
-    if (m->fd >= 0) {
-      ::close(m->fd);
-      m->fd = -1;
-    }
-    if (Status s = Handle(c, *m); !s.ok()) {
-      log::Warn("engram-served: client '{}' (pid {}) sent a bad request: {}; disconnecting it", c->name, c->pid,
-                s.ToString());
-      c->Send(MessageType::kError, m->request_id, EncodeStatus(s));
-      break;
-    }
+  Result<Welcome> welcome = [&]() -> Result<Welcome> {
+    ENGRAM_ASSIGN_OR_RETURN(Hello hello, DecodeHello(m.payload));
+    ENGRAM_RETURN_IF_ERROR(CheckClientName(hello.client_name));
+    return Match(client, hello);
+  }();
+  if (!welcome.ok()) {
+    log::Warn("engram-served: refused a client (pid {}): {}", conn->pid(), welcome.status().ToString());
+    conn->SendAndClose(ErrorAnswer(m.request_id, welcome.status()));
+    return;
   }
-  ::shutdown(c->fd, SHUT_RDWR);
-  if (greeted) Disconnected(*c);
-  c->finished.store(true);
+  auto memory_fd = memory_->OpenReadOnly();
+  if (!memory_fd.ok()) {
+    log::Warn("engram-served: refused a client (pid {}): {}", conn->pid(), memory_fd.status().ToString());
+    conn->SendAndClose(ErrorAnswer(m.request_id, memory_fd.status()));
+    return;
+  }
+  client.greeted = true;
+  std::string label;
+  {
+    MutexLock lock(&client.mu);
+    label = client.label;
+  }
+  conn->Greeted("client '" + label + "' (pid " + std::to_string(conn->pid()) + ")");
+  conn->Send(OutgoingMessage(MessageType::kWelcome, m.request_id, Encode(*welcome), nullptr, {}, *memory_fd));
+  log::Info("engram-served: client '{}' (pid {}) connected", label, conn->pid());
 }
 
-Status NodeServiceImpl::Greet(Connection& c, const Message& hello_message) {
-  ENGRAM_ASSIGN_OR_RETURN(Hello hello, DecodeHello(hello_message.payload));
-  c.name = hello.client_name.empty() ? std::to_string(c.pid) : hello.client_name;
+Result<Welcome> NodeServiceImpl::Match(Client& client, const Hello& hello) {
   auto served = [this] {
     std::string list;
     for (size_t t = 0; t < store_->table_count(); ++t) {
@@ -384,6 +496,7 @@ Status NodeServiceImpl::Greet(Connection& c, const Message& hello_message) {
   w.io_description = store_->io_description();
   w.metrics_port = store_->metrics_port();
   std::vector<bool> taken(store_->table_count(), false);
+  std::vector<uint32_t> tables;
   for (const HelloTable& asked : hello.tables) {
     const bool by_manifest = !asked.manifest.empty();
     FileIdentity id{};
@@ -410,7 +523,7 @@ Status NodeServiceImpl::Greet(Connection& c, const Message& hello_message) {
                                      "); it serves: " + served());
     }
     taken[*match] = true;
-    c.tables.push_back(*match);
+    tables.push_back(*match);
     const TableState& ts = store_->table_state(*match);
     WelcomeTable wt;
     wt.name = ts.name;
@@ -426,76 +539,110 @@ Status NodeServiceImpl::Greet(Connection& c, const Message& hello_message) {
     wt.slab_offset = memory_->OffsetOf(ts.cache->slab_data());
     w.tables.push_back(std::move(wt));
   }
-  ENGRAM_ASSIGN_OR_RETURN(int ro, memory_->OpenReadOnly());
-  std::vector<uint8_t> payload = Encode(w);
-  Status sent;
+  client.tables = std::move(tables);
   {
-    std::lock_guard lock(c.send_mu);
-    sent = SendMessage(c.fd, MessageType::kWelcome, hello_message.request_id, payload, {}, ro);
+    MutexLock lock(&clients_mu_);
+    const std::string name = hello.client_name.empty() ? std::to_string(client.conn->pid()) : hello.client_name;
+    std::string label = UniqueLabel(name, client);
+    MutexLock client_lock(&client.mu);
+    client.label = std::move(label);
   }
-  ::close(ro);
-  if (sent.ok()) log::Info("engram-served: client '{}' (pid {}) connected", c.name, c.pid);
-  return sent;
+  return w;
 }
 
-Status NodeServiceImpl::Handle(const std::shared_ptr<Connection>& c, Message& m) {
+std::string NodeServiceImpl::UniqueLabel(const std::string& name, const Client& client) const {
+  // Two clients of one name would make two series of one label set: the
+  // later one is told apart by its connection number.
+  for (const auto& [id, other] : clients_) {
+    if (other.get() == &client) continue;
+    MutexLock lock(&other->mu);
+    if (other->label == name) return name + "#" + std::to_string(client.id());
+  }
+  return name;
+}
+
+Status NodeServiceImpl::Request(Client& client, const std::shared_ptr<ServiceConnection>& conn, Message& m) {
+  auto table_of = [&client](uint32_t asked) -> Result<uint32_t> {
+    if (asked >= client.tables.size()) {
+      return Status::InvalidArgument("node protocol: no table " + std::to_string(asked));
+    }
+    return client.tables[asked];
+  };
   switch (m.type) {
     case MessageType::kGather: {
       ENGRAM_ASSIGN_OR_RETURN(RowsRequest req, DecodeRowsRequest(m.payload));
-      ENGRAM_ASSIGN_OR_RETURN(req.table, ServiceTable(*c, req.table));
-      HandleGather(c, m.request_id, std::move(req));
+      ENGRAM_ASSIGN_OR_RETURN(const uint32_t table, table_of(req.table));
+      const TableState& ts = store_->table_state(table);
+      const uint32_t record = ts.file->record_bytes();
+      if (req.row_ids.size() > RowsPerMessage(record)) {
+        return Status::InvalidArgument("node protocol: a gather of " + std::to_string(req.row_ids.size()) +
+                                       " rows of " + std::to_string(record) + " B (at most " +
+                                       std::to_string(RowsPerMessage(record)) + " per message)");
+      }
+      if (Status bad = CheckRows(ts, req.row_ids, /*distinct=*/true); !bad.ok()) {
+        conn->Send(ErrorAnswer(m.request_id, bad));
+        return Status::OK();
+      }
+      GatherRows(client, conn, m.request_id, table, std::move(req.row_ids));
       return Status::OK();
     }
     case MessageType::kReadAhead: {
       ENGRAM_ASSIGN_OR_RETURN(RowsRequest req, DecodeRowsRequest(m.payload));
-      ENGRAM_ASSIGN_OR_RETURN(req.table, ServiceTable(*c, req.table));
-      ENGRAM_RETURN_IF_ERROR(store_->ReadAhead(req.table, req.row_ids));
-      std::lock_guard lock(c->pins_mu);
-      c->pins[req.table].insert(req.row_ids.begin(), req.row_ids.end());
+      ENGRAM_ASSIGN_OR_RETURN(const uint32_t table, table_of(req.table));
+      ENGRAM_RETURN_IF_ERROR(CheckRows(store_->table_state(table), req.row_ids, /*distinct=*/false));
+      ReadAhead(client, table, std::move(req.row_ids));
       return Status::OK();
     }
     case MessageType::kRelease: {
       ENGRAM_ASSIGN_OR_RETURN(RowsRequest req, DecodeRowsRequest(m.payload));
-      ENGRAM_ASSIGN_OR_RETURN(req.table, ServiceTable(*c, req.table));
-      store_->ReleaseReadAhead(req.table, req.row_ids);
-      {
-        std::lock_guard lock(c->pins_mu);
-        auto& pins = c->pins[req.table];
-        for (uint64_t id : req.row_ids) pins.erase(id);
-      }
-      c->Send(MessageType::kDone, m.request_id, {});
+      ENGRAM_ASSIGN_OR_RETURN(const uint32_t table, table_of(req.table));
+      ENGRAM_RETURN_IF_ERROR(CheckRows(store_->table_state(table), req.row_ids, /*distinct=*/false));
+      StoreImpl* store = store_.get();
+      const uint64_t owner = client.id();
+      AfterReadAheads(client, conn, m.request_id, [store, owner, table, ids = std::move(req.row_ids)] {
+        store->ReleaseReadAheadFor(owner, table, ids);
+      });
       return Status::OK();
     }
-    case MessageType::kWaitReadAheads:
-      store_->WaitForReadAheads();
-      c->Send(MessageType::kDone, m.request_id, {});
+    case MessageType::kWaitReadAheads: {
+      StoreImpl* store = store_.get();
+      AfterReadAheads(client, conn, m.request_id, [store] { store->WaitForReadAheads(); });
       return Status::OK();
-    case MessageType::kWaitWarmUp:
-      store_->WaitForWarmUp();
-      c->Send(MessageType::kDone, m.request_id, {});
+    }
+    case MessageType::kWaitWarmUp: {
+      StoreImpl* store = store_.get();
+      AfterReadAheads(client, conn, m.request_id, [store] { store->WaitForWarmUp(); });
       return Status::OK();
-    case MessageType::kWaitCacheMemory:
-      store_->WaitForCacheMemory();
-      c->Send(MessageType::kDone, m.request_id, {});
+    }
+    case MessageType::kWaitCacheMemory: {
+      StoreImpl* store = store_.get();
+      AfterReadAheads(client, conn, m.request_id, [store] { store->WaitForCacheMemory(); });
       return Status::OK();
+    }
     case MessageType::kHits: {
       ENGRAM_ASSIGN_OR_RETURN(HitsReport report, DecodeHitsReport(m.payload));
-      ENGRAM_ASSIGN_OR_RETURN(uint32_t table, ServiceTable(*c, report.table));
-      if (!report.row_ids.empty()) store_->table_state(table).cache->RecordHits(report.row_ids);
-      std::lock_guard lock(c->counters_mu);
-      c->counters = report.counters;
+      ENGRAM_ASSIGN_OR_RETURN(const uint32_t table, table_of(report.table));
+      ENGRAM_RETURN_IF_ERROR(CheckRows(store_->table_state(table), report.row_ids, /*distinct=*/false));
+      if (!report.row_ids.empty()) {
+        store_->table_state(table).cache->RecordHits(report.row_ids);
+        // A row the client served from the cache is a row it consumed: a
+        // pin of its read-ahead on it has done its job.
+        store_->ConsumeReadAheadPins(table, client.id(), report.row_ids, /*served=*/true);
+      }
+      MutexLock lock(&client.mu);
+      MergeMonotonic(client.counters, report.counters);
       return Status::OK();
     }
     case MessageType::kStats: {
-      ENGRAM_ASSIGN_OR_RETURN(uint32_t client_table, DecodeU32(m.payload));
-      ENGRAM_ASSIGN_OR_RETURN(uint32_t table, ServiceTable(*c, client_table));
-      c->Send(MessageType::kStatsReply, m.request_id, Encode(store_->Stats(table)));
+      ENGRAM_ASSIGN_OR_RETURN(const uint32_t client_table, DecodeU32(m.payload));
+      ENGRAM_ASSIGN_OR_RETURN(const uint32_t table, table_of(client_table));
+      conn->Send(OutgoingMessage(MessageType::kStatsReply, m.request_id, Encode(store_->Stats(table))));
       return Status::OK();
     }
     case MessageType::kMetrics: {
       const std::string text = store_->MetricsText();
-      c->Send(MessageType::kMetricsReply, m.request_id,
-              {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
+      conn->Send(OutgoingMessage(MessageType::kMetricsReply, m.request_id,
+                                 std::vector<uint8_t>(text.begin(), text.end())));
       return Status::OK();
     }
     default:
@@ -504,59 +651,157 @@ Status NodeServiceImpl::Handle(const std::shared_ptr<Connection>& c, Message& m)
   }
 }
 
-void NodeServiceImpl::HandleGather(const std::shared_ptr<Connection>& c, uint64_t request_id, RowsRequest req) {
-  const uint32_t table = req.table;
+void NodeServiceImpl::GatherRows(Client& client, const std::shared_ptr<ServiceConnection>& conn,
+                                 uint64_t request_id, uint32_t table, std::vector<uint64_t> ids) {
   const uint32_t record = store_->record_bytes(table);
-  std::shared_ptr<Connection> conn = c;
-  auto answer = [conn, request_id](const GatherResult& r, std::span<const uint8_t> rows) {
+  // The client missed these rows: its pins of them (a read-ahead that
+  // landed after its lookup) are no use to it now.
+  store_->ConsumeReadAheadPins(table, client.id(), ids, /*served=*/false);
+  auto answer = std::make_shared<GatherAnswer>(request_id, std::move(ids), record);
+  const size_t n = answer->ids.size();
+  answer->reserved = sizeof(FrameHeader) + 256 + n * sizeof(uint64_t) + answer->rows.size();
+  conn->Reserve(answer->reserved);
+  if (n == 0) {
     WireWriter w;
-    EncodeGatherResult(r, &w);
-    conn->Send(MessageType::kGatherDone, request_id, w.bytes(), rows);
-  };
+    EncodeGatherResult(answer->Final(), &w);
+    conn->Send(OutgoingMessage(MessageType::kGatherDone, request_id, std::move(w.bytes())), answer->reserved);
+    return;
+  }
+  const uint32_t quantum = scheduler_->options().quantum_rows;
+  const size_t units = (n + quantum - 1) / quantum;
+  answer->units_left.store(static_cast<uint32_t>(units));
+  std::shared_ptr<ServiceConnection> connection = conn;
   StoreImpl* store = store_.get();
-  inflight_[table]->Gather(std::move(req.row_ids), record,
-                           [store, table](std::span<const uint64_t> ids, std::byte* dst, size_t stride,
-                                          std::function<void(GatherResult)> done) {
-                             store->StartGather(table, ids, dst, stride, std::move(done));
-                           },
-                           std::move(answer));
+  InflightRows* inflight = inflight_[table].get();
+  for (size_t u = 0; u < units; ++u) {
+    const size_t begin = u * quantum;
+    const size_t count = std::min<size_t>(quantum, n - begin);
+    scheduler_->Submit(client.id(), static_cast<uint32_t>(count), [=, this](FairMissScheduler::Finished finished) {
+      std::vector<uint64_t> unit_ids(answer->ids.begin() + begin, answer->ids.begin() + begin + count);
+      auto landed = [this, answer, connection, begin, finished](const GatherResult& part) {
+        const bool last = answer->UnitDone(begin, part);
+        finished();
+        if (!last) return;
+        WireWriter w;
+        EncodeGatherResult(answer->Final(), &w);
+        std::span<const uint8_t> rows(answer->rows);
+        if (w.bytes().size() + rows.size() > kMaxPayloadBytes) {
+          failed_answers_.fetch_add(1, std::memory_order_relaxed);
+          log::Warn("engram-served: an answer of {} B is over the protocol's limit; failing the gather",
+                    w.bytes().size() + rows.size());
+          connection->Send(ErrorAnswer(answer->request_id,
+                                       Status::Internal("engram-served: the answer is over the protocol's limit")),
+                           answer->reserved);
+          return;
+        }
+        connection->Send(OutgoingMessage(MessageType::kGatherDone, answer->request_id, std::move(w.bytes()), answer,
+                                         rows),
+                         answer->reserved);
+      };
+      inflight->Gather(std::move(unit_ids), record, answer->rows.data() + begin * size_t{record},
+                       [store, table](std::span<const uint64_t> unit, std::byte* dst, size_t stride,
+                                      std::function<void(GatherResult)> done) {
+                         store->StartGatherLeavingPins(table, unit, dst, stride, std::move(done));
+                       },
+                       std::move(landed));
+    });
+  }
 }
 
-void NodeServiceImpl::Disconnected(Connection& c) {
-  std::unordered_map<uint32_t, std::unordered_set<uint64_t>> pins;
+void NodeServiceImpl::ReadAhead(Client& client, uint32_t table, std::vector<uint64_t> ids) {
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  const uint32_t quantum = scheduler_->options().quantum_rows;
+  std::shared_ptr<Client> self;
   {
-    std::lock_guard lock(c.pins_mu);
-    pins.swap(c.pins);
+    MutexLock lock(&clients_mu_);
+    auto it = clients_.find(client.id());
+    if (it == clients_.end()) return;
+    self = it->second;
   }
-  for (auto& [table, rows] : pins) {
-    if (rows.empty()) continue;
-    std::vector<uint64_t> list(rows.begin(), rows.end());
-    store_->ReleaseReadAhead(table, list);
+  StoreImpl* store = store_.get();
+  for (size_t begin = 0; begin < ids.size(); begin += quantum) {
+    const size_t count = std::min<size_t>(quantum, ids.size() - begin);
+    std::vector<uint64_t> unit(ids.begin() + begin, ids.begin() + begin + count);
+    client.ReadAheadQueued();
+    scheduler_->Submit(client.id(), static_cast<uint32_t>(count),
+                       [self, store, table, unit = std::move(unit)](FairMissScheduler::Finished finished) mutable {
+                         auto landed = [self, finished] {
+                           finished();
+                           self->ReadAheadLanded();
+                         };
+                         const bool started = self->StartIfPresent([&] {
+                           store->ReadAheadFor(self->id(), table, std::move(unit), landed);
+                         });
+                         if (!started) landed();
+                       });
   }
+}
+
+void NodeServiceImpl::AfterReadAheads(Client& client, const std::shared_ptr<ServiceConnection>& conn,
+                                      uint64_t request_id, std::function<void()> call) {
+  asio::thread_pool* waits = waits_.get();
+  std::shared_ptr<ServiceConnection> connection = conn;
+  client.WhenReadAheadsLanded([waits, connection, request_id, call = std::move(call)]() mutable {
+    asio::post(*waits, [connection, request_id, call = std::move(call)] {
+      call();
+      connection->Send(OutgoingMessage(MessageType::kDone, request_id, {}));
+    });
+  });
+}
+
+void NodeServiceImpl::OnClosed(Client& client) {
+  // No unit of its work starts from here on; what it queued is dropped,
+  // what it still pinned is released (only its own pins).
+  client.MarkGone();
+  scheduler_->Forget(client.id());
+  if (store_) store_->ReleaseReadAheadOwner(client.id());
+  std::shared_ptr<Client> keep;  // destroyed after the lock is released
+  std::string label;
   {
-    std::lock_guard lock(connections_mu_);
-    std::lock_guard counters_lock(c.counters_mu);
-    departed_.counters += c.counters;
-    ++departed_.clients;
+    MutexLock lock(&clients_mu_);
+    auto it = clients_.find(client.id());
+    if (it != clients_.end()) {
+      keep = std::move(it->second);
+      clients_.erase(it);
+    }
+    if (client.greeted) {
+      MutexLock client_lock(&client.mu);
+      AddSaturating(departed_, client.counters);
+      ++departed_clients_;
+      label = client.label;
+    }
+    clients_gone_.SignalAll();
   }
-  if (!stopping_.load()) log::Info("engram-served: client '{}' (pid {}) disconnected", c.name, c.pid);
+  if (client.greeted && !stopping_.load()) {
+    log::Info("engram-served: client '{}' (pid {}) disconnected", label, client.conn->pid());
+  }
 }
 
 void NodeServiceImpl::AddClientMetrics(MetricsSnapshot& m) const {
   std::vector<std::pair<std::string, ClientCounters>> live;
-  Departed departed;
+  ClientCounters departed;
+  uint64_t departed_clients;
   {
-    std::lock_guard lock(connections_mu_);
+    MutexLock lock(&clients_mu_);
     departed = departed_;
-    for (const auto& c : connections_) {
-      if (c->finished.load() || c->name.empty()) continue;
-      std::lock_guard counters_lock(c->counters_mu);
-      live.emplace_back(c->name, c->counters);
+    departed_clients = departed_clients_;
+    for (const auto& [id, c] : clients_) {
+      MutexLock client_lock(&c->mu);
+      if (c->label.empty()) continue;  // not yet greeted
+      live.emplace_back(c->label, c->counters);
     }
   }
+  std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   m.AddGauge("engram_node_clients", "Clients connected to this engram-served.", {}, double(live.size()));
   m.AddCounter("engram_node_clients_departed_total", "Clients that have disconnected (or died).", {},
-               double(departed.clients));
+               double(departed_clients));
+  m.AddGauge("engram_node_miss_rows_queued", "Missed and read-ahead rows of clients waiting for their turn.", {},
+             double(scheduler_ ? scheduler_->rows_queued() : 0));
+  m.AddGauge("engram_node_miss_rows_in_flight", "Missed and read-ahead rows of clients in the store now.", {},
+             double(scheduler_ ? scheduler_->rows_in_flight() : 0));
+  m.AddCounter("engram_node_failed_answers_total", "Answers the service could not send (each failed its request).",
+               {}, double(failed_answers_.load(std::memory_order_relaxed)));
   struct Field {
     const char* metric;
     const char* help;
@@ -588,49 +833,63 @@ void NodeServiceImpl::AddClientMetrics(MetricsSnapshot& m) const {
       m.AddCounter(f.metric, first ? f.help : "", {{"client", name}}, v);
       first = false;
     }
-    const double gone = double(departed.counters.*f.member) * (f.seconds ? 1e-9 : 1.0);
+    const double gone = double(departed.*f.member) * (f.seconds ? 1e-9 : 1.0);
     m.AddCounter(f.metric, first ? f.help : "", {{"client", "(departed)"}}, gone);
   }
 }
 
 void NodeServiceImpl::Stop() {
-  std::lock_guard stop_lock(stop_mu_);
+  MutexLock stop_lock(&stop_mu_);
   if (stopped_) return;
   stopped_ = true;
   stopping_.store(true);
-  if (stop_fd_ >= 0) {
-    const uint64_t one = 1;
-    [[maybe_unused]] ssize_t w = ::write(stop_fd_, &one, sizeof(one));
-  }
-  if (acceptor_.joinable()) acceptor_.join();
-  std::list<std::shared_ptr<Connection>> connections;
-  {
-    std::lock_guard lock(connections_mu_);
-    connections.swap(connections_);
-  }
-  // Tell every client, then end the connections: their threads see the end
-  // of the stream.
+  asio::post(io_, [this] {
+    boost::system::error_code ignored;
+    if (acceptor_) acceptor_->close(ignored);
+    if (accept_retry_) accept_retry_->cancel();
+  });
+  // Tell every client, then end the connections once that has gone out
+  // (or, for a client that does not read, once the send timeout has passed).
   const std::vector<uint8_t> why = EncodeStatus(Status::Unavailable("engram-served is shutting down"));
-  for (auto& c : connections) {
-    c->Send(MessageType::kShutdown, 0, why);
-    ::shutdown(c->fd, SHUT_RDWR);
-  }
-  for (auto& c : connections) {
-    if (c->thread.joinable()) c->thread.join();
-  }
-  connections.clear();
-  // Gathers still completing hold their connections until they answer
-  // (into a closed socket); the store finishes them before it closes.
+  auto each_client = [this](const std::function<void(Client&)>& f) {
+    std::vector<std::shared_ptr<Client>> clients;
+    {
+      MutexLock lock(&clients_mu_);
+      for (auto& [id, c] : clients_) clients.push_back(c);
+    }
+    for (auto& c : clients) f(*c);
+  };
+  each_client([&why](Client& c) { c.conn->SendAndClose(OutgoingMessage(MessageType::kShutdown, 0, why)); });
+  auto wait_for_clients = [this](std::chrono::milliseconds most) {
+    const auto deadline = std::chrono::steady_clock::now() + most;
+    MutexLock lock(&clients_mu_);
+    while (!clients_.empty() && !threads_.empty() && std::chrono::steady_clock::now() < deadline) {
+      clients_gone_.WaitUntil(&clients_mu_, deadline);
+    }
+  };
+  wait_for_clients(std::chrono::milliseconds(options_.send_timeout_ms));
+  each_client([](Client& c) { c.conn->Close(); });
+  wait_for_clients(std::chrono::milliseconds(5000));
+  // Waits that are running finish (a store call returns once its reads
+  // land); their answers go nowhere.
+  if (waits_) waits_->join();
+  // Gathers still completing finish into their answers, which go nowhere;
+  // the store finishes them before it closes (and saves the hot set).
   store_.reset();
+  io_.stop();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  // A connection that never closed (no thread ran to close it) still holds
+  // its client: let go of both.
+  each_client([](Client& c) { c.conn->DropHandler(); });
+  {
+    MutexLock lock(&clients_mu_);
+    clients_.clear();
+  }
   for (int fd : table_locks_) ::close(fd);
   table_locks_.clear();
-  if (listen_fd_ >= 0) {
-    ::close(listen_fd_);
-    ::unlink(options_.socket_path.c_str());
-    listen_fd_ = -1;
-  }
-  if (stop_fd_ >= 0) ::close(stop_fd_);
-  stop_fd_ = -1;
+  acceptor_.reset();
+  claim_.reset();  // removes the socket and the lock file
   log::Info("engram-served: stopped");
 }
 

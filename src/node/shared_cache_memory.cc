@@ -71,9 +71,9 @@ SharedCacheMemory::~SharedCacheMemory() {
 Result<std::unique_ptr<SharedCacheMemory>> SharedCacheMemory::Create(uint64_t bytes, int gid) {
   bytes = RoundUp(std::max<uint64_t>(bytes, 1), kHugePageBytes);
   std::unique_ptr<SharedCacheMemory> m(new SharedCacheMemory());
-  m->fd_ = ::memfd_create("engram-served-cache", MFD_CLOEXEC);
+  m->fd_ = ::memfd_create("engram-served-cache", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (m->fd_ < 0) return Status::FromErrno("shared cache memory: memfd_create", errno);
-  if (::fchmod(m->fd_, 0660) != 0) return Status::FromErrno("shared cache memory: chmod 0660", errno);
+  if (::fchmod(m->fd_, 0640) != 0) return Status::FromErrno("shared cache memory: chmod 0640", errno);
   if (gid >= 0 && ::fchown(m->fd_, static_cast<uid_t>(-1), static_cast<gid_t>(gid)) != 0) {
     return Status::FromErrno("shared cache memory: chown to group " + std::to_string(gid), errno);
   }
@@ -82,6 +82,13 @@ Result<std::unique_ptr<SharedCacheMemory>> SharedCacheMemory::Create(uint64_t by
   }
   ENGRAM_ASSIGN_OR_RETURN(m->mapping_, SharedMapping::Map(m->fd_, bytes, /*writable=*/true));
   return m;
+}
+
+Status SharedCacheMemory::Seal() {
+  if (::fcntl(fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE) != 0) {
+    return Status::FromErrno("shared cache memory: seal against writes and resizing", errno);
+  }
+  return Status::OK();
 }
 
 Result<cache::AnonymousMemory> SharedCacheMemory::Allocate(uint64_t bytes, const char* what) {

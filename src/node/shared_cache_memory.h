@@ -14,6 +14,12 @@
 // Clients receive a read-only descriptor (a new open file description of the
 // memfd, opened O_RDONLY) and map it PROT_READ: a client cannot write the
 // caches, so a client that dies holds no lock and leaves no half-written row.
+// Read-only holds even against a client that reopens its descriptor through
+// /proc/self/fd: the file is 0640 (group members may not open it for
+// writing), and once the caches are placed it is sealed (F_SEAL_SHRINK,
+// F_SEAL_GROW, F_SEAL_FUTURE_WRITE), so no new writable mapping or write()
+// of it succeeds for anyone, and it cannot shrink under a client's mapping.
+// Only the service's own mapping, made before the seal, writes.
 #pragma once
 
 #include <cstdint>
@@ -53,9 +59,12 @@ class SharedCacheMemory {
  public:
   ~SharedCacheMemory();
 
-  // A memfd of `bytes` (rounded up to 2 MiB), mode 0660 and owned by group
+  // A memfd of `bytes` (rounded up to 2 MiB), mode 0640 and owned by group
   // `gid` when gid >= 0, mapped read-write.
   static Result<std::unique_ptr<SharedCacheMemory>> Create(uint64_t bytes, int gid);
+  // Seals the file against writes other than through the existing mapping,
+  // and against any change of size. Call once the regions are placed.
+  Status Seal();
 
   // The next zero-filled, 2 MiB-aligned region of `bytes`, as the row
   // caches' region allocator (cache::CacheRegionAllocator) wants it.

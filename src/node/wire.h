@@ -10,8 +10,11 @@
 // memory) travels beside a message as SCM_RIGHTS ancillary data.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -28,6 +31,11 @@ inline constexpr uint32_t kProtocolVersion = 1;
 // No message may be longer: a larger length in a header is garbage (and
 // could not be a request a client of this build sends: it splits gathers).
 inline constexpr uint32_t kMaxPayloadBytes = 64u << 20;
+// What the service accepts from a client: a hello (its tables' names and
+// paths), and after it requests of at most kMaxRowsPerMessage row IDs
+// (512 KiB). Anything longer is garbage.
+inline constexpr uint32_t kMaxHelloBytes = 1u << 20;
+inline constexpr uint32_t kMaxRequestBytes = 1u << 20;
 
 enum class MessageType : uint16_t {
   kHello = 1,          // client -> service: who it is, the tables it expects
@@ -152,12 +160,88 @@ struct Message {
 
 // Sends one message whose payload is `payload` then `tail` (and `fd`, if
 // >= 0, beside it). Never raises SIGPIPE: a peer that is gone is an error
-// status.
+// status. On a non-blocking socket it waits (poll) for room until
+// `deadline_ms` (CLOCK_MONOTONIC, io::MonotonicNanos() / 1e6), then fails
+// with DeadlineExceeded; 0: no deadline.
 Status SendMessage(int socket, MessageType type, uint64_t request_id, std::span<const uint8_t> payload,
-                   std::span<const uint8_t> tail = {}, int fd = -1);
-// Receives one message. A clean end of the stream before a header is
-// Cancelled ("closed"); anything malformed (bad magic, an oversized length,
-// a stream cut inside a message) is InvalidArgument or IOError.
+                   std::span<const uint8_t> tail = {}, int fd = -1, uint64_t deadline_ms = 0);
+
+// Reads messages from a socket as their bytes arrive, one at a time. The
+// payload buffer grows with the bytes received, never ahead of them by more
+// than one read's worth, so a header that claims a large payload costs
+// nothing until the payload comes. At most one descriptor per message is
+// kept (and only when `keep_descriptor`); every other one a peer sends is
+// closed at once, so no message can leave descriptors behind.
+class MessageReader {
+ public:
+  enum class Progress {
+    kMessage,     // a whole message is ready: Take() it
+    kWouldBlock,  // the socket has nothing more now (non-blocking sockets)
+    kClosed,      // the peer closed the stream between messages
+  };
+
+  MessageReader(uint32_t max_payload, bool keep_descriptor)
+      : max_payload_(max_payload), keep_descriptor_(keep_descriptor) {}
+  ~MessageReader();
+  MessageReader(const MessageReader&) = delete;
+  MessageReader& operator=(const MessageReader&) = delete;
+
+  // Reads until a message is whole, the socket has no more bytes, or the
+  // stream ends. Malformed input (bad magic, a payload over the limit, a
+  // stream cut inside a message) is InvalidArgument or IOError.
+  Result<Progress> ReadFrom(int socket);
+  // The message ReadFrom completed; the reader starts on the next one.
+  Message Take();
+  // A later message may be longer (the limit before a hello is lower).
+  void set_max_payload(uint32_t bytes) { max_payload_ = bytes; }
+  // Bytes buffered for the message being read.
+  size_t buffered_bytes() const { return header_got_ + payload_got_; }
+
+ private:
+  void TakeDescriptors(::msghdr& msg);
+
+  uint32_t max_payload_;
+  const bool keep_descriptor_;
+  FrameHeader header_{};
+  size_t header_got_ = 0;
+  std::vector<uint8_t> payload_;
+  size_t payload_got_ = 0;
+  bool complete_ = false;
+  int fd_ = -1;
+};
+
+// Receives one message from a blocking socket (a MessageReader of one
+// message, at most kMaxPayloadBytes). A clean end of the stream before a
+// header is Cancelled ("closed"); anything malformed (bad magic, an
+// oversized length, a stream cut inside a message) is InvalidArgument or
+// IOError.
 Result<Message> ReceiveMessage(int socket);
+
+// A message queued for a non-blocking socket, sent as the socket takes it.
+// The tail's bytes belong to `tail_owner` (a gather's answer rows, sent
+// without a copy); the descriptor, if any, is closed once sent or dropped.
+class OutgoingMessage {
+ public:
+  OutgoingMessage(MessageType type, uint64_t request_id, std::vector<uint8_t> payload,
+                  std::shared_ptr<const void> tail_owner = nullptr, std::span<const uint8_t> tail = {}, int fd = -1);
+  ~OutgoingMessage();
+  OutgoingMessage(OutgoingMessage&& other) noexcept;
+  OutgoingMessage& operator=(OutgoingMessage&&) = delete;
+  OutgoingMessage(const OutgoingMessage&) = delete;
+
+  // Sends what the socket takes now: true once the whole message is out,
+  // false if the socket is full (wait until writable and call again).
+  Result<bool> SendSome(int socket);
+  size_t total_bytes() const { return sizeof(FrameHeader) + payload_.size() + tail_.size(); }
+  size_t sent_bytes() const { return sent_; }
+
+ private:
+  FrameHeader header_;
+  std::vector<uint8_t> payload_;
+  std::shared_ptr<const void> tail_owner_;
+  std::span<const uint8_t> tail_;
+  int fd_;
+  size_t sent_ = 0;
+};
 
 }  // namespace engram::node

@@ -43,6 +43,7 @@ void GatherOperation::Reset() {
   stride_ = 0;
   done_ = nullptr;
   caller_reads_ = reads_pending_ = false;
+  consumes_read_ahead_ = true;
   // The plan is left as it is: Build overwrites all of it, and a plan of the
   // same size as the last is then built without zeroing anything.
   result_ = GatherResult();
@@ -65,7 +66,8 @@ void GatherOperation::Reset() {
 }
 
 void GatherOperation::Init(StoreImpl* store, size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
-                           size_t stride, std::function<void(GatherResult)> done, bool caller_reads) {
+                           size_t stride, std::function<void(GatherResult)> done, bool caller_reads,
+                           bool consumes_read_ahead) {
   t0_ = ReadinessNanos();
   store_ = store;
   table_ = table;
@@ -74,6 +76,7 @@ void GatherOperation::Init(StoreImpl* store, size_t table, std::span<const uint6
   stride_ = stride;
   done_ = std::move(done);
   caller_reads_ = caller_reads;
+  consumes_read_ahead_ = consumes_read_ahead;
 }
 
 void GatherOperation::Reject(Status why) {
@@ -155,7 +158,7 @@ inline void GatherOperation::LookUpSegment(size_t begin, size_t n, CachePhase& p
       table.cache->LookupBatch(ids, std::span<std::byte* const>(phase.outs).subspan(begin, n), PinAction::kKeep, flags);
   // Every row asked for is served by this gather, hit or miss: a read-ahead
   // of it still in flight must not pin it when it lands.
-  const size_t consumed = table.read_ahead.Consume(ids, flags);
+  const size_t consumed = consumes_read_ahead_ ? table.read_ahead.Consume(ids, flags) : 0;
   if (hits == n && consumed == 0) {
     // Every row a hit, none of them a read-ahead's: all that is left is to
     // copy the rows asked for more than once.

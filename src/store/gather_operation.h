@@ -80,9 +80,9 @@ class GatherOperation final : public GatherTicket::State {
   // Names the gather (not yet checked) and starts its clock. `done` empty:
   // the result goes to Wait().
   // `caller_reads`: the gather is waited for by WaitOnThisThread, on the
-  // thread that starts it.
+  // thread that starts it. `consumes_read_ahead`: see consumes_read_ahead_.
   void Init(StoreImpl* store, size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
-            std::function<void(GatherResult)> done, bool caller_reads = false);
+            std::function<void(GatherResult)> done, bool caller_reads = false, bool consumes_read_ahead = true);
   // Completes the gather with `why` without looking anything up (a bad
   // argument), counted against its table if it has one.
   void Reject(Status why);
@@ -249,6 +249,9 @@ class GatherOperation final : public GatherTicket::State {
   size_t stride_ = 0;
   std::function<void(GatherResult)> done_;  // callback form; empty for Wait()
   bool caller_reads_ = false;  // WaitOnThisThread reads the misses (Init)
+  // Its rows consume the store's own read-ahead pins (Init). The node
+  // service's gathers do not: it consumes each client's pins itself.
+  bool consumes_read_ahead_ = true;
   bool reads_pending_ = false;  // its reads are prepared and not yet started
   bool finished_alone_ = false;  // FinishAlone: the result waits for WaitOnThisThread
   bool missed_ = false;          // the gather had misses: its read state needs emptying (Reset)

@@ -254,13 +254,14 @@ std::string StoreImpl::metadata_json(size_t table) const {
 
 std::shared_ptr<GatherOperation> StoreImpl::Begin(size_t table, std::span<const uint64_t> row_ids,
                                                   std::byte* dst, size_t stride,
-                                                  std::function<void(GatherResult)> done, bool caller_reads) {
+                                                  std::function<void(GatherResult)> done, bool caller_reads,
+                                                  bool consumes_read_ahead) {
   // Only a warm-up asks how many gathers are in flight (GathersInFlight), so
   // only a store with a hot set pays this locked add on every gather. hot_set_
   // is set in Open, before any gather can begin.
   if (hot_set_ && table < tables_.size()) tables_[table]->gathers_begun.fetch_add(1, std::memory_order_relaxed);
   std::shared_ptr<GatherOperation> st = GatherOperation::Acquire();
-  st->Init(this, table, row_ids, dst, stride, std::move(done), caller_reads);
+  st->Init(this, table, row_ids, dst, stride, std::move(done), caller_reads, consumes_read_ahead);
   GatherTarget target{tables_.size()};
   if (table < tables_.size()) {
     target.record_bytes = tables_[table]->file->record_bytes();
@@ -289,6 +290,36 @@ void StoreImpl::StartGather(size_t table, std::span<const uint64_t> row_ids, std
                             std::function<void(GatherResult)> done) {
   if (!done) done = [](GatherResult) {};
   Begin(table, row_ids, dst, stride, std::move(done));
+}
+
+void StoreImpl::StartGatherLeavingPins(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
+                                       size_t stride, std::function<void(GatherResult)> done) {
+  if (!done) done = [](GatherResult) {};
+  Begin(table, row_ids, dst, stride, std::move(done), /*caller_reads=*/false, /*consumes_read_ahead=*/false);
+}
+
+size_t StoreImpl::ConsumeReadAheadPins(size_t table, ReadAheadTracker::PinOwner owner,
+                                       std::span<const uint64_t> row_ids, bool served) {
+  if (table >= tables_.size() || row_ids.empty()) return 0;
+  TableState& t = *tables_[table];
+  std::vector<uint8_t> flags(row_ids.size(), 0);
+  const size_t consumed = t.read_ahead.Consume(row_ids, flags, owner);
+  if (consumed != 0) t.counters.Add(served ? t.counters.read_ahead_used_rows : t.counters.read_ahead_wasted_rows, consumed);
+  return consumed;
+}
+
+void StoreImpl::ReadAheadFor(ReadAheadTracker::PinOwner owner, size_t table, std::vector<uint64_t> rows,
+                             std::function<void()> landed) {
+  StartReadAhead(this, table, std::move(rows), owner, std::move(landed));
+}
+
+void StoreImpl::ReleaseReadAheadFor(ReadAheadTracker::PinOwner owner, size_t table,
+                                    std::span<const uint64_t> row_ids) {
+  if (table < tables_.size()) tables_[table]->read_ahead.Release(row_ids, owner);
+}
+
+void StoreImpl::ReleaseReadAheadOwner(ReadAheadTracker::PinOwner owner) {
+  for (auto& t : tables_) t->read_ahead.ReleaseOwner(owner);
 }
 
 Status StoreImpl::ReadAhead(size_t table, std::span<const uint64_t> row_ids) {

@@ -52,6 +52,9 @@ class StoreImpl final : public Store {
 
   size_t table_count() const override { return tables_.size(); }
   Result<size_t> FindTable(const std::string& name) const override;
+  std::string table_name(size_t table) const override {
+    return table < tables_.size() ? tables_[table]->name : std::string();
+  }
   uint32_t record_bytes(size_t table) const override;
   uint64_t row_count(size_t table) const override;
   std::string metadata_json(size_t table) const override;
@@ -73,6 +76,30 @@ class StoreImpl final : public Store {
   std::string MetricsText() const override;
   uint16_t metrics_port() const override { return endpoint_ ? endpoint_->port() : 0; }
 
+  // The node service's own entry points (src/node): its clients' gathers
+  // and read-aheads, whose pins belong to each client (ReadAheadTracker's
+  // owners) rather than to the store.
+  //
+  // A gather that consumes no read-ahead pin: the service consumes the
+  // client's pins of the rows itself (ConsumeReadAheadPins), since a read of
+  // rows in flight for several clients is shared.
+  void StartGatherLeavingPins(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
+                              std::function<void(GatherResult)> done);
+  // `owner` was served `row_ids` (distinct, in range): drops its pins of
+  // them and keeps its read-aheads in flight from pinning them. Counted as
+  // read-ahead used when `served` (the client served them from the cache),
+  // else as wasted (it missed them anyway). Returns the pins dropped.
+  size_t ConsumeReadAheadPins(size_t table, ReadAheadTracker::PinOwner owner, std::span<const uint64_t> row_ids,
+                              bool served);
+  // Reads `rows` (distinct, in range) ahead and pins them for `owner`;
+  // `landed` runs once every row has landed.
+  void ReadAheadFor(ReadAheadTracker::PinOwner owner, size_t table, std::vector<uint64_t> rows,
+                    std::function<void()> landed);
+  // ReleaseReadAhead of `owner`'s pins only (waits as ReleaseReadAhead does).
+  void ReleaseReadAheadFor(ReadAheadTracker::PinOwner owner, size_t table, std::span<const uint64_t> row_ids);
+  // Drops every pin `owner` holds in every table; does not wait.
+  void ReleaseReadAheadOwner(ReadAheadTracker::PinOwner owner);
+
   // For the gather and read-ahead operations.
   TableState& table_state(size_t i) { return *tables_[i]; }
   io::IoEngine& engine() { return *engine_; }
@@ -92,7 +119,7 @@ class StoreImpl final : public Store {
   // (Gather), so it reads the misses itself (GatherOperation::WaitOnThisThread).
   std::shared_ptr<GatherOperation> Begin(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
                                          size_t stride, std::function<void(GatherResult)> done,
-                                         bool caller_reads = false);
+                                         bool caller_reads = false, bool consumes_read_ahead = true);
 
   StoreOptions options_;
   std::function<void(MetricsSnapshot&)> extra_metrics_;
