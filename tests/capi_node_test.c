@@ -1,19 +1,95 @@
 /* The C API as a client of engram-served (engram_store_options.node): a
- * gather through the service is exact, and once the service is killed a
- * gather fails with ENGRAM_UNAVAILABLE instead of hanging. argv[1] is the
- * build directory (where engram-gen and engram-served are). */
+ * gather through the service is exact; while the service is stopped
+ * (SIGSTOP) an open and a gather of missed rows fail at their deadlines with
+ * ENGRAM_DEADLINE_EXCEEDED, and the session answers again once it runs; once
+ * the service is killed a gather fails with ENGRAM_UNAVAILABLE instead of
+ * hanging. argv[1] is the build directory (where engram-gen and
+ * engram-served are). */
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engram/engram.h"
 #include "tests/testing/capi_check.h"
 
 enum { kRecord = 264, kRows = 3000, kGather = 50 };
+
+static double Seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* What a client may not ask for, refused before it connects. */
+static void CheckRefusedOptions(const engram_store_options* client) {
+  engram_store* store = NULL;
+  engram_store_options o = *client;
+  o.node = "";
+  CHECK(engram_store_open(&o, &store) == ENGRAM_INVALID_ARGUMENT && store == NULL);
+  CHECK(strstr(engram_last_error(), "empty socket path") != NULL);
+  o = *client;
+  o.cache_policy = "legacy";
+  CHECK(engram_store_open(&o, &store) == ENGRAM_INVALID_ARGUMENT && store == NULL);
+  CHECK(strstr(engram_last_error(), "cache_policy") != NULL);
+  o = *client;
+  o.node_call_timeout_ms = 3600001;
+  CHECK(engram_store_open(&o, &store) == ENGRAM_INVALID_ARGUMENT && store == NULL);
+  CHECK(strstr(engram_last_error(), "node_call_timeout_ms") != NULL);
+}
+
+/* With the service stopped: an open fails after its open deadline, and a
+ * gather of rows the client has not seen after its call deadline, both with
+ * ENGRAM_DEADLINE_EXCEEDED; the session outlives the deadline, so once the
+ * service runs again the same store gathers `fresh` as `reference` does. */
+static void CheckDeadlines(const engram_store_options* client, pid_t service, engram_store* reference) {
+  engram_store_options quick_options = *client;
+  quick_options.node_call_timeout_ms = 300;
+  engram_store* quick = NULL;
+  CHECK(engram_store_open(&quick_options, &quick) == ENGRAM_OK);
+  if (!quick) return;
+  uint64_t fresh[kGather];
+  for (int i = 0; i < kGather; ++i) fresh[i] = (uint64_t)(2000 + i);  /* never gathered before */
+  unsigned char* got = malloc((size_t)kGather * kRecord);
+  unsigned char* want = malloc((size_t)kGather * kRecord);
+  engram_gather_result r;
+  memset(&r, 0, sizeof r);
+  r.size = sizeof r;
+
+  kill(service, SIGSTOP);
+  double start = Seconds();
+  CHECK(engram_gather_rows(quick, 0, fresh, kGather, got, kRecord, &r) == ENGRAM_DEADLINE_EXCEEDED);
+  double waited = Seconds() - start;
+  CHECK(waited >= 0.29 && waited < 10);
+  CHECK(strstr(engram_last_error(), "engram-served") != NULL);
+  engram_store_options stopped = *client;
+  stopped.node_open_timeout_ms = 300;
+  engram_store* never = NULL;
+  start = Seconds();
+  CHECK(engram_store_open(&stopped, &never) == ENGRAM_DEADLINE_EXCEEDED && never == NULL);
+  waited = Seconds() - start;
+  CHECK(waited >= 0.29 && waited < 10);
+  kill(service, SIGCONT);
+
+  /* A loaded machine may take the service past 300 ms again; the session
+   * must never be lost. */
+  engram_status after = ENGRAM_DEADLINE_EXCEEDED;
+  for (int i = 0; i < 20 && after == ENGRAM_DEADLINE_EXCEEDED; ++i) {
+    after = engram_gather_rows(quick, 0, fresh, kGather, got, kRecord, &r);
+  }
+  CHECK(after == ENGRAM_OK);
+  CHECK(engram_gather_rows(reference, 0, fresh, kGather, want, kRecord, &r) == ENGRAM_OK);
+  CHECK(memcmp(got, want, (size_t)kGather * kRecord) == 0);
+  CHECK(strcmp(engram_status_string(ENGRAM_DEADLINE_EXCEEDED), "Deadline exceeded") == 0);
+  engram_store_close(quick);
+  free(got);
+  free(want);
+}
 
 int main(int argc, char** argv) {
   if (argc < 2) {
@@ -69,6 +145,14 @@ int main(int argc, char** argv) {
     CHECK(engram_gather_rows(store, 0, ids, kGather, again, kRecord, &r) == ENGRAM_OK);
     CHECK(r.hits == kGather);
     CHECK(memcmp(rows, again, (size_t)kGather * kRecord) == 0);
+    /* An older caller's struct, without the deadlines: their defaults. */
+    engram_store_options older = o;
+    older.size = offsetof(engram_store_options, node_open_timeout_ms);
+    engram_store* old_caller = NULL;
+    CHECK(engram_store_open(&older, &old_caller) == ENGRAM_OK);
+    engram_store_close(old_caller);
+    CheckRefusedOptions(&o);
+    CheckDeadlines(&o, service, store);
     kill(service, SIGKILL);
     waitpid(service, NULL, 0);
     /* The client learns of the death when its receiving thread reads the

@@ -35,7 +35,10 @@ typedef enum engram_status {
   ENGRAM_CANCELLED = 8,
   ENGRAM_INTERNAL = 9,
   ENGRAM_UNAVAILABLE = 10, /* the node service (engram-served) is gone or restarting */
-  ENGRAM_DEADLINE_EXCEEDED = 11 /* a call to the node service got no answer within its deadline */
+  /* the node service (engram-served) did not answer within the client's
+   * deadline (engram_store_options.node_open_timeout_ms to open,
+   * node_call_timeout_ms per call): it is stopped or wedged */
+  ENGRAM_DEADLINE_EXCEEDED = 11
 } engram_status;
 
 typedef struct engram_store engram_store;
@@ -74,13 +77,27 @@ typedef struct engram_store_options {
   const char* hot_set_path;
   double hot_set_interval_seconds;
   /* One store per node (StoreOptions::node): NULL = off; else the Unix
-   * socket of an engram-served this store is a client of (its tables and
-   * rank must be the service's; the cache, I/O and warm-start fields are
-   * the service's and are not used). node_client_name: the client's label
-   * in the service's /metrics; NULL = the process ID. While the service is
-   * gone, calls fail with ENGRAM_UNAVAILABLE. */
+   * socket of an engram-served this store is a client of (an empty path is
+   * refused). Its tables and rank must be the service's. The cache, I/O,
+   * metrics, trace and warm-start fields are the service's: a client leaves
+   * them 0 / NULL (or at their defaults), and any other value is refused
+   * with ENGRAM_INVALID_ARGUMENT. node_client_name: the client's label in
+   * the service's /metrics, at most 128 bytes of UTF-8 without control
+   * characters; NULL = the process ID. While the service is gone, calls
+   * fail with ENGRAM_UNAVAILABLE (the client reconnects by itself). */
   const char* node;
   const char* node_client_name;
+  /* A node client's deadlines in milliseconds, 1..3,600,000; 0 = the
+   * default (5,000 to open, 30,000 per call), as in an older caller's
+   * struct without them (StoreOptions::node_open_timeout_ms,
+   * node_call_timeout_ms). engram_store_open fails after the first, and a
+   * gather whose misses the service does not answer after the second, with
+   * ENGRAM_DEADLINE_EXCEEDED; calls that return no status (the waits, a
+   * read-ahead release, the stats' figures) return at that deadline. The
+   * session outlives a deadline: once the service answers again, so do
+   * the calls. */
+  uint32_t node_open_timeout_ms;
+  uint32_t node_call_timeout_ms;
 } engram_store_options;
 
 /* The fields of ENGRAM_GATHER_RESULT (engram/counters.h), in its order. */

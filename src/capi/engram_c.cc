@@ -179,9 +179,19 @@ engram_status engram_store_open(const engram_store_options* options_in, engram_s
   // Warm start (fields zero in an older caller's struct: off).
   if (options->hot_set_path) o.hot_set_path = options->hot_set_path;
   o.hot_set_interval_seconds = options->hot_set_interval_seconds;
-  // One store per node (NULL in an older caller's struct: a private store).
-  if (options->node) o.node = options->node;
+  // One store per node (NULL in an older caller's struct: a private store;
+  // zero deadlines: the defaults). "" would be a private store to
+  // StoreOptions, which is not what a caller who set node meant.
+  if (options->node) {
+    if (options->node[0] == '\0') {
+      return Report(engram::Status::InvalidArgument(
+          "engram_store_open: node is an empty socket path (NULL opens a store of this process's own)"));
+    }
+    o.node = options->node;
+  }
   if (options->node_client_name) o.node_client_name = options->node_client_name;
+  if (options->node_open_timeout_ms) o.node_open_timeout_ms = options->node_open_timeout_ms;
+  if (options->node_call_timeout_ms) o.node_call_timeout_ms = options->node_call_timeout_ms;
   auto store = engram::Store::Open(o);
   if (!store.ok()) return Report(store.status());
   *out = new engram_store{std::move(store).value()};
