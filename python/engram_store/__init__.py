@@ -43,8 +43,9 @@ Buffers
     Zero rows (or tokens) is a valid, empty gather or stage.
 
 Threads
-    Every call releases the GIL while the store works, so other Python threads
-    run during a gather; any number of threads may use one Store.
+    Every call releases the GIL while the store works or waits (a node
+    client's calls to its service included), so other Python threads run
+    during a gather; any number of threads may use one Store.
 
 Errors
     ``ValueError``: a bad argument (dtype, shape, size, read-only out, unknown
@@ -52,8 +53,10 @@ Errors
     ``TypeError``: an argument of the wrong kind (a table that is neither an
     index nor a name, ``layers`` given as a str, bools as tokens or row IDs).
     ``OSError``: the operating system failed a read (``FileNotFoundError`` for a
-    missing file). ``CorruptionError`` (a subclass of ``OSError``): a block
-    failed its checksum. Each carries the store's status text as its message
+    missing file), or a node client's service is missing or gone.
+    ``TimeoutError`` (a subclass of ``OSError``): a node client's service did
+    not answer within its deadline. ``CorruptionError`` (a subclass of
+    ``OSError``): a block failed its checksum. Each carries the store's status text as its message
     and its status code name as ``.code``; a failed gather's exception also has
     ``.failed_positions``, the positions of ``row_ids`` whose rows the output
     does not hold (their bytes are unspecified; every other row was written
@@ -68,11 +71,13 @@ Logging
     names it. They do not go through the ``logging`` module.
 
 API
-    ``Store(tables=None, cache_bytes=1 GiB, policy="default", io_backend="auto",
+    ``Store(tables=None, *, cache_bytes=1 GiB, policy="default", io_backend="auto",
     metrics_listen=None, token_map=None, direct_io=True, completion_threads=2, io_rings=1,
-    manifest=None, rank=None, hot_set=None, hot_set_interval=0.0, node=None, client_name=None)``
+    manifest=None, rank=None, hot_set=None, hot_set_interval=0.0, node=None, client_name=None,
+    node_open_timeout=None, node_call_timeout=None)``
         A context manager; ``close()``. ``tables`` are table file paths; a table
-        is then named by its index or its name (the file's stem).
+        is then named by its index or its name (the file's stem). Every other
+        argument is keyword-only (passed by position, a ``TypeError``).
         ``manifest=`` (a path, or a list of paths, one per layer) and
         ``rank=r``: open rank r's tables of layers converted by
         ``engram-convert --ranks R OUT.json``; each is checked to be that
@@ -90,16 +95,31 @@ API
         open reads them back into the caches in the background (open does not
         wait; ``wait_for_warm_up()`` does). A hot set of another table, policy
         or cache size, or a corrupt one, is ignored with one warning.
-        ``node`` (a Unix socket path; None = off): one store per node. The
-        store is then a client of the ``engram-served`` serving that socket:
-        it maps the service's row cache read-only and serves hits itself (no
-        system call), and sends misses, read-aheads and stats to the service.
-        ``tables``/``manifest``/``rank`` must be what the service serves;
-        the cache, I/O and warm-start arguments are the service's and are
-        ignored. ``client_name`` labels this client's series in the service's
-        ``/metrics`` (default: the process ID). If the service is missing,
-        stopped or restarting, calls raise ``OSError`` (the store reconnects
-        by itself once it is back).
+        ``node`` (a Unix socket path; None = off, a store of this process's
+        own; ``""`` is a ``ValueError``): one store per node. The store is
+        then a client of the ``engram-served`` serving that socket: it maps
+        the service's row cache read-only and serves hits itself (no system
+        call), and sends misses, read-aheads and stats to the service.
+        ``tables``/``manifest``/``rank`` must be what the service serves.
+        ``cache_bytes``, ``policy``, ``io_backend``, ``direct_io``,
+        ``completion_threads``, ``io_rings``, ``metrics_listen``, ``hot_set``
+        and ``hot_set_interval`` are the service's (``engram-served``'s
+        options): a client leaves them out, and any value but the default is
+        a ``ValueError`` naming the argument. ``client_name`` labels this
+        client's series in the service's ``/metrics`` (default: the process
+        ID; at most 128 bytes of UTF-8, no control characters). If the
+        service is missing, gone or restarting, calls raise ``OSError`` (the
+        store reconnects by itself once it is back).
+        ``node_open_timeout`` (seconds; None = 5) bounds opening the client,
+        ``node_call_timeout`` (seconds; None = 30) each call that waits for
+        the service (a gather's misses, a read-ahead release, the waits,
+        stats, metrics); each is in (0, 3600]. A service that does not answer
+        in time (stopped, wedged) makes the open or a gather raise
+        ``TimeoutError`` (a gather's ``.failed_positions``: the rows it
+        missed, which the service owed). The client keeps its session: once the service
+        answers again, so does the store. Calls that raise nothing return at
+        the deadline (``stats()`` and ``metrics_text()`` then without the
+        service's figures).
     ``record_bytes(table)``, ``row_count(table)``, ``stats()`` (a dict per table
     name: every counter of engram/counters.h, and ``cache_<name>`` for every
     statistic of engram/cache_stats.h, refusals also per reason as
@@ -163,6 +183,7 @@ API
 """
 
 import asyncio as _asyncio
+import numbers as _numbers
 import os as _os
 
 from ._engram_store import (  # noqa: F401
@@ -254,22 +275,37 @@ def _rank_arguments(manifest, rank):
     return manifests, rank
 
 
+def _seconds(argument, value):
+    """A deadline in seconds: None, or a real number (not a bool); its range is checked by the binding."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, _numbers.Real):
+        raise TypeError(f"{argument}= must be a number of seconds, not {type(value).__name__}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{argument}= must be a number of seconds in (0, 3600], got {value!r}") from None
+
+
 class Store(_Store):
     __doc__ = _Store.__doc__
 
-    def __init__(self, tables=None, cache_bytes=1 << 30, policy="default", io_backend="auto", metrics_listen=None,
+    def __init__(self, tables=None, *, cache_bytes=1 << 30, policy="default", io_backend="auto", metrics_listen=None,
                  token_map=None, direct_io=True, completion_threads=2, io_rings=1, manifest=None, rank=None,
-                 hot_set=None, hot_set_interval=0.0, node=None, client_name=None):
+                 hot_set=None, hot_set_interval=0.0, node=None, client_name=None, node_open_timeout=None,
+                 node_call_timeout=None):
         if isinstance(tables, (str, bytes)) or hasattr(tables, "__fspath__"):
             raise ValueError("tables must be a list of table paths")
         manifests, rank = _rank_arguments(manifest, rank)
-        if client_name is not None and node is None:
-            raise ValueError("client_name= names a client of a node service: give node= too")
-        super().__init__([_os.fsdecode(t) for t in (tables or [])], cache_bytes, policy, io_backend, metrics_listen,
-                         _path_or_array(token_map), direct_io, completion_threads, io_rings, manifests, rank,
-                         None if hot_set is None else _os.fsdecode(hot_set), hot_set_interval,
-                         None if node is None else _os.fsdecode(node),
-                         None if client_name is None else str(client_name))
+        super().__init__([_os.fsdecode(t) for t in (tables or [])], cache_bytes=cache_bytes, policy=policy,
+                         io_backend=io_backend, metrics_listen=metrics_listen, token_map=_path_or_array(token_map),
+                         direct_io=direct_io, completion_threads=completion_threads, io_rings=io_rings,
+                         manifests=manifests, rank=rank,
+                         hot_set=None if hot_set is None else _os.fsdecode(hot_set), hot_set_interval=hot_set_interval,
+                         node=None if node is None else _os.fsdecode(node),
+                         client_name=None if client_name is None else str(client_name),
+                         node_open_timeout=_seconds("node_open_timeout", node_open_timeout),
+                         node_call_timeout=_seconds("node_call_timeout", node_call_timeout))
 
     def __enter__(self):
         return self

@@ -143,16 +143,22 @@ PYBIND11_MODULE(_engram_store, m) {
                     // warm start
                     const std::optional<std::string>&, double,
                     // one store per node
-                    const std::optional<std::string>&, const std::optional<std::string>&>(),
-           py::arg("tables"), py::arg("cache_bytes") = uint64_t(1) << 30, py::arg("policy") = "default",
+                    const std::optional<std::string>&, const std::optional<std::string>&, std::optional<double>,
+                    std::optional<double>>(),
+           // Every argument after the tables by keyword only: among this many
+           // options, a value passed by position lands on whichever sits there.
+           py::arg("tables"), py::kw_only(), py::arg("cache_bytes") = uint64_t(1) << 30, py::arg("policy") = "default",
            py::arg("io_backend") = "auto", py::arg("metrics_listen") = py::none(), py::arg("token_map") = py::none(),
            py::arg("direct_io") = true, py::arg("completion_threads") = 2, py::arg("io_rings") = 1,
            // Rank tables: manifests (engram-convert --ranks) opened for `rank`.
            py::arg("manifests") = std::vector<std::string>{}, py::arg("rank") = -1,
            // warm start
            py::arg("hot_set") = py::none(), py::arg("hot_set_interval") = 0.0,
-           // One store per node: the socket of an engram-served to be a client of.
-           py::arg("node") = py::none(), py::arg("client_name") = py::none())
+           // One store per node: the socket of an engram-served to be a client
+           // of, and the client's deadlines in seconds (None: 5 s to open,
+           // 30 s a call).
+           py::arg("node") = py::none(), py::arg("client_name") = py::none(),
+           py::arg("node_open_timeout") = py::none(), py::arg("node_call_timeout") = py::none())
       .def("close", &PyStore::Close)
       .def_property_readonly("closed", &PyStore::closed)
       .def_property_readonly("table_count", &PyStore::table_count)

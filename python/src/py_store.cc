@@ -1,5 +1,6 @@
 #include "python/src/py_store.h"
 
+#include <cmath>
 #include <utility>
 
 #include "python/src/errors.h"
@@ -40,6 +41,43 @@ void RefuseMovableOut(const ArrayView& out, const char* call) {
   }
 }
 
+// A node client's deadline, given in seconds, as the milliseconds
+// StoreOptions takes: positive, finite and at most an hour, rounded up so
+// that every positive value is at least 1 ms.
+uint32_t DeadlineMilliseconds(const char* argument, double seconds) {
+  if (!std::isfinite(seconds) || seconds <= 0 || seconds > 3600) {
+    throw py::value_error(std::string(argument) + "= must be a number of seconds in (0, 3600], got " +
+                          std::string(py::repr(py::float_(seconds))));
+  }
+  return static_cast<uint32_t>(std::ceil(seconds * 1000));
+}
+
+// Store::Open refuses a client the service's options too, by their C++
+// names; this says it with the Python argument the caller wrote. Each
+// argument's Python default is StoreOptions' default, so leaving it out is
+// leaving it at the service's choice.
+void RefuseServiceArguments(const StoreOptions& o) {
+  const StoreOptions d;
+  const std::pair<const char*, bool> changed[] = {
+      {"cache_bytes", o.cache_bytes != d.cache_bytes},
+      {"policy", o.cache_policy != d.cache_policy},
+      {"io_backend", o.io_backend != d.io_backend},
+      {"direct_io", o.direct_io != d.direct_io},
+      {"completion_threads", o.completion_threads != d.completion_threads},
+      {"io_rings", o.io_rings != d.io_rings},
+      {"metrics_listen", o.metrics_listen != d.metrics_listen},
+      {"hot_set", o.hot_set_path != d.hot_set_path},
+      {"hot_set_interval", o.hot_set_interval_seconds != d.hot_set_interval_seconds},
+  };
+  for (const auto& [argument, given] : changed) {
+    if (given) {
+      throw py::value_error("Store(node=...): " + std::string(argument) +
+                            "= is engram-served's to set, once for all its clients (see engram-served --help); "
+                            "a client leaves it out");
+    }
+  }
+}
+
 GatherResult Checked(GatherResult r) {
   if (!r.status.ok()) {
     RaiseStatus(r.status, r.failed_positions.empty() ? nullptr : &r.failed_positions);
@@ -61,10 +99,11 @@ std::shared_ptr<const TokenMap> TokenMapArgument(py::handle token_map) {
 }
 
 GatherHandle::~GatherHandle() {
-  if (started_ && !completion_->done()) {
-    py::gil_scoped_release release;
-    completion_->Wait();
-  }
+  py::gil_scoped_release release;
+  if (started_) completion_->Wait();
+  // The last reference to a store closes it, which may wait (a node client
+  // waits for its gathers in flight).
+  store_.reset();
 }
 
 GatherResult GatherHandle::Wait() {
@@ -81,10 +120,10 @@ GatherResult GatherHandle::Wait() {
 }
 
 StageHandle::~StageHandle() {
-  if (started_) {
-    py::gil_scoped_release release;
-    Finish();
-  }
+  py::gil_scoped_release release;
+  if (started_) Finish();
+  stager_.reset();
+  store_.reset();
 }
 
 void TicketSlot::Set(StageTicket ticket) {
@@ -199,7 +238,8 @@ PyStore::PyStore(const std::vector<std::string>& tables, uint64_t cache_bytes, c
                  // warm start
                  const std::optional<std::string>& hot_set, double hot_set_interval,
                  // one store per node
-                 const std::optional<std::string>& node, const std::optional<std::string>& client_name) {
+                 const std::optional<std::string>& node, const std::optional<std::string>& client_name,
+                 std::optional<double> node_open_timeout, std::optional<double> node_call_timeout) {
   if (tables.empty() && manifests.empty()) throw py::value_error("Store needs at least one table or manifest");
   StoreOptions options;
   for (const std::string& path : tables) {
@@ -225,8 +265,25 @@ PyStore::PyStore(const std::vector<std::string>& tables, uint64_t cache_bytes, c
   options.hot_set_path = hot_set.value_or("");
   options.hot_set_interval_seconds = hot_set_interval;
   // One store per node: a client of the engram-served at this socket.
-  options.node = node.value_or("");
-  options.node_client_name = client_name.value_or("");
+  if (node.has_value()) {
+    // StoreOptions::node = "" is a private store: never what node="" meant.
+    if (node->empty()) {
+      throw py::value_error("node= is an empty socket path: give the path of engram-served's --socket, or "
+                            "node=None for a store of this process's own");
+    }
+    RefuseServiceArguments(options);
+    options.node = *node;
+    options.node_client_name = client_name.value_or("");
+    if (node_open_timeout) options.node_open_timeout_ms = DeadlineMilliseconds("node_open_timeout", *node_open_timeout);
+    if (node_call_timeout) options.node_call_timeout_ms = DeadlineMilliseconds("node_call_timeout", *node_call_timeout);
+  } else {
+    const std::pair<const char*, bool> client_only[] = {{"client_name", client_name.has_value()},
+                                                        {"node_open_timeout", node_open_timeout.has_value()},
+                                                        {"node_call_timeout", node_call_timeout.has_value()}};
+    for (const auto& [argument, given] : client_only) {
+      if (given) throw py::value_error(std::string(argument) + "= is for a client of a node service: give node= too");
+    }
+  }
   token_map_ = TokenMapArgument(token_map);
   Result<std::unique_ptr<Store>> opened = Status::Internal("not opened");
   {
@@ -234,6 +291,13 @@ PyStore::PyStore(const std::vector<std::string>& tables, uint64_t cache_bytes, c
     opened = Store::Open(options);
   }
   store_ = std::shared_ptr<Store>(ValueOrRaise(std::move(opened)));
+}
+
+PyStore::~PyStore() {
+  if (store_ == nullptr && stage_thread_ == nullptr) return;
+  py::gil_scoped_release release;
+  stage_thread_.reset();
+  store_.reset();
 }
 
 void PyStore::Close() {
@@ -298,9 +362,15 @@ std::string PyStore::metrics_text() const {
 
 py::dict PyStore::Stats() const {
   const std::shared_ptr<Store> s = store();
+  std::vector<TableStats> tables(s->table_count());
+  {
+    // A node client asks the service, and waits for its answer.
+    py::gil_scoped_release release;
+    for (size_t i = 0; i < tables.size(); ++i) tables[i] = s->Stats(i);
+  }
   py::dict all;
-  for (size_t i = 0; i < s->table_count(); ++i) {
-    const TableStats t = s->Stats(i);
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const TableStats& t = tables[i];
     py::dict d;
     d["index"] = i;
     d["path"] = t.path;

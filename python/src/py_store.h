@@ -115,8 +115,12 @@ class PyStore {
           int32_t rank,
           // warm start
           const std::optional<std::string>& hot_set, double hot_set_interval,
-          // one store per node
-          const std::optional<std::string>& node, const std::optional<std::string>& client_name);
+          // one store per node; the deadlines in seconds (None: the C++ defaults)
+          const std::optional<std::string>& node, const std::optional<std::string>& client_name,
+          std::optional<double> node_open_timeout, std::optional<double> node_call_timeout);
+  // Closes the store without the GIL: a node client's close waits for its
+  // gathers in flight, which a stopped service ends only at their deadline.
+  ~PyStore();
 
   void Close();
   bool closed() const { return store_ == nullptr; }

@@ -128,3 +128,13 @@ def test_a_torch_bool_tensor_is_a_type_error(store):
 def test_a_str_as_tokens_is_a_type_error(store):
     with pytest.raises(TypeError, match="^tokens must be an integer array or a sequence of ints, not str$"):
         store.stage("12", None, np.empty((2, 2, 24, RECORD_BYTES), dtype=np.uint8))
+
+
+def test_every_store_argument_after_tables_is_keyword_only(tables):
+    with pytest.raises(TypeError):
+        engram_store.Store(tables["layers"], 1 << 20)
+    # The binding's own Store, which the package's passes them to by keyword.
+    with pytest.raises(TypeError):
+        engram_store._engram_store.Store(tables["layers"], 1 << 20)
+    with engram_store.Store(tables["layers"], cache_bytes=1 << 20, io_backend="pread") as s:
+        assert s.table_count == 2
