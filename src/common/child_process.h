@@ -47,8 +47,9 @@ class ChildProcess {
   }
 
   // Starts argv[0] (a path) with its stdin and stdout on pipes; stderr is
-  // inherited.
-  static ChildProcess Start(const std::vector<std::string>& argv) {
+  // inherited, or goes to the stdout pipe too (`merge_stderr`: for reading
+  // what a process logs).
+  static ChildProcess Start(const std::vector<std::string>& argv, bool merge_stderr = false) {
     int fds[2], in[2];
     ChildProcess c;
     if (::pipe2(fds, O_CLOEXEC) != 0) return c;
@@ -68,6 +69,7 @@ class ChildProcess {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);  // the parent ended before the prctl
       ::dup2(fds[1], STDOUT_FILENO);
+      if (merge_stderr) ::dup2(fds[1], STDERR_FILENO);
       ::dup2(in[0], STDIN_FILENO);
       ::execv(args[0], args.data());
       ::_exit(127);
@@ -91,12 +93,23 @@ class ChildProcess {
   // Waits until the child has printed a line starting with `prefix`; returns
   // that line, or nothing at the deadline or the end of its output.
   std::optional<std::string> WaitForLine(const std::string& prefix, std::chrono::milliseconds timeout) {
+    return WaitForLineWhere([&prefix](const std::string& line) { return line.rfind(prefix, 0) == 0; }, timeout);
+  }
+  // The same for a line holding `needle` anywhere (a log line, after its
+  // time stamp).
+  std::optional<std::string> WaitForLineContaining(const std::string& needle, std::chrono::milliseconds timeout) {
+    return WaitForLineWhere([&needle](const std::string& line) { return line.find(needle) != std::string::npos; },
+                            timeout);
+  }
+
+  template <typename Match>
+  std::optional<std::string> WaitForLineWhere(const Match& match, std::chrono::milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
       for (size_t nl; (nl = buffer_.find('\n')) != std::string::npos;) {
         std::string line = buffer_.substr(0, nl);
         buffer_.erase(0, nl + 1);
-        if (line.rfind(prefix, 0) == 0) return line;
+        if (match(line)) return line;
       }
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());

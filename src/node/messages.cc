@@ -1,5 +1,6 @@
 #include "src/node/messages.h"
 
+#include <algorithm>
 #include <type_traits>
 
 namespace engram::node {
@@ -220,6 +221,43 @@ Result<uint32_t> DecodeU32(std::span<const uint8_t> payload) {
   const uint32_t v = r.U32();
   if (!r.Done()) return Malformed("table index");
   return v;
+}
+
+Status CheckRowIds(std::span<const uint64_t> ids, uint64_t row_count, bool distinct, const std::string& table) {
+  for (uint64_t id : ids) {
+    if (id >= row_count) {
+      return Status::OutOfRange("node protocol: row " + std::to_string(id) + " is past the end of table " + table +
+                                " (" + std::to_string(row_count) + " rows)");
+    }
+  }
+  if (distinct && ids.size() > 1) {
+    std::vector<uint64_t> sorted(ids.begin(), ids.end());
+    std::sort(sorted.begin(), sorted.end());
+    auto twice = std::adjacent_find(sorted.begin(), sorted.end());
+    if (twice != sorted.end()) {
+      return Status::InvalidArgument("node protocol: row " + std::to_string(*twice) +
+                                     " is asked for twice in one request (a request's rows are distinct)");
+    }
+  }
+  return Status::OK();
+}
+
+Status CheckWelcome(const Welcome& w, uint64_t mapped_bytes) {
+  for (const WelcomeTable& t : w.tables) {
+    if (t.record_bytes == 0 || t.row_count == 0 || t.geometry.row_bytes != t.record_bytes) {
+      return Status::Internal("node: the service describes table " + t.name + " inconsistently (records of " +
+                              std::to_string(t.record_bytes) + " B, " + std::to_string(t.row_count) +
+                              " rows, cache rows of " + std::to_string(t.geometry.row_bytes) + " B)");
+    }
+    std::string why;
+    if (!t.geometry.Valid(&why)) return Status::Internal("node: table " + t.name + "'s cache: " + why);
+    if (t.index_offset > mapped_bytes || t.slab_offset > mapped_bytes ||
+        t.geometry.index_bytes > mapped_bytes - t.index_offset ||
+        t.geometry.slab_bytes > mapped_bytes - t.slab_offset) {
+      return Status::Internal("node: table " + t.name + "'s cache lies outside the shared memory");
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace engram::node

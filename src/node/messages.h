@@ -130,4 +130,16 @@ Result<TableStats> DecodeTableStats(std::span<const uint8_t> payload);
 std::vector<uint8_t> EncodeU32(uint32_t v);
 Result<uint32_t> DecodeU32(std::span<const uint8_t> payload);
 
+// The checks a receiver makes of a decoded message before it acts on it.
+//
+// A request's row IDs: every one below row_count and, when `distinct` (a
+// gather's rows), none twice; else OutOfRange / InvalidArgument naming the
+// row and the table.
+Status CheckRowIds(std::span<const uint64_t> ids, uint64_t row_count, bool distinct, const std::string& table);
+// A welcome against the memory the client mapped (`mapped_bytes`): each
+// table's records and cache rows the same size, its cache valid and inside
+// the memory. Rows are copied with those sizes and at those offsets.
+Status CheckWelcome(const Welcome& w, uint64_t mapped_bytes);
+
+
 }  // namespace engram::node

@@ -130,7 +130,9 @@ class Session {
   void Receive() EXCLUDES(mu_);
   void Dispatch(Message m) EXCLUDES(mu_);
   // Fails the requests whose deadline has passed; returns the milliseconds
-  // to the next deadline (or a second).
+  // to wait for the next deadline. With none pending, the call timeout: a
+  // request sent while the receiving thread waits has a deadline no sooner
+  // than that, so it is never expired late.
   int ExpireDeadlines() EXCLUDES(mu_);
   // A send fails when the service has ended the connection, and its last
   // words (why it did) may be waiting unread: the receiving thread ends the
@@ -263,20 +265,10 @@ Result<std::unique_ptr<Session>> Session::Connect(const StoreOptions& options) {
   if (s->welcome_.tables.size() != options.tables.size()) {
     return Status::Internal("node: the welcome lists another number of tables than the hello");
   }
+  // Rows are copied with the cache's row size into buffers of the table's
+  // record size, from the offsets it gives: all checked before anything is.
+  ENGRAM_RETURN_IF_ERROR(CheckWelcome(s->welcome_, s->memory_.size()).WithContext("engram-served at " + options.node));
   for (const WelcomeTable& t : s->welcome_.tables) {
-    // Rows are copied with the cache's row size into buffers of the table's
-    // record size: the two must agree before anything is copied.
-    if (t.record_bytes == 0 || t.row_count == 0 || t.geometry.row_bytes != t.record_bytes) {
-      return Status::Internal("node: engram-served at " + options.node + " describes table " + t.name +
-                              " inconsistently (records of " + std::to_string(t.record_bytes) + " B, " +
-                              std::to_string(t.row_count) + " rows, cache rows of " +
-                              std::to_string(t.geometry.row_bytes) + " B)");
-    }
-    const uint64_t size = s->memory_.size();
-    if (t.index_offset > size || t.slab_offset > size || t.geometry.index_bytes > size - t.index_offset ||
-        t.geometry.slab_bytes > size - t.slab_offset) {
-      return Status::Internal("node: table " + t.name + "'s cache lies outside the shared memory");
-    }
     auto reader = cache::SharedRowCacheReader::Attach(t.geometry, s->memory_.data() + t.index_offset,
                                                       s->memory_.data() + t.slab_offset);
     if (!reader.ok()) return reader.status().WithContext("node: table " + t.name);
@@ -332,7 +324,7 @@ void Session::SendWaiting() {
 
 int Session::ExpireDeadlines() {
   std::vector<Reply> expired;
-  int next_ms = 1000;
+  int next_ms = static_cast<int>(std::min<uint32_t>(call_timeout_ms_, 1000));
   {
     MutexLock lock(&mu_);
     const uint64_t now = NowMs();

@@ -122,7 +122,7 @@ class NodeServiceImpl final : public NodeService {
     return clients_.size();
   }
   uint16_t metrics_port() const override { return store_ ? store_->metrics_port() : 0; }
-  std::string MetricsText() const override { return store_->MetricsText(); }
+  std::string MetricsText() const override { return store_ ? store_->MetricsText() : std::string(); }
 
   // From the clients' connections (each in its strand).
   void OnMessage(Client& client, const std::shared_ptr<ServiceConnection>& conn, Message m);
@@ -257,27 +257,11 @@ OutgoingMessage ErrorAnswer(uint64_t request_id, const Status& s) {
   return OutgoingMessage(MessageType::kError, request_id, EncodeStatus(s));
 }
 
-// The row IDs of a request, checked before anything is done with them:
-// every one in the table and, for a gather, none twice (a gather's rows are
-// its distinct rows; the client sends each once).
+// The row IDs of a request, checked before anything is done with them (see
+// CheckRowIds): a gather's rows are its distinct rows; the client sends each
+// once.
 Status CheckRows(const TableState& t, std::span<const uint64_t> ids, bool distinct) {
-  const uint64_t rows = t.file->row_count();
-  for (uint64_t id : ids) {
-    if (id >= rows) {
-      return Status::OutOfRange("node protocol: row " + std::to_string(id) + " is past the end of table " + t.name +
-                                " (" + std::to_string(rows) + " rows)");
-    }
-  }
-  if (distinct && ids.size() > 1) {
-    std::vector<uint64_t> sorted(ids.begin(), ids.end());
-    std::sort(sorted.begin(), sorted.end());
-    auto twice = std::adjacent_find(sorted.begin(), sorted.end());
-    if (twice != sorted.end()) {
-      return Status::InvalidArgument("node protocol: row " + std::to_string(*twice) +
-                                     " is asked for twice in one request (a request's rows are distinct)");
-    }
-  }
-  return Status::OK();
+  return CheckRowIds(ids, t.file->row_count(), distinct, t.name);
 }
 
 Result<std::unique_ptr<NodeService>> NodeServiceImpl::Start(const NodeServiceOptions& options) {
@@ -779,7 +763,12 @@ void NodeServiceImpl::OnClosed(Client& client) {
 }
 
 void NodeServiceImpl::AddClientMetrics(MetricsSnapshot& m) const {
-  std::vector<std::pair<std::string, ClientCounters>> live;
+  struct Live {
+    std::string label;
+    ClientCounters counters;
+    uint64_t id;
+  };
+  std::vector<Live> live;
   ClientCounters departed;
   uint64_t departed_clients;
   {
@@ -789,10 +778,10 @@ void NodeServiceImpl::AddClientMetrics(MetricsSnapshot& m) const {
     for (const auto& [id, c] : clients_) {
       MutexLock client_lock(&c->mu);
       if (c->label.empty()) continue;  // not yet greeted
-      live.emplace_back(c->label, c->counters);
+      live.push_back({c->label, c->counters, id});
     }
   }
-  std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(live.begin(), live.end(), [](const Live& a, const Live& b) { return a.label < b.label; });
   m.AddGauge("engram_node_clients", "Clients connected to this engram-served.", {}, double(live.size()));
   m.AddCounter("engram_node_clients_departed_total", "Clients that have disconnected (or died).", {},
                double(departed_clients));
@@ -826,11 +815,17 @@ void NodeServiceImpl::AddClientMetrics(MetricsSnapshot& m) const {
        "The disk part of a client's readiness wait (the round trip to the service included).",
        &ClientCounters::disk_nanoseconds, true},
   };
+  bool first_pins = true;
+  for (const Live& c : live) {
+    m.AddGauge("engram_node_client_read_ahead_pins", first_pins ? "Read-ahead pins a client holds (over all tables)." : "",
+               {{"client", c.label}}, double(store_ ? store_->ReadAheadPinsOf(c.id) : 0));
+    first_pins = false;
+  }
   for (const Field& f : kFields) {
     bool first = true;
-    for (const auto& [name, counters] : live) {
-      const double v = double(counters.*f.member) * (f.seconds ? 1e-9 : 1.0);
-      m.AddCounter(f.metric, first ? f.help : "", {{"client", name}}, v);
+    for (const Live& c : live) {
+      const double v = double(c.counters.*f.member) * (f.seconds ? 1e-9 : 1.0);
+      m.AddCounter(f.metric, first ? f.help : "", {{"client", c.label}}, v);
       first = false;
     }
     const double gone = double(departed.*f.member) * (f.seconds ? 1e-9 : 1.0);

@@ -1,6 +1,7 @@
 #include "src/node/wire.h"
 
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -13,8 +14,7 @@
 namespace engram::node {
 namespace {
 
-// A read grows the payload buffer by at most this much ahead of the bytes
-// that have arrived.
+// A read takes at most this much of a payload at once.
 constexpr size_t kReadStep = 256u << 10;
 // Room for the descriptors a hostile peer may attach to one read: the kernel
 // closes those that do not fit (MSG_CTRUNC), we close those that do.
@@ -131,12 +131,14 @@ Result<MessageReader::Progress> MessageReader::ReadFrom(int socket) {
       dst = reinterpret_cast<uint8_t*>(&header_) + header_got_;
       want = sizeof(FrameHeader) - header_got_;
     } else {
-      const size_t total = header_.payload_bytes;
-      if (payload_.size() < std::min(total, payload_got_ + kReadStep)) {
-        payload_.resize(std::min(total, payload_got_ + kReadStep));
-      }
+      // Room for what has arrived (at most a step), never for what the
+      // header only claims.
+      int available = 0;
+      if (::ioctl(socket, FIONREAD, &available) != 0) available = 0;
+      const size_t left = header_.payload_bytes - payload_got_;
+      want = std::min({left, kReadStep, std::max<size_t>(size_t(std::max(available, 0)), 1)});
+      if (payload_.size() < payload_got_ + want) payload_.resize(payload_got_ + want);
       dst = payload_.data() + payload_got_;
-      want = payload_.size() - payload_got_;
     }
     iovec iov{dst, want};
     msghdr msg{};

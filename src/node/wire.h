@@ -167,8 +167,8 @@ Status SendMessage(int socket, MessageType type, uint64_t request_id, std::span<
                    std::span<const uint8_t> tail = {}, int fd = -1, uint64_t deadline_ms = 0);
 
 // Reads messages from a socket as their bytes arrive, one at a time. The
-// payload buffer grows with the bytes received, never ahead of them by more
-// than one read's worth, so a header that claims a large payload costs
+// payload buffer grows with the bytes that have arrived (FIONREAD), never
+// with what a header claims, so a header that claims a large payload costs
 // nothing until the payload comes. At most one descriptor per message is
 // kept (and only when `keep_descriptor`); every other one a peer sends is
 // closed at once, so no message can leave descriptors behind.

@@ -59,12 +59,15 @@ void ReadAheadTracker::Land(const Ticket& ticket, uint64_t row, bool read_ok, st
   if (o == InsertOutcome::kRefusedAllPinned || o == InsertOutcome::kRefusedLostAdmission) return;
   pinned_.insert(key);
   ++pin_owners_[row];
+  ++pins_by_owner_[ticket.owner];
   pinned_count_.fetch_add(1, std::memory_order_relaxed);
   counters.Add(counters.read_ahead_rows, 1);
 }
 
 void ReadAheadTracker::DropPin(const OwnedRow& pin) {
   pinned_.erase(pin);
+  auto mine = pins_by_owner_.find(pin.owner);
+  if (--mine->second == 0) pins_by_owner_.erase(mine);
   pinned_count_.fetch_sub(1, std::memory_order_relaxed);
   auto owners = pin_owners_.find(pin.row);
   if (--owners->second == 0) {
@@ -107,8 +110,10 @@ void ReadAheadTracker::ReleaseOwner(PinOwner owner) {
   MutexLock lock(&mu_);
   if (batches_by_owner_.count(owner) != 0) released_owners_.insert(owner);
   std::vector<OwnedRow> held;
-  for (const OwnedRow& pin : pinned_) {
-    if (pin.owner == owner) held.push_back(pin);
+  if (pins_by_owner_.count(owner) != 0) {
+    for (const OwnedRow& pin : pinned_) {
+      if (pin.owner == owner) held.push_back(pin);
+    }
   }
   for (const OwnedRow& pin : held) {
     DropPin(pin);
@@ -118,9 +123,8 @@ void ReadAheadTracker::ReleaseOwner(PinOwner owner) {
 
 size_t ReadAheadTracker::pins_of(PinOwner owner) const {
   MutexLock lock(&mu_);
-  size_t n = 0;
-  for (const OwnedRow& pin : pinned_) n += pin.owner == owner ? 1 : 0;
-  return n;
+  auto it = pins_by_owner_.find(owner);
+  return it == pins_by_owner_.end() ? 0 : it->second;
 }
 
 void StartReadAhead(StoreImpl* store, size_t table_index, std::vector<uint64_t> rows,

@@ -121,6 +121,7 @@ class ReadAheadTracker {
   mutable Mutex mu_;
   std::unordered_set<OwnedRow, OwnedRowHash> pinned_ GUARDED_BY(mu_);
   std::unordered_map<uint64_t, uint32_t> pin_owners_ GUARDED_BY(mu_);  // row -> owners pinning it
+  std::unordered_map<PinOwner, uint64_t> pins_by_owner_ GUARDED_BY(mu_);  // owner -> its pins
   std::atomic<uint64_t> pinned_count_{0};  // pinned_.size(), for the lock-free skip
 
   // Rows of read-ahead batches still in flight, per owner. A gather that

@@ -322,6 +322,12 @@ void StoreImpl::ReleaseReadAheadOwner(ReadAheadTracker::PinOwner owner) {
   for (auto& t : tables_) t->read_ahead.ReleaseOwner(owner);
 }
 
+uint64_t StoreImpl::ReadAheadPinsOf(ReadAheadTracker::PinOwner owner) const {
+  uint64_t pins = 0;
+  for (const auto& t : tables_) pins += t->read_ahead.pins_of(owner);
+  return pins;
+}
+
 Status StoreImpl::ReadAhead(size_t table, std::span<const uint64_t> row_ids) {
   if (table >= tables_.size()) return Status::InvalidArgument("read-ahead: no table " + std::to_string(table));
   const TableGeometry& g = tables_[table]->file->geometry();

@@ -99,6 +99,8 @@ class StoreImpl final : public Store {
   void ReleaseReadAheadFor(ReadAheadTracker::PinOwner owner, size_t table, std::span<const uint64_t> row_ids);
   // Drops every pin `owner` holds in every table; does not wait.
   void ReleaseReadAheadOwner(ReadAheadTracker::PinOwner owner);
+  // The read-ahead pins `owner` holds, over every table.
+  uint64_t ReadAheadPinsOf(ReadAheadTracker::PinOwner owner) const;
 
   // For the gather and read-ahead operations.
   TableState& table_state(size_t i) { return *tables_[i]; }

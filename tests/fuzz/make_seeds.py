@@ -210,3 +210,22 @@ write(N, "error", bytes([5]) + struct.pack("<I", 10) + string("engram-served is 
 fields = 12  # ENGRAM_GATHER_RESULT's fields
 done = struct.pack("<I", 0) + string("") + bytes(8 * fields) + u64s([1]) + bytes(16)
 write(N, "gather-done", bytes([20]) + done)
+# The receiver's checks (control 0xf0..0xf3): a client name, a byte stream
+# as the service frames it, a welcome against its memory, row IDs against a
+# table.
+write(N, "name-utf8", bytes([0xF0]) + "rank-3 \u03bb".encode())
+write(N, "name-not-utf8", bytes([0xF0]) + b"rank\xff\xfe")
+write(N, "name-control", bytes([0xF0]) + b"line\nbreak")
+magic = 0x4D524745
+def frame(kind, payload, claimed=None):
+    n = len(payload) if claimed is None else claimed
+    return struct.pack("<IHHQII", magic, kind, 0, 1, n, 0) + payload
+write(N, "stream", bytes([0xF1]) + frame(1, hello) + frame(4, struct.pack("<I", 0) + u64s([1, 2])))
+write(N, "stream-oversized", bytes([0xF1]) + frame(1, b"", claimed=1 << 20))
+geometry = struct.pack("<IIQQIIIIQQ", 0x33435345, 4, 1, 0, 1, 264, 0, 0, 128, 4 * 264)
+welcome = struct.pack("<QQ", 1234, 4 << 20) + string("io_uring") + struct.pack("<II", 0, 1)
+welcome += string("t") + string("/data/t.engram") + struct.pack("<QIQ", 1000, 264, 1 << 20) + string("{}")
+welcome += geometry + struct.pack("<QQ", 0, 2 << 20)
+write(N, "welcome-checked", bytes([0xF2]) + struct.pack("<Q", 4 << 20) + welcome)
+write(N, "rows-twice", bytes([0xF3]) + struct.pack("<Q", 1001) + struct.pack("<I", 0) + u64s([5, 9, 5]))
+write(N, "rows-past-end", bytes([0xF3]) + struct.pack("<Q", 100) + struct.pack("<I", 0) + u64s([5, 1 << 62]))
