@@ -105,7 +105,11 @@ int RunMixed(const NodeArgs& args) {
   }
   const NodeFairnessReport& r = *report;
   if (!args.csv.empty() || !args.plot.empty()) {
-    const std::string csv = !args.csv.empty() ? args.csv : args.plot + ".csv";
+    std::string csv = args.csv;
+    if (csv.empty()) {  // beside the chart: x.png -> x.csv
+      const std::string& p = args.plot;
+      csv = (p.size() > 4 && p.compare(p.size() - 4, 4, ".png") == 0 ? p.substr(0, p.size() - 4) : p) + ".csv";
+    }
     Status s = WriteLatencyCsv(csv, r);
     if (s.ok() && !args.plot.empty()) s = PlotLatencyCdf(args.plot, csv, "engram-bench node --mixed: " + c.file);
     if (!s.ok()) {
@@ -276,7 +280,8 @@ CLI::App* RegisterNodeCommand(CLI::App& app, NodeArgs& a) {
       ->capture_default_str()
       ->group(g);
   cmd->add_option("--csv", a.csv, "write B's latencies here (side,gather,latency_us)")->group(g);
-  cmd->add_option("--plot", a.plot, "draw B's latency CDFs into this PNG (gnuplot; the CSV beside it without --csv)")
+  cmd->add_option("--plot", a.plot,
+                  "draw B's latency CDFs into this PNG (gnuplot; without --csv the CSV goes beside it, .png -> .csv)")
       ->group(g);
   return cmd;
 }
