@@ -111,7 +111,8 @@ int RunMixed(const NodeArgs& args) {
       csv = (p.size() > 4 && p.compare(p.size() - 4, 4, ".png") == 0 ? p.substr(0, p.size() - 4) : p) + ".csv";
     }
     Status s = WriteLatencyCsv(csv, r);
-    if (s.ok() && !args.plot.empty()) s = PlotLatencyCdf(args.plot, csv, "engram-bench node --mixed: " + c.file);
+    const std::string title = !args.plot_title.empty() ? args.plot_title : "engram-bench node --mixed: " + c.file;
+    if (s.ok() && !args.plot.empty()) s = PlotLatencyCdf(args.plot, csv, title);
     if (!s.ok()) {
       std::fprintf(stderr, "engram-bench node --mixed: %s\n", s.ToString().c_str());
       return 1;
@@ -283,6 +284,7 @@ CLI::App* RegisterNodeCommand(CLI::App& app, NodeArgs& a) {
   cmd->add_option("--plot", a.plot,
                   "draw B's latency CDFs into this PNG (gnuplot; without --csv the CSV goes beside it, .png -> .csv)")
       ->group(g);
+  cmd->add_option("--plot-title", a.plot_title, "the chart's title (default: the command and the table)")->group(g);
   return cmd;
 }
 

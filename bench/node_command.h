@@ -21,6 +21,7 @@ struct NodeArgs {
   double mixed_cache_mib = 0;
   std::string csv;   // B's latencies, one line per gather and side
   std::string plot;  // their CDFs, drawn by gnuplot
+  std::string plot_title;
 };
 CLI::App* RegisterNodeCommand(CLI::App& app, NodeArgs& a);
 int RunNodeCommand(const NodeArgs& a);

@@ -77,7 +77,10 @@ for run in $(seq "$runs"); do
   echo "node_fairness: run $run/$runs (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
   json=$work/run$run.json
   plot=()
-  if [ -n "$out" ]; then plot=(--plot "$out/node_fairness_${label}_run$run.png"); fi
+  if [ -n "$out" ]; then
+    plot=(--plot "$out/node_fairness_${label}_run$run.png"
+          --plot-title "engram-bench node --mixed on a $ROWS-row table under $dir ($label), run $run of $runs")
+  fi
   "$BENCH" node --mixed --file "$table" "${extra[@]}" "${plot[@]}" --json > "$json"
   if [ -n "$out" ]; then cp "$json" "$out/node_fairness_${label}_run$run.json"; fi
   python3 - "$run" "$json" <<'PY'
