@@ -15,7 +15,8 @@
 //           their gathers from N threads. Target: at least 0.9x the rows/s.
 //
 // The clients and the private stores of the memory and miss phases are this
-// program re-executed (`engram-bench node-client`): real processes.
+// program re-executed (`engram-bench node-client`, bench/node_client_role.h):
+// real processes.
 #pragma once
 
 #include <cstdint>
@@ -77,23 +78,5 @@ struct NodeBenchReport {
 using NodeBenchLog = std::function<void(const std::string&)>;
 
 Result<NodeBenchReport> RunNodeBenchmark(const NodeBenchConfig& config, const NodeBenchLog& log);
-
-// `engram-bench node-client`: one client (or private store) process of the
-// benchmark. It opens its store, gathers its working set, prints "ready",
-// then obeys lines on stdin: "miss" gathers its share of never-read rows
-// and prints "missed ROWS SECONDS", "exit" ends it.
-struct NodeClientRole {
-  std::string file;
-  std::string socket;         // empty: a private store
-  uint64_t cache_bytes = 0;   // a private store's
-  uint64_t warm_rows = 0;     // the working set: this many rows of the table's seeded permutation
-  uint64_t seed = 1;
-  uint32_t threads = 1;       // gathering threads for "miss"
-  uint64_t miss_first = 0;    // its never-read rows: miss_first + k * miss_stride, k < miss_count
-  uint64_t miss_count = 0;
-  uint64_t miss_stride = 1;
-  uint32_t miss_rows_per_gather = 4096;
-};
-int RunNodeClientRole(const NodeClientRole& role);
 
 }  // namespace engram::bench
