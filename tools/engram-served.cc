@@ -91,6 +91,10 @@ int main(int argc, char** argv) {
   app.add_option("--threads", options.threads, "threads that serve every client connection")
       ->capture_default_str()
       ->check(CLI::Range(1u, 256u));
+  app.add_option("--gather-threads", options.gather_threads,
+                 "threads that read clients' missed rows, each on its own io_uring ring")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 256u));
   app.add_option("--miss-window-rows", options.miss_window_rows,
                  "clients' missed rows in the store at once, the rest queued fairly per client (0: twice "
                  "--queue-depth)")

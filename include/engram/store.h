@@ -77,6 +77,10 @@ struct GatherResult {
 };
 
 struct TableStats {
+  // OK, or why the figures below the sizes are missing (zero): a node
+  // client whose service did not answer (Unavailable, DeadlineExceeded).
+  // The name, path and sizes are filled either way.
+  Status status;
   std::string name;
   std::string path;
   uint64_t row_count = 0;

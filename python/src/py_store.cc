@@ -368,6 +368,9 @@ py::dict PyStore::Stats() const {
     py::gil_scoped_release release;
     for (size_t i = 0; i < tables.size(); ++i) tables[i] = s->Stats(i);
   }
+  for (const TableStats& t : tables) {
+    if (!t.status.ok()) RaiseStatus(t.status);  // a node client's service did not answer
+  }
   py::dict all;
   for (size_t i = 0; i < tables.size(); ++i) {
     const TableStats& t = tables[i];

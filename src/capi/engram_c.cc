@@ -317,6 +317,7 @@ engram_status engram_table_stats_get(const engram_store* store, size_t table, en
   }
   return Guarded("engram_table_stats_get", [&] {
   engram::TableStats s = store->store->Stats(table);
+  if (!s.status.ok()) return Report(s.status);  // a node client's service did not answer
   engram_table_stats full{};
   full.row_count = s.row_count;
   full.record_bytes = s.record_bytes;

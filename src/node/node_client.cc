@@ -644,14 +644,24 @@ class NodeClientStore final : public Store {
     stats.record_bytes = tables_[table].record_bytes;
     stats.cache_budget_bytes = tables_[table].cache_budget_bytes;
     auto s = const_cast<NodeClientStore*>(this)->Current();
-    if (!s.ok()) return stats;
+    if (!s.ok()) {
+      stats.status = s.status();
+      return stats;
+    }
     // This client's hits so far go first (the service answers a connection's
     // messages in order), so the stats include them.
     const_cast<NodeClientStore*>(this)->ReportHits();
     auto answer = (*s)->CallAndWait(MessageType::kStats, EncodeU32(static_cast<uint32_t>(table)));
-    if (!answer.ok()) return stats;
+    if (!answer.ok()) {
+      stats.status = answer.status();
+      return stats;
+    }
     auto decoded = DecodeTableStats(answer->payload);
-    return decoded.ok() ? std::move(decoded).value() : stats;
+    if (!decoded.ok()) {
+      stats.status = decoded.status();
+      return stats;
+    }
+    return std::move(decoded).value();
   }
   std::string MetricsText() const override {
     auto s = const_cast<NodeClientStore*>(this)->Current();

@@ -143,6 +143,9 @@ class NodeServiceImpl final : public NodeService {
   Status Request(Client& client, const std::shared_ptr<ServiceConnection>& conn, Message& m);
   void GatherRows(Client& client, const std::shared_ptr<ServiceConnection>& conn, uint64_t request_id,
                   uint32_t table, std::vector<uint64_t> ids);
+  // One unit of a gather's rows, on a gather thread.
+  void GatherUnit(const std::shared_ptr<GatherAnswer>& answer, const std::shared_ptr<ServiceConnection>& connection,
+                  uint32_t table, size_t begin, size_t count, const FairMissScheduler::Finished& finished);
   void ReadAhead(Client& client, uint32_t table, std::vector<uint64_t> ids);
   // Runs `call` on the blocking pool once every read-ahead the client asked
   // for before it has landed, then answers kDone.
@@ -168,6 +171,8 @@ class NodeServiceImpl final : public NodeService {
   // Store calls that wait (read-aheads landing, warm-up, cache memory, a
   // release): never on a connection's thread.
   std::unique_ptr<asio::thread_pool> waits_;
+  // The threads that gather the units of clients' misses (gather_threads).
+  std::unique_ptr<asio::thread_pool> gatherers_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> next_client_id_{1};
   std::atomic<uint64_t> failed_answers_{0};
@@ -313,12 +318,16 @@ Result<std::unique_ptr<NodeService>> NodeServiceImpl::Start(const NodeServiceOpt
   ENGRAM_RETURN_IF_ERROR(s->memory_->Seal());
   ENGRAM_RETURN_IF_ERROR(s->TakeTables());
   for (size_t t = 0; t < s->store_->table_count(); ++t) s->inflight_.push_back(std::make_unique<InflightRows>());
+  if (options.gather_threads == 0) return Status::InvalidArgument("engram-served: --gather-threads must be at least 1");
   FairMissScheduler::Options fair;
-  fair.window_rows = options.miss_window_rows != 0 ? options.miss_window_rows
-                                                   : uint64_t{2} * std::max<uint32_t>(s->store_->queue_depth(), 1);
   fair.quantum_rows = std::max<uint32_t>(options.miss_quantum_rows, 1);
+  fair.window_rows = options.miss_window_rows != 0
+                         ? options.miss_window_rows
+                         : std::max<uint64_t>(uint64_t{2} * std::max<uint32_t>(s->store_->queue_depth(), 1),
+                                              uint64_t{fair.quantum_rows} * options.gather_threads);
   s->scheduler_ = std::make_unique<FairMissScheduler>(fair);
   s->waits_ = std::make_unique<asio::thread_pool>(2);
+  s->gatherers_ = std::make_unique<asio::thread_pool>(options.gather_threads);
   s->acceptor_->listen(128, ec);
   if (ec) return Status::IOError("engram-served: listen on " + options.socket_path + ": " + ec.message());
   s->accept_retry_ = std::make_unique<asio::steady_timer>(s->io_);
@@ -655,41 +664,51 @@ void NodeServiceImpl::GatherRows(Client& client, const std::shared_ptr<ServiceCo
   const size_t units = (n + quantum - 1) / quantum;
   answer->units_left.store(static_cast<uint32_t>(units));
   std::shared_ptr<ServiceConnection> connection = conn;
-  StoreImpl* store = store_.get();
-  InflightRows* inflight = inflight_[table].get();
   for (size_t u = 0; u < units; ++u) {
     const size_t begin = u * quantum;
     const size_t count = std::min<size_t>(quantum, n - begin);
-    scheduler_->Submit(client.id(), static_cast<uint32_t>(count), [=, this](FairMissScheduler::Finished finished) {
-      std::vector<uint64_t> unit_ids(answer->ids.begin() + begin, answer->ids.begin() + begin + count);
-      auto landed = [this, answer, connection, begin, finished](const GatherResult& part) {
-        const bool last = answer->UnitDone(begin, part);
-        finished();
-        if (!last) return;
-        WireWriter w;
-        EncodeGatherResult(answer->Final(), &w);
-        std::span<const uint8_t> rows(answer->rows);
-        if (w.bytes().size() + rows.size() > kMaxPayloadBytes) {
-          failed_answers_.fetch_add(1, std::memory_order_relaxed);
-          log::Warn("engram-served: an answer of {} B is over the protocol's limit; failing the gather",
-                    w.bytes().size() + rows.size());
-          connection->Send(ErrorAnswer(answer->request_id,
-                                       Status::Internal("engram-served: the answer is over the protocol's limit")),
-                           answer->reserved);
-          return;
-        }
-        connection->Send(OutgoingMessage(MessageType::kGatherDone, answer->request_id, std::move(w.bytes()), answer,
-                                         rows),
-                         answer->reserved);
-      };
-      inflight->Gather(std::move(unit_ids), record, answer->rows.data() + begin * size_t{record},
-                       [store, table](std::span<const uint64_t> unit, std::byte* dst, size_t stride,
-                                      std::function<void(GatherResult)> done) {
-                         store->StartGatherLeavingPins(table, unit, dst, stride, std::move(done));
-                       },
-                       std::move(landed));
-    });
+    scheduler_->Submit(client.id(), static_cast<uint32_t>(count),
+                       [this, answer, connection, table, begin, count](FairMissScheduler::Finished finished) {
+                         // To a gather thread: it reads the unit's misses on its own ring.
+                         asio::post(*gatherers_, [this, answer, connection, table, begin, count, finished] {
+                           GatherUnit(answer, connection, table, begin, count, finished);
+                         });
+                       });
   }
+}
+
+void NodeServiceImpl::GatherUnit(const std::shared_ptr<GatherAnswer>& answer,
+                                 const std::shared_ptr<ServiceConnection>& connection, uint32_t table, size_t begin,
+                                 size_t count, const FairMissScheduler::Finished& finished) {
+  auto landed = [this, answer, connection, begin, finished](const GatherResult& part) {
+    const bool last = answer->UnitDone(begin, part);
+    finished();
+    if (!last) return;
+    WireWriter w;
+    EncodeGatherResult(answer->Final(), &w);
+    std::span<const uint8_t> rows(answer->rows);
+    if (w.bytes().size() + rows.size() > kMaxPayloadBytes) {
+      failed_answers_.fetch_add(1, std::memory_order_relaxed);
+      log::Warn("engram-served: an answer of {} B is over the protocol's limit; failing the gather",
+                w.bytes().size() + rows.size());
+      connection->Send(
+          ErrorAnswer(answer->request_id, Status::Internal("engram-served: the answer is over the protocol's limit")),
+          answer->reserved);
+      return;
+    }
+    connection->Send(OutgoingMessage(MessageType::kGatherDone, answer->request_id, std::move(w.bytes()), answer, rows),
+                     answer->reserved);
+  };
+  StoreImpl* store = store_.get();
+  std::vector<uint64_t> ids(answer->ids.begin() + begin, answer->ids.begin() + begin + count);
+  // Rows another unit is reading are taken from its read; the rest are
+  // gathered here, on this thread.
+  inflight_[table]->Gather(std::move(ids), answer->record, answer->rows.data() + begin * size_t{answer->record},
+                           [store, table](std::span<const uint64_t> unit, std::byte* dst, size_t stride,
+                                          std::function<void(GatherResult)> done) {
+                             done(store->GatherLeavingPins(table, unit, dst, stride));
+                           },
+                           std::move(landed));
 }
 
 void NodeServiceImpl::ReadAhead(Client& client, uint32_t table, std::vector<uint64_t> ids) {
@@ -866,8 +885,9 @@ void NodeServiceImpl::Stop() {
   each_client([](Client& c) { c.conn->Close(); });
   wait_for_clients(std::chrono::milliseconds(5000));
   // Waits that are running finish (a store call returns once its reads
-  // land); their answers go nowhere.
+  // land), and so do the units being gathered; their answers go nowhere.
   if (waits_) waits_->join();
+  if (gatherers_) gatherers_->join();
   // Gathers still completing finish into their answers, which go nowhere;
   // the store finishes them before it closes (and saves the hot set).
   store_.reset();

@@ -67,13 +67,17 @@ struct NodeServiceOptions {
   uint32_t max_clients = 1024;
   // Threads that serve every connection (reading requests, writing answers).
   uint32_t threads = 2;
+  // Threads that read clients' missed rows: each takes the next unit the
+  // fair scheduler releases and gathers it on its own ring, as a private
+  // store's caller does (no hand-off between threads per read).
+  uint32_t gather_threads = 2;
   // Answer bytes one client may have asked for and not yet read; its
   // requests are not read while it has more (64 MiB: four of the largest
   // answers).
   uint64_t max_answer_bytes_per_client = uint64_t{64} << 20;
   // The fair scheduler (fair_miss_scheduler.h): missed rows of all clients
-  // in the store at once (0: twice the store's queue depth), and each
-  // client's share per turn.
+  // in the store at once (0: twice the store's queue depth, and at least a
+  // unit per gather thread), and each client's share per turn.
   uint64_t miss_window_rows = 0;
   uint32_t miss_quantum_rows = 128;
 };

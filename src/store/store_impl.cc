@@ -298,6 +298,12 @@ void StoreImpl::StartGatherLeavingPins(size_t table, std::span<const uint64_t> r
   Begin(table, row_ids, dst, stride, std::move(done), /*caller_reads=*/false, /*consumes_read_ahead=*/false);
 }
 
+GatherResult StoreImpl::GatherLeavingPins(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
+                                          size_t stride) {
+  return GatherOperation::WaitOnThisThread(
+      Begin(table, row_ids, dst, stride, nullptr, /*caller_reads=*/true, /*consumes_read_ahead=*/false));
+}
+
 size_t StoreImpl::ConsumeReadAheadPins(size_t table, ReadAheadTracker::PinOwner owner,
                                        std::span<const uint64_t> row_ids, bool served) {
   if (table >= tables_.size() || row_ids.empty()) return 0;

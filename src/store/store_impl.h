@@ -85,6 +85,10 @@ class StoreImpl final : public Store {
   // rows in flight for several clients is shared.
   void StartGatherLeavingPins(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
                               std::function<void(GatherResult)> done);
+  // The same, waited for on the calling thread, which reads the misses
+  // itself as Gather does (its own ring: no hand-off to the engine's or
+  // the completion pool's threads).
+  GatherResult GatherLeavingPins(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride);
   // `owner` was served `row_ids` (distinct, in range): drops its pins of
   // them and keeps its read-aheads in flight from pinning them. Counted as
   // read-ahead used when `served` (the client served them from the cache),
