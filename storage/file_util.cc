@@ -48,12 +48,14 @@ size_t RemoveStaleTempFiles(const std::string& path) {
     bool ours = true;
     for (char c : name.substr(prefix.size())) ours = ours && IsTempLetter(c);
     if (!ours) continue;
-    // Opened, never followed, never waited on: only a regular file of that
-    // name is a temporary file of ours.
+    // Only a regular file of that name is a temporary file of ours: looked
+    // at first (a device is never opened), then opened without following a
+    // symlink or waiting on a FIFO swapped in meanwhile.
+    struct stat open_st {}, named_st {};
+    if (::fstatat(dir_fd, e->d_name, &named_st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(named_st.st_mode)) continue;
     const int fd = ::openat(dir_fd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) continue;
     ScopedFd guard(fd);
-    struct stat open_st {}, named_st {};
     if (::fstat(fd, &open_st) != 0 || !S_ISREG(open_st.st_mode)) continue;
     // A live writer holds the lock; a dead one's was released with its
     // process. The name must still be the file locked: it is removed only
@@ -77,9 +79,17 @@ Result<int> CreateTempFileFor(const std::string& path, std::string* temp_path) {
     if (raw < 0) return Status::FromErrno("create temporary file " + temp, errno);
     ScopedFd fd(raw);
     // Blocking: another writer's sweep holds a new file's lock only while it
-    // checks it.
-    while (::flock(fd.get(), LOCK_EX) != 0) {
-      if (errno != EINTR) return Status::FromErrno("lock temporary file " + temp, errno);
+    // checks it. A file system without flock: then no sweep can take the lock
+    // either, so nothing there is ever removed as stale.
+    int locked;
+    while ((locked = ::flock(fd.get(), LOCK_EX)) != 0 && errno == EINTR) {
+    }
+    if (locked != 0) {
+      if (errno == ENOLCK || errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL) {
+        *temp_path = std::move(temp);
+        return fd.release();
+      }
+      return Status::FromErrno("lock temporary file " + temp, errno);
     }
     // A sweep may have found the file between its creation and the lock and
     // removed it: then take another.

@@ -17,7 +17,12 @@
 // path still names the file it recorded: once that path is removed or
 // replaced, the inode number may be reused by an unrelated file, which must
 // not be refused (a hard link that outlives the recorded name is then not
-// caught; nothing of the process's read copy is lost by writing it).
+// caught; nothing of the process's read copy is lost by writing it). The
+// recorded file is kept open while its record lives (by its holder, or, for
+// a record for the rest of the process, by the registry until the record is
+// dropped), so a new file made at the same path cannot get its inode number.
+// At most 64 files are recorded for the rest of the process (the oldest
+// record goes).
 //
 // Thread-safe.
 #pragma once

@@ -95,10 +95,13 @@ Result<uint32_t> ChooseGeneration(const std::string& manifest_path, uint32_t ran
 
 // The rank tables a conversion writes, until its manifest is in place:
 // registered for removal on SIGINT/SIGTERM/SIGHUP (storage/temp_file_cleanup.h)
-// from before each is written, and removed by the destructor unless
-// Committed. So a conversion that fails or is interrupted leaves no rank
-// table behind (and, written under new names, never touched the set the old
-// manifest names).
+// from before each is written (a signal in the instant between a table's
+// rename and a later registration would leave it), and those written
+// removed by the destructor unless Committed. So a conversion that fails or
+// is interrupted leaves no rank table behind (and, written under new names,
+// never touched the set the old manifest names). A signal before a table's
+// rename removes what was at its name before: a file no manifest there
+// names, which the rename would have replaced.
 class UncommittedRankTables {
  public:
   UncommittedRankTables() = default;
@@ -106,12 +109,14 @@ class UncommittedRankTables {
   UncommittedRankTables& operator=(const UncommittedRankTables&) = delete;
   ~UncommittedRankTables() {
     for (const Entry& e : entries_) {
-      if (!committed_) ::unlink(e.path.c_str());
+      if (!committed_ && e.written) ::unlink(e.path.c_str());
       UnregisterTempFile(e.token);
     }
   }
   // Before `path` is written.
-  void Add(const std::string& path) { entries_.push_back({path, RegisterTempFile(path)}); }
+  void Add(const std::string& path) { entries_.push_back({path, RegisterTempFile(path), false}); }
+  // Once the table last added is in place.
+  void Written() { entries_.back().written = true; }
   // Once the manifest naming them is in place: they stay.
   void Commit() {
     committed_ = true;
@@ -125,6 +130,7 @@ class UncommittedRankTables {
   struct Entry {
     std::string path;
     int token;
+    bool written;
   };
   std::vector<Entry> entries_;
   bool committed_ = false;
@@ -132,10 +138,10 @@ class UncommittedRankTables {
 
 // Checks the arguments and the outputs before anything is read or written:
 // ranks, the layout against the source's rows, and that every output path
-// can be written and is not an input.
+// can be written and is no input of the process (the caller holds the
+// sources: HoldConvertSources, or the TableFile being split).
 Result<RankPlan> PlanRanks(const std::optional<json>& layout_json, uint64_t source_rows, uint32_t record_bytes,
-                           const std::string& manifest_path, const std::vector<std::string>& inputs,
-                           const RankConvertOptions& options) {
+                           const std::string& manifest_path, const RankConvertOptions& options) {
   if (options.ranks < 1 || options.ranks > kMaxRanks) {
     return Status::InvalidArgument("--ranks " + std::to_string(options.ranks) + " is outside 1.." +
                                    std::to_string(kMaxRanks));
@@ -165,8 +171,6 @@ Result<RankPlan> PlanRanks(const std::optional<json>& layout_json, uint64_t sour
     if (auto previous = ReadRankManifest(manifest_path); previous.ok()) plan.previous = std::move(previous).value();
   }
   ENGRAM_ASSIGN_OR_RETURN(const uint32_t generation, ChooseGeneration(manifest_path, options.ranks, plan.previous));
-  std::vector<InputFileHold> holds;
-  for (const std::string& in : inputs) holds.push_back(HoldInputPath(in, "an input of this conversion"));
   ENGRAM_RETURN_IF_ERROR(CheckOutputPath(manifest_path, "the rank manifest"));
   for (uint32_t r = 0; r < options.ranks; ++r) {
     ENGRAM_RETURN_IF_ERROR(CheckOutputPath(RankTablePath(manifest_path, r, options.ranks, generation), "rank table"));
@@ -269,7 +273,7 @@ void RemovePreviousSet(const std::string& manifest_path, const RankManifest& pre
     }
     if (!ours || NamesOneOf(f.path, current.rank_files)) continue;
     if (::unlink(f.path.c_str()) != 0 && errno != ENOENT) {
-      log::Warn("engram-convert: the previous rank table {} was not removed: {}", f.path, std::strerror(errno));
+      log::Warn("rank conversion: the previous set's rank table {} was not removed: {}", f.path, std::strerror(errno));
     }
   }
 }
@@ -329,21 +333,18 @@ Result<RankManifest> ConvertSpecToRanks(const ConvertSpec& spec, const std::stri
                                         const RankConvertOptions& options) {
   ENGRAM_ASSIGN_OR_RETURN(uint32_t record_bytes, ConvertRecordBytes(spec));
   uint64_t source_rows = 0;
-  std::vector<std::string> inputs;
   for (const TensorSlice& w : spec.weight) {
     if (__builtin_add_overflow(source_rows, w.tensor.rows(), &source_rows)) {
       return Status::InvalidArgument("total row count overflows 64 bits");
     }
-    inputs.push_back(w.path);
   }
-  for (const TensorSlice& s : spec.scale) inputs.push_back(s.path);
   if (options.in_place && spec.source_kind != "safetensors") {
     return Status::InvalidArgument("in-place rank tables reference safetensors shards, not " + spec.source_kind +
                                    " files");
   }
   const std::vector<InputFileHold> sources = HoldConvertSources(spec);
   ENGRAM_ASSIGN_OR_RETURN(RankPlan plan, PlanRanks(options.convert.hash_layout, source_rows, record_bytes,
-                                                   manifest_path, inputs, options));
+                                                   manifest_path, options));
   UncommittedRankTables written;
   uint64_t rows_done = 0;
   if (options.in_place) {
@@ -357,6 +358,7 @@ Result<RankManifest> ConvertSpecToRanks(const ConvertSpec& spec, const std::stri
       written.Add(f.path);
       ENGRAM_RETURN_IF_ERROR(
           WriteReferenceTable(spec, pieces, f.path, copt, json{{"rank_shard", RankShardOf(plan, r)}}).status());
+      written.Written();
       rows_done += f.rows;
     }
   } else {
@@ -366,6 +368,7 @@ Result<RankManifest> ConvertSpecToRanks(const ConvertSpec& spec, const std::stri
     for (uint32_t r = 0; r < plan.manifest.ranks; ++r) {
       written.Add(plan.manifest.rank_files[r].path);
       ENGRAM_RETURN_IF_ERROR(WriteCopiedRank(plan, r, metadata, read, options, rows_done));
+      written.Written();
     }
   }
   return FinishManifest(plan, manifest_path, options, written);
@@ -386,12 +389,9 @@ Result<RankManifest> ConvertTableToRanks(const std::string& table_path, const st
   ENGRAM_ASSIGN_OR_RETURN(json members, table->MetadataMembers(kKeys));
   std::optional<json> layout = options.convert.hash_layout;
   if (!layout && members.contains("hash_layout")) layout = members["hash_layout"];
-  std::vector<std::string> inputs = {table_path};
-  if (table->is_reference()) {
-    for (const ReferenceShard& s : table->reference()->shards()) inputs.push_back(s.path);
-  }
-  ENGRAM_ASSIGN_OR_RETURN(RankPlan plan, PlanRanks(layout, table->row_count(), table->record_bytes(), manifest_path,
-                                                   inputs, options));
+  // The table and its shards are inputs while `table` is open.
+  ENGRAM_ASSIGN_OR_RETURN(RankPlan plan,
+                          PlanRanks(layout, table->row_count(), table->record_bytes(), manifest_path, options));
   json metadata;
   metadata["format"] = "engram-table/1";
   metadata["record"] = members.contains("record") ? members["record"] : json{{"bytes", table->record_bytes()}};
@@ -407,6 +407,7 @@ Result<RankManifest> ConvertTableToRanks(const std::string& table_path, const st
   for (uint32_t r = 0; r < plan.manifest.ranks; ++r) {
     written.Add(plan.manifest.rank_files[r].path);
     ENGRAM_RETURN_IF_ERROR(WriteCopiedRank(plan, r, metadata, read, options, rows_done));
+    written.Written();
   }
   return FinishManifest(plan, manifest_path, options, written);
 }

@@ -128,6 +128,22 @@ TEST_F(InputFiles, AFileReadWholeStaysAnInputUntilItsPathNamesAnotherFile) {
   EXPECT_TRUE(CheckOutputPath(dir_.File("map-link"), "hot_set_path").ok());
 }
 
+TEST_F(InputFiles, ANewFileAtTheReadFilesPathIsNotTakenForIt) {
+  // A file read, removed, and another made at its path: file systems hand a
+  // freed inode number straight to the next file, so without the record
+  // keeping its file open the new one would look like the one read.
+  const std::string map = dir_.File("map.u32");
+  for (int round = 0; round < 20; ++round) {
+    testing::WriteFile(map, std::string("\x01\x00\x00\x00", 4));
+    ASSERT_TRUE(TokenMap::FromFile(map).ok());
+    ExpectRefused(CheckOutputPath(map, "output"), "(a token map, which this process reads)");
+    fs::remove(map);
+    testing::WriteFile(map, "a file written later");
+    ASSERT_TRUE(CheckOutputPath(map, "output").ok()) << "round " << round;
+    fs::remove(map);
+  }
+}
+
 TEST_F(InputFiles, AnOutputThatIsNotARegularFileIsRefusedNamingWhatItIs) {
   ASSERT_EQ(::mkfifo(dir_.File("fifo").c_str(), 0600), 0);
   fs::create_directory(dir_.File("dir"));

@@ -211,9 +211,10 @@ TEST_F(WarmStartTest, HotSetThatIsNotAHotSetIsIgnoredWithOneWarning) {
 
 TEST_F(WarmStartTest, HotSetPathThatIsTheTableIsRefusedAndTheTableKeepsItsBytes) {
   const auto size = std::filesystem::file_size(table_);
-  const std::string link = dir_.File("link.set");
+  const std::string link = dir_.File("link.set"), hard_link = dir_.File("hard-link.set");
   std::filesystem::create_symlink(table_, link);
-  for (const std::string& path : {table_, link}) {
+  std::filesystem::create_hard_link(table_, hard_link);
+  for (const std::string& path : {table_, link, hard_link}) {
     StoreOptions o = Options();
     o.hot_set_path = path;
     auto store = Store::Open(o);

@@ -8,7 +8,6 @@
 #include <memory>
 
 #include "storage/file_util.h"
-#include "storage/input_files.h"
 
 namespace engram::replay {
 namespace {
@@ -19,11 +18,8 @@ using File = std::unique_ptr<FILE, int (*)(FILE*)>;
 // benchmark (or belongs to a streaming reader this is not).
 constexpr uint64_t kMaxTraceFileBytes = 4ull << 30;
 
-// Recorded as an input for the rest of the process: no output (a row trace,
-// a CSV) may replace a trace it replays.
 Result<std::string> ReadAll(const std::string& path, const char* what) {
-  return fileutil::ReadRegularFile(path, kMaxTraceFileBytes, what,
-                                   [&](int fd) { RecordInputFile(fd, path, std::string("a ") + what); });
+  return fileutil::ReadRegularFile(path, kMaxTraceFileBytes, what);
 }
 
 }  // namespace
@@ -43,7 +39,6 @@ Result<std::vector<uint32_t>> ReadTokenFile(const std::string& path) {
 }
 
 Status WriteU64File(const std::string& path, std::span<const uint64_t> values) {
-  ENGRAM_RETURN_IF_ERROR(CheckNotAnInput(path, "output"));
   File f(std::fopen(path.c_str(), "wb"), &std::fclose);
   if (!f) return Status::FromErrno("output " + path, errno);
   if (std::fwrite(values.data(), 8, values.size(), f.get()) != values.size())
@@ -76,7 +71,6 @@ Result<std::vector<uint64_t>> ReadRowTrace(const std::string& path) {
 }
 
 Status WriteRowTrace(const std::string& path, std::span<const uint64_t> rows) {
-  ENGRAM_RETURN_IF_ERROR(CheckNotAnInput(path, "row trace"));
   File f(std::fopen(path.c_str(), "w"), &std::fclose);
   if (!f) return Status::FromErrno("row trace " + path, errno);
   char buf[32];
