@@ -2,6 +2,7 @@
 
 #include "storage/bounded_json.h"
 #include "storage/file_util.h"
+#include "storage/input_files.h"
 #include "storage/layout_json.h"
 
 namespace engram {
@@ -38,7 +39,8 @@ Result<json> SelectLayerHashLayout(const json& doc, int64_t layer_id) {
 }
 
 Result<json> LoadLayerHashLayout(const std::string& path, int64_t layer_id) {
-  ENGRAM_ASSIGN_OR_RETURN(std::string text, fileutil::ReadRegularFile(path, kMaxLayoutFileBytes, "hash layout file"));
+  ENGRAM_ASSIGN_OR_RETURN(std::string text, fileutil::ReadRegularFile(path, kMaxLayoutFileBytes, "hash layout file",
+                                                [&](int fd) { RecordInputFile(fd, path, "a hash layout file"); }));
   auto doc = ParseBoundedJson(text);
   if (!doc.ok()) return doc.status().WithContext(path);
   auto r = SelectLayerHashLayout(*doc, layer_id);

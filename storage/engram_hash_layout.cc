@@ -10,6 +10,7 @@
 #include "storage/bounded_json.h"
 #include "storage/embedded_hash_layout.h"
 #include "storage/file_util.h"
+#include "storage/input_files.h"
 #include "storage/layout_json.h"
 #include "storage/prime.h"
 
@@ -80,7 +81,8 @@ Result<EngramHashLayout> EngramHashLayout::FromJson(std::string_view json_text, 
 }
 
 Result<EngramHashLayout> EngramHashLayout::FromFile(const std::string& path, uint32_t layer_index) {
-  ENGRAM_ASSIGN_OR_RETURN(std::string text, fileutil::ReadRegularFile(path, kMaxLayoutFileBytes, "layout file"));
+  ENGRAM_ASSIGN_OR_RETURN(std::string text, fileutil::ReadRegularFile(path, kMaxLayoutFileBytes, "layout file",
+                                                [&](int fd) { RecordInputFile(fd, path, "a hash layout file"); }));
   auto r = FromJson(text, layer_index);
   if (!r.ok()) return r.status().WithContext(path);
   return r;

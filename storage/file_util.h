@@ -4,8 +4,11 @@
 // place and turned into a Status that names the file and the offset.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -28,11 +31,34 @@ Status PwriteAll(int fd, std::span<const std::byte> src, uint64_t offset, std::s
 // writer builds it before renaming it into place: "dir/.name.tmp-XXXXXX".
 std::string TempPathFor(const std::string& path);
 
+// Creates the temporary file of `path` (TempPathFor; mode 0600, O_CLOEXEC)
+// and takes an exclusive flock on it, held while the returned descriptor
+// stays open: the mark of a live writer, which RemoveStaleTempFiles leaves
+// alone. So a writer keeps the descriptor open until its file is renamed into
+// place or removed. Removes the stale temporary files of `path` first.
+// Returns the descriptor; *temp_path receives the file's name.
+Result<int> CreateTempFileFor(const std::string& path, std::string* temp_path);
+
+// Removes the temporary files of `path` that no live writer holds: those a
+// writer left when it was killed (SIGKILL, a crash, a power loss). Only names
+// of exactly TempPathFor's pattern for this path (".NAME.tmp-" and six
+// letters or digits, beside it), only regular files, and only those whose
+// flock can be taken at once. Best effort: returns how many were removed.
+size_t RemoveStaleTempFiles(const std::string& path);
+
 // Writes `contents` as the whole of `path`, atomically: to a temporary file
-// beside it (removed on failure, and on SIGINT/SIGTERM in a tool that asked
-// for that), mode 0644, fsynced when `sync`, renamed over `path`, and the
-// directory fsynced. Readers see the old file or the new one, never a part.
-Status WriteFileAtomically(const std::string& path, std::string_view contents, bool sync = true);
+// beside it (CreateTempFileFor; removed on failure, and on SIGINT/SIGTERM in
+// a tool that asked for that), mode 0644, fsynced when `sync`, renamed over
+// `path`, and the directory fsynced. Readers see the old file or the new one,
+// never a part. `path` passes CheckOutputPath (storage/input_files.h) before
+// anything is written and again right before the rename; `what` names it in
+// the message ("hot_set_path", "the rank manifest").
+Status WriteFileAtomically(const std::string& path, std::string_view contents, std::string_view what,
+                           bool sync = true);
+
+// What a file of this mode is, for messages: "a directory", "a FIFO", "a
+// character device", "a block device", "a socket", "a regular file".
+const char* FileTypeName(mode_t mode);
 
 // Size of an open file.
 Result<uint64_t> FileSize(int fd, std::string_view path);
@@ -57,8 +83,10 @@ Result<uint64_t> RequireRegularFile(int fd, const std::string& path);
 // maps, traces) is read through this, so none can be a FIFO that blocks the
 // reader, a device that never ends (/dev/zero), a directory, or a file so
 // large that reading it exhausts memory: each is InvalidArgument naming
-// `what` and the path, before anything is read.
-Result<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes, std::string_view what);
+// `what` and the path, before anything is read. `opened`, if set, is called
+// with the open file before it is read (to record it as an input).
+Result<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes, std::string_view what,
+                                    const std::function<void(int fd)>& opened = nullptr);
 
 // Best effort: writes the file's dirty pages back (a page still dirty cannot
 // be dropped) and asks the kernel to drop its cached pages, so the next reads

@@ -7,9 +7,21 @@
 // checksummed table (format version 1), or with in_place a reference table
 // (version 2) whose entries point at those row ranges of the safetensors
 // shards, copying nothing. The rank tables are written first, each
-// atomically, as `<stem>.rank<r>-of-<R>.engram` beside the manifest; the
-// manifest (naming each by its fingerprint) last, atomically, so a manifest
-// on disk always names complete tables.
+// atomically, beside the manifest; the manifest (naming each by its
+// fingerprint) last, atomically, so a manifest on disk always names complete
+// tables.
+//
+// A set is written as a new generation: over an existing manifest, the rank
+// tables take the other generation's names (RankTablePath), so the old
+// manifest and the set it names keep opening until the new manifest is
+// renamed over it; only then are the old set's rank tables removed. A
+// conversion that fails (an error, a full disk) removes every rank table it
+// wrote, and so does one interrupted by SIGINT, SIGTERM or SIGHUP in a tool
+// that called RemoveTempFilesOnTerminationSignals (storage/temp_file_cleanup.h):
+// the old set is then as it was. Every output (the manifest and each rank
+// table) passes CheckOutputPath (storage/input_files.h) before anything is
+// written: none may be a file the process reads (a source, the --layout
+// file, the table being split).
 //
 // Streaming: rows are copied in chunks of about convert.chunk_bytes, so
 // memory stays bounded whatever the table size.
@@ -34,9 +46,12 @@ struct RankConvertOptions {
   ConvertOptions convert;
 };
 
-// `<stem>.rank<r>-of-<R>.engram` beside the manifest, stem = the manifest's
-// path without a ".json" ending.
-std::string RankTablePath(const std::string& manifest_path, uint32_t rank, uint32_t ranks);
+// `<stem>.rank<r>-of-<R>.engram` beside the manifest (generation 0), or
+// `<stem>.g<N>.rank<r>-of-<R>.engram` (generation N), stem = the manifest's
+// path without a ".json" ending. A conversion takes the first generation
+// none of whose names the existing manifest names: 0 for a new set, then 1
+// and 0 in turn for each conversion over the same manifest.
+std::string RankTablePath(const std::string& manifest_path, uint32_t rank, uint32_t ranks, uint32_t generation = 0);
 
 // From checkpoint tensors (SafetensorsConvertSpec / NpyConvertSpec).
 Result<RankManifest> ConvertSpecToRanks(const ConvertSpec& spec, const std::string& manifest_path,

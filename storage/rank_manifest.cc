@@ -1,5 +1,7 @@
 #include "storage/rank_manifest.h"
 
+#include <cstring>
+
 #include "storage/bounded_json.h"
 #include "storage/embedded_hash_layout.h"
 #include "storage/file_util.h"
@@ -131,6 +133,14 @@ Result<RankManifest> ParseRankManifest(std::string_view text, const std::string&
 
 Result<RankManifest> ReadRankManifest(const std::string& path) {
   ENGRAM_ASSIGN_OR_RETURN(std::string text, fileutil::ReadRegularFile(path, kMaxRankManifestBytes, "rank manifest"));
+  // A table file given where its manifest belongs: its binary header would
+  // otherwise be reported as whatever the JSON parser trips on first.
+  if (text.size() >= sizeof kTableMagic && std::memcmp(text.data(), kTableMagic, sizeof kTableMagic) == 0) {
+    return Status::InvalidArgument("rank manifest " + path +
+                                   " is an Engram table file, not a rank manifest (the JSON file engram-convert "
+                                   "--ranks writes): give a table as TableOptions::path (--table), a manifest as "
+                                   "TableOptions::manifest (--manifest)");
+  }
   auto m = ParseRankManifest(text, DirectoryOf(path));
   if (!m.ok()) return m.status().WithContext(path);
   return m;
@@ -149,12 +159,18 @@ Status CheckRankTable(const RankManifest& manifest, uint32_t rank, const TableFi
     return Status::InvalidArgument(where + ": belongs to manifest " + Hex64(shard->manifest_id) + ", not " +
                                    Hex64(manifest.manifest_id));
   }
-  if (shard->ranks != manifest.ranks || shard->rank != rank || shard->slots != f.slots ||
-      table.record_bytes() != manifest.record_bytes || shard->source_rows != manifest.source_rows) {
+  if (shard->ranks != manifest.ranks || shard->rank != rank || shard->slots != f.slots) {
     return Status::InvalidArgument(where + ": is rank " + std::to_string(shard->rank) + " of " +
-                                   std::to_string(shard->ranks) + " (" + std::to_string(shard->source_rows) +
-                                   " source rows), the manifest wants rank " + std::to_string(rank) + " of " +
-                                   std::to_string(manifest.ranks));
+                                   std::to_string(shard->ranks) + ", the manifest wants rank " + std::to_string(rank) +
+                                   " of " + std::to_string(manifest.ranks));
+  }
+  if (table.record_bytes() != manifest.record_bytes) {
+    return Status::InvalidArgument(where + ": its rows are " + std::to_string(table.record_bytes()) +
+                                   " bytes, the manifest's record_bytes is " + std::to_string(manifest.record_bytes));
+  }
+  if (shard->source_rows != manifest.source_rows) {
+    return Status::InvalidArgument(where + ": it was split from a table of " + std::to_string(shard->source_rows) +
+                                   " rows, the manifest's source_rows is " + std::to_string(manifest.source_rows));
   }
   return Status::OK();
 }

@@ -53,8 +53,9 @@ nlohmann::json RankManifestJson(const RankManifest& manifest);
 // consistent (format, ranks in 1..24, the strided slot maps, each rank's
 // slots and rows from the layout, the layout valid for source_rows).
 // Relative rank files are resolved against the manifest's directory.
-// Corruption (InvalidArgument for a file that is not a regular file)
-// names the manifest and the field.
+// Corruption (InvalidArgument for a file that is not a regular file, and
+// for an Engram table file given in a manifest's place) names the manifest
+// and the field.
 Result<RankManifest> ReadRankManifest(const std::string& path);
 
 // The same from the manifest's text; relative rank files are resolved

@@ -88,6 +88,7 @@ Result<std::unique_ptr<ReferenceTable>> ReferenceTable::Open(const std::string& 
                                           Hex64(s.fingerprint));
       }
     }
+    t->inputs_.push_back(HoldInputFile(owned.get(), s.path, "a shard of reference table " + reference_path));
     t->fds_.push_back(std::move(owned));
   }
   ENGRAM_ASSIGN_OR_RETURN(t->checksums_, load_checksums());

@@ -25,6 +25,7 @@
 
 #include "engram/status.h"
 #include "storage/file_util.h"
+#include "storage/input_files.h"
 #include "storage/reference_layout.h"
 #include "storage/table_format.h"
 
@@ -104,6 +105,7 @@ class ReferenceTable {
   ReferenceLayout layout_;
   std::vector<uint64_t> checksums_;
   std::vector<fileutil::ScopedFd> fds_;  // one per shard
+  std::vector<InputFileHold> inputs_;    // the shards, as inputs of the process
 };
 
 }  // namespace engram

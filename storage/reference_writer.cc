@@ -15,6 +15,7 @@
 #include "storage/byte_order.h"
 #include "storage/file_util.h"
 #include "storage/embedded_hash_layout.h"
+#include "storage/input_files.h"
 #include "storage/log.h"
 #include "storage/reference_layout.h"
 #include "storage/reference_table.h"
@@ -45,30 +46,28 @@ json FieldJson(const char* name, const TensorInfo& t, uint64_t offset) {
   return json{{"name", name}, {"dtype", t.dtype}, {"offset", offset}, {"bytes", t.row_bytes()}, {"row_shape", row_shape}};
 }
 
-// Deletes the temporary file unless it was renamed into place.
+// The temporary file of `out_path` (fileutil::CreateTempFileFor), deleted
+// unless it was renamed into place.
 class TempFile {
  public:
-  explicit TempFile(std::string path) : path_(std::move(path)) {}
-  Status Create() {
-    int fd = ::mkostemp(path_.data(), O_CLOEXEC);
-    if (fd < 0) return Status::FromErrno("create temporary file " + path_, errno);
+  Status Create(const std::string& out_path) {
+    ENGRAM_ASSIGN_OR_RETURN(int fd, fileutil::CreateTempFileFor(out_path, &path_));
     fd_ = fileutil::ScopedFd(fd);
     token_ = RegisterTempFile(path_);
     return Status::OK();
   }
   ~TempFile() {
-    if (!renamed_ && fd_.get() >= 0) ::unlink(path_.c_str());
+    if (!renamed_ && !path_.empty()) ::unlink(path_.c_str());
     UnregisterTempFile(token_);
   }
   int fd() const { return fd_.get(); }
   const std::string& path() const { return path_; }
+  // Renamed with the descriptor, and so the lock that marks a live writer,
+  // still open; closed after.
   Status RenameTo(const std::string& final_path) {
-    if (::close(fd_.release()) != 0) return Status::FromErrno("close " + path_, errno);
-    if (::rename(path_.c_str(), final_path.c_str()) != 0) {
-      ::unlink(path_.c_str());
-      return Status::FromErrno("rename " + path_ + " to " + final_path, errno);
-    }
+    if (::rename(path_.c_str(), final_path.c_str()) != 0) return Status::FromErrno("rename " + path_ + " to " + final_path, errno);
     renamed_ = true;
+    if (::close(fd_.release()) != 0) return Status::FromErrno("close " + final_path, errno);
     return Status::OK();
   }
 
@@ -94,9 +93,8 @@ Result<TableHeader> WriteReferenceTable(const ConvertSpec& spec, const std::vect
   if (spec.source_kind != "safetensors") {
     return Status::InvalidArgument("in-place tables reference safetensors shards, not " + spec.source_kind + " files");
   }
-  std::vector<std::string> inputs;
-  for (const TensorSlice& t : spec.weight) inputs.push_back(t.path);
-  ENGRAM_RETURN_IF_ERROR(CheckConvertOutput(out_path, inputs));
+  const std::vector<InputFileHold> sources = HoldConvertSources(spec);
+  ENGRAM_RETURN_IF_ERROR(CheckOutputPath(out_path, "output"));
   ENGRAM_ASSIGN_OR_RETURN(uint32_t record_bytes, ConvertRecordBytes(spec));
   const bool with_scale = !spec.scale.empty();
   for (size_t i = 0; i < spec.scale.size(); ++i) {
@@ -210,8 +208,8 @@ Result<TableHeader> WriteReferenceTable(const ConvertSpec& spec, const std::vect
   if (out_path.empty() || out_path.back() == '/') {
     return Status::InvalidArgument("table path '" + out_path + "' names no file");
   }
-  TempFile temp(fileutil::TempPathFor(out_path));
-  ENGRAM_RETURN_IF_ERROR(temp.Create());
+  TempFile temp;
+  ENGRAM_RETURN_IF_ERROR(temp.Create(out_path));
   alignas(64) std::byte hblock[kTableBlockSize] = {};
   ENGRAM_RETURN_IF_ERROR(fileutil::PwriteAll(temp.fd(), hblock, 0, temp.path()));
   ENGRAM_RETURN_IF_ERROR(fileutil::PwriteAll(temp.fd(), section, header.data_offset, temp.path()));
@@ -224,6 +222,8 @@ Result<TableHeader> WriteReferenceTable(const ConvertSpec& spec, const std::vect
   ENGRAM_RETURN_IF_ERROR(fileutil::PwriteAll(temp.fd(), hblock, 0, temp.path()));
   if (sync && ::fsync(temp.fd()) != 0) return Status::FromErrno("fsync " + temp.path(), errno);
   if (::fchmod(temp.fd(), 0644) != 0) return Status::FromErrno("chmod " + temp.path(), errno);
+  // Again right before the rename (the first check was before the shards were read).
+  ENGRAM_RETURN_IF_ERROR(CheckOutputPath(out_path, "output table"));
   ENGRAM_RETURN_IF_ERROR(temp.RenameTo(out_path));
   if (sync) ENGRAM_RETURN_IF_ERROR(fileutil::SyncParentDir(out_path));
   log::Info("wrote Engram reference table {}: {} rows of {} B in {} shards, {} block checksums, {} bytes", out_path,

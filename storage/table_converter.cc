@@ -1,7 +1,6 @@
 #include "storage/table_converter.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
@@ -166,19 +165,17 @@ Result<uint32_t> ConvertRecordBytes(const ConvertSpec& spec) {
 }
 
 Status CheckConvertOutput(const std::string& out_path, const std::vector<std::string>& inputs) {
-  struct stat out {};
-  if (::stat(out_path.c_str(), &out) != 0) return Status::OK();  // a new file; the writer reports other errors
-  if (S_ISDIR(out.st_mode)) {
-    return Status::InvalidArgument("output '" + out_path + "' is a directory; give the table file to write");
+  std::vector<InputFileHold> holds;
+  for (const std::string& in : inputs) holds.push_back(HoldInputPath(in, "an input of this conversion"));
+  return CheckOutputPath(out_path, "output");
+}
+
+std::vector<InputFileHold> HoldConvertSources(const ConvertSpec& spec) {
+  std::vector<InputFileHold> holds;
+  for (const auto* slices : {&spec.weight, &spec.scale}) {
+    for (const TensorSlice& t : *slices) holds.push_back(HoldInputPath(t.path, "a source of this conversion"));
   }
-  for (const std::string& in : inputs) {
-    struct stat st {};
-    if (::stat(in.c_str(), &st) == 0 && st.st_dev == out.st_dev && st.st_ino == out.st_ino) {
-      return Status::InvalidArgument("output '" + out_path + "' is the input file '" + in +
-                                     "'; writing the table would replace it");
-    }
-  }
-  return Status::OK();
+  return holds;
 }
 
 json ConvertMetadata(const ConvertSpec& spec, uint32_t record_bytes, uint64_t rows, const ConvertOptions& options) {
@@ -265,13 +262,8 @@ Status SpecRecordReader::Read(uint64_t first_row, uint64_t count, std::byte* dst
 
 Result<TableHeader> ConvertToTable(const ConvertSpec& spec, const std::string& out_path,
                                    const ConvertOptions& options) {
-  {
-    std::vector<std::string> inputs;
-    for (const auto* slices : {&spec.weight, &spec.scale}) {
-      for (const TensorSlice& t : *slices) inputs.push_back(t.path);
-    }
-    ENGRAM_RETURN_IF_ERROR(CheckConvertOutput(out_path, inputs));
-  }
+  const std::vector<InputFileHold> sources = HoldConvertSources(spec);
+  ENGRAM_RETURN_IF_ERROR(CheckOutputPath(out_path, "output"));
   ENGRAM_ASSIGN_OR_RETURN(uint32_t record_bytes, ConvertRecordBytes(spec));
   const bool with_scale = !spec.scale.empty();
   const uint64_t wrow = spec.weight[0].tensor.row_bytes();

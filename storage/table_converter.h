@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engram/status.h"
+#include "storage/input_files.h"
 #include "storage/table_format.h"
 #include "storage/table_writer.h"
 #include "storage/tensor_info.h"
@@ -63,11 +64,19 @@ Result<ConvertSpec> NpyConvertSpec(const std::vector<std::string>& weight_files,
 Result<uint32_t> ConvertRecordBytes(const ConvertSpec& spec);
 
 // Checks, before anything is read or written, that out_path can receive the
-// table: InvalidArgument if it is a directory (the final rename would fail
-// only after all the data was written) or if it is one of `inputs` (the same
-// file by device and inode, whatever the name: the rename would replace the
-// input).
+// table: `inputs` are recorded as inputs of the process for the check, then
+// out_path passes CheckOutputPath (storage/input_files.h): InvalidArgument
+// if it is a directory or another file that is not a regular one (the final
+// rename would fail only after all the data was written, or replace the
+// node), or an input (the same file by device and inode, whatever the name:
+// the rename would replace the input) -- one of `inputs` or any file the
+// process reads.
 Status CheckConvertOutput(const std::string& out_path, const std::vector<std::string>& inputs);
+
+// Records every file of `spec` as an input of the process ("a source of this
+// conversion") while the returned holds live: a converter holds them for the
+// whole conversion, so that none of its outputs can replace one.
+std::vector<InputFileHold> HoldConvertSources(const ConvertSpec& spec);
 
 // The metadata ConvertToTable writes for a table of `rows` rows converted
 // from `spec`: format, record, rows, source, created_by and
@@ -96,8 +105,9 @@ class SpecRecordReader {
   std::vector<std::byte> scratch_;
 };
 
-// Writes the table atomically to out_path (after CheckConvertOutput against
-// every input file of the spec); returns its header.
+// Writes the table atomically to out_path (holding the spec's files as
+// inputs, and out_path checked by CheckOutputPath before anything is read and
+// again before the rename); returns its header.
 Result<TableHeader> ConvertToTable(const ConvertSpec& spec, const std::string& out_path,
                                    const ConvertOptions& options);
 

@@ -22,6 +22,7 @@ constexpr size_t kVerifyChunkBlocks = 1024;  // 4 MiB sequential reads
 Result<std::unique_ptr<TableFile>> TableFile::Open(const std::string& path, const ReferenceOpenOptions& options) {
   ENGRAM_ASSIGN_OR_RETURN(int fd, fileutil::OpenReadOnly(path));
   std::unique_ptr<TableFile> t(new TableFile(path, fd));
+  t->input_ = HoldInputFile(fd, path, "a table file");
   Status s = t->Load(options);
   if (!s.ok()) return s.WithContext(path);
   return t;

@@ -24,6 +24,10 @@
 // (ReadBlock, VerifyBlock, block_count); the block geometry helpers
 // (BlockOfRow, BlockOffset, RowOffsetInBlock) describe version 1 only.
 //
+// While open, the table file (and a reference table's shards) is recorded as
+// an input of the process (storage/input_files.h): nothing the process writes
+// may replace it.
+//
 // Thread safety: all const methods may be called concurrently.
 #pragma once
 
@@ -40,6 +44,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engram/status.h"
+#include "storage/input_files.h"
 #include "storage/rank_shard.h"
 #include "storage/reference_table.h"
 #include "storage/table_format.h"
@@ -115,6 +120,7 @@ class TableFile {
 
   std::string path_;
   int fd_ = -1;
+  InputFileHold input_;
   TableHeader header_;
   uint64_t fingerprint_ = 0;
   TableGeometry geometry_;

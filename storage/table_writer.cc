@@ -11,6 +11,7 @@
 #include <random>
 
 #include "storage/file_util.h"
+#include "storage/input_files.h"
 #include "storage/log.h"
 #include "storage/temp_file_cleanup.h"
 
@@ -28,9 +29,9 @@ Result<std::unique_ptr<TableWriter>> TableWriter::Create(const std::string& path
                                    std::to_string(kMaxRecordBytes) + "]");
   }
   if (!options.metadata.is_object()) return Status::InvalidArgument("table metadata must be a JSON object");
-  std::string temp = fileutil::TempPathFor(path);
-  int fd = ::mkostemp(temp.data(), O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno("create temporary file " + temp, errno);
+  ENGRAM_RETURN_IF_ERROR(CheckOutputPath(path, "output table"));
+  std::string temp;
+  ENGRAM_ASSIGN_OR_RETURN(int fd, fileutil::CreateTempFileFor(path, &temp));
   uint64_t salt = options.checksum_salt ? *options.checksum_salt : RandomChecksumSalt();
   std::unique_ptr<TableWriter> w(new TableWriter(path, temp, fd, std::move(options), salt));
   // Reserve the header block as zeros: the file cannot open as a table until
@@ -162,17 +163,20 @@ Status TableWriter::Finish() {
   if (options_.sync && ::fsync(fd_) != 0) return Fail(Status::FromErrno("fsync " + temp_path_, errno));
   if (::fchmod(fd_, 0644) != 0) return Fail(Status::FromErrno("chmod " + temp_path_, errno));
   writer_.reset();
-  if (::close(fd_) != 0) {
-    fd_ = -1;
-    return Fail(Status::FromErrno("close " + temp_path_, errno));
-  }
-  fd_ = -1;
+  // Again right before the rename: the path may have become an input of the
+  // process (a store opened it) while the table was written.
+  ENGRAM_RETURN_IF_ERROR(Fail(CheckOutputPath(path_, "output table")));
+  // Renamed with the descriptor, and so the lock that marks a live writer,
+  // still open (fileutil::CreateTempFileFor).
   if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
     return Fail(Status::FromErrno("rename " + temp_path_ + " to " + path_, errno));
   }
   finished_ = true;
   UnregisterTempFile(temp_token_);
   temp_token_ = -1;
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) return Fail(Status::FromErrno("close " + path_, errno));
   if (options_.sync) ENGRAM_RETURN_IF_ERROR(fileutil::SyncParentDir(path_));
   log::Info("wrote Engram table {}: {} rows of {} B, {} blocks, {} bytes", path_, header_.row_count,
             header_.record_bytes, header_.block_count, header_.file_bytes);

@@ -7,7 +7,12 @@
 // interrupted write nor a leftover temp file ever opens as a valid table.
 // Destroying a writer without Finish() (or calling Abandon()) deletes the
 // temporary file; so does SIGINT/SIGTERM in a tool that called
-// RemoveTempFilesOnTerminationSignals() (storage/temp_file_cleanup.h).
+// RemoveTempFilesOnTerminationSignals() (storage/temp_file_cleanup.h). The
+// temporary file is locked until it is renamed (fileutil::CreateTempFileFor),
+// and Create removes those of the same path a killed writer left. Create and
+// Finish (before the rename) refuse a path that is not a regular file or
+// missing, or that is a file the process reads (CheckOutputPath,
+// storage/input_files.h).
 //
 //   TableWriterOptions opt;
 //   opt.record_bytes = 264;

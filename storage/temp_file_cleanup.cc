@@ -1,5 +1,6 @@
 #include "storage/temp_file_cleanup.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -14,7 +15,9 @@ namespace {
 // A fixed table of paths, because the handler may only do async-signal-safe
 // things: no allocation, no locks. A slot is published by storing kReady after
 // its path is written, and retired by storing kFree.
-constexpr int kSlots = 32;
+// A rank conversion holds up to 24 finished rank tables, the temporary file
+// of the one being written and its manifest's.
+constexpr int kSlots = 64;
 constexpr size_t kMaxPath = 4096;
 constexpr int kFree = 0, kFilling = 1, kReady = 2;
 
@@ -70,5 +73,16 @@ void RemoveTempFilesOnTerminationSignals() {
     ::sigaction(sig, &sa, nullptr);
   }
 }
+
+TerminationSignalsDeferred::TerminationSignalsDeferred() {
+  sigset_t block;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  sigaddset(&block, SIGHUP);
+  ::pthread_sigmask(SIG_BLOCK, &block, &previous_);
+}
+
+TerminationSignalsDeferred::~TerminationSignalsDeferred() { ::pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
 
 }  // namespace engram

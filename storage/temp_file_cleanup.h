@@ -10,11 +10,17 @@
 // owns its process's signals. Registering is cheap and harmless when no
 // handler is installed.
 //
+// Besides temporary files, a writer may register finished files that must go
+// too until something else commits them: a rank conversion registers each
+// rank table it has written until its manifest is renamed into place.
+//
 // Limit: SIGKILL (kill -9), a power loss or a crash cannot be intercepted and
 // still leave the temporary file (named .<table>.tmp-XXXXXX next to the
-// table; it never opens as a table, and can be deleted).
+// table; it never opens as a table). The next writer of the same output
+// removes it (fileutil::RemoveStaleTempFiles).
 #pragma once
 
+#include <csignal>
 #include <string>
 
 namespace engram {
@@ -34,5 +40,21 @@ void UnregisterTempFile(int token);
 // signal that was ignored when this is called (nohup, a background job of a
 // non-interactive shell) stays ignored. For tools' main(); call it once.
 void RemoveTempFilesOnTerminationSignals();
+
+// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread while it lives, so
+// that a commit -- a rename into place and the unregistering of the files it
+// makes permanent -- is never split by the removal handler: a signal that
+// arrives meanwhile is delivered once the commit is whole. (A signal that
+// another thread of the process takes is not held back.)
+class TerminationSignalsDeferred {
+ public:
+  TerminationSignalsDeferred();
+  ~TerminationSignalsDeferred();
+  TerminationSignalsDeferred(const TerminationSignalsDeferred&) = delete;
+  TerminationSignalsDeferred& operator=(const TerminationSignalsDeferred&) = delete;
+
+ private:
+  sigset_t previous_;
+};
 
 }  // namespace engram

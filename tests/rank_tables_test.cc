@@ -8,6 +8,7 @@
 // tables that do not fit together, corrupt manifests and rank_shard members.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,7 @@
 
 #include "engram/store.h"
 #include "src/ngram/scaled_layout.h"
+#include "storage/embedded_hash_layout.h"
 #include "storage/layout_json.h"
 #include "storage/rank_converter.h"
 #include "storage/rank_manifest.h"
@@ -272,6 +274,110 @@ TEST_F(RankTables, AManifestAndItsRankTablesMovedTogetherStillOpen) {
   ExpectEveryRankIsItsSlotsRows(File("after/moved.json"), 3);
 }
 
+void ExpectStatus(const Status& s, StatusCode code, const std::string& needle) {
+  EXPECT_EQ(s.code(), code) << s.ToString();
+  EXPECT_NE(s.message().find(needle), std::string::npos) << "'" << needle << "' not in: " << s.ToString();
+}
+
+// --- Converting over an existing manifest ------------------------------------
+
+// The rank table files in the test directory whose names start with `stem.`.
+std::vector<std::string> FilesOf(const std::string& dir, const std::string& stem) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with(stem + ".") || name.starts_with("." + stem + ".")) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST_F(RankTables, AConversionOverAManifestWritesANewGenerationAndRemovesTheOldOnceItsManifestIsInPlace) {
+  auto spec = SafetensorsSpec();
+  ASSERT_TRUE(spec.ok());
+  const std::string out = File("gen.json");
+  ASSERT_TRUE(ConvertSpecToRanks(*spec, out, RankOptions(3)).ok());
+  EXPECT_EQ(FilesOf(dir_->path(), "gen"), (std::vector<std::string>{"gen.json", "gen.rank0-of-3.engram",
+                                                                    "gen.rank1-of-3.engram", "gen.rank2-of-3.engram"}));
+  // Again: the other generation's names; the old set's tables go once the
+  // new manifest names the new ones.
+  auto again = ConvertSpecToRanks(*spec, out, RankOptions(3));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->rank_files[1].file, "gen.g1.rank1-of-3.engram");
+  EXPECT_EQ(FilesOf(dir_->path(), "gen"),
+            (std::vector<std::string>{"gen.g1.rank0-of-3.engram", "gen.g1.rank1-of-3.engram",
+                                      "gen.g1.rank2-of-3.engram", "gen.json"}));
+  ExpectEveryRankIsItsSlotsRows(out, 3);
+  // And back, with another rank count.
+  ASSERT_TRUE(ConvertTableToRanks(File("full.engram"), out, RankOptions(2)).ok());
+  EXPECT_EQ(FilesOf(dir_->path(), "gen"),
+            (std::vector<std::string>{"gen.json", "gen.rank0-of-2.engram", "gen.rank1-of-2.engram"}));
+  ExpectEveryRankIsItsSlotsRows(out, 2);
+}
+
+TEST_F(RankTables, AConversionThatFailsAfterItsFirstRankLeavesTheOldSetOpeningAndNothingOfItsOwn) {
+  const std::string out = File("kept.json");
+  ASSERT_TRUE(ConvertTableToRanks(File("full.engram"), out, RankOptions(2)).ok());
+  const std::string manifest = ReadText(out);
+  const std::vector<std::string> before = FilesOf(dir_->path(), "kept");
+  // A source whose slot 1 (rank 1's) has a corrupt block: rank 0 is written
+  // whole, then rank 1 fails.
+  const std::string bad = File("bad-source.engram");
+  fs::copy_file(File("full.engram"), bad);
+  {
+    auto t = TableFile::Open(bad);
+    ASSERT_TRUE(t.ok());
+    const uint64_t row = layout_->offsets[0][1] + layout_->primes[0][1] / 2;
+    const uint64_t at = (*t)->BlockOffset((*t)->BlockOfRow(row)) + (*t)->RowOffsetInBlock(row);
+    std::fstream f(bad, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(at));
+    const char c = static_cast<char>(f.get());
+    f.seekp(static_cast<std::streamoff>(at));
+    f.put(static_cast<char>(c ^ 0x5a));
+  }
+  auto failed = ConvertTableToRanks(bad, out, RankOptions(2));
+  ASSERT_EQ(failed.status().code(), StatusCode::kCorruption) << failed.status().ToString();
+  // The old manifest and the set it names, as they were: every rank opens.
+  EXPECT_EQ(ReadText(out), manifest);
+  EXPECT_EQ(FilesOf(dir_->path(), "kept"), before) << "the failed conversion left or removed files";
+  ExpectEveryRankIsItsSlotsRows(out, 2);
+  // A first conversion that fails leaves nothing at all.
+  ASSERT_FALSE(ConvertTableToRanks(bad, File("fresh.json"), RankOptions(2)).ok());
+  EXPECT_TRUE(FilesOf(dir_->path(), "fresh").empty());
+}
+
+TEST_F(RankTables, NoOutputOfAConversionIsTheLayoutFileItRead) {
+  const std::string path = File("layout-out.json");
+  testing::WriteFile(path, json{{"layers", json::array({LayoutToJson(*layout_)})}}.dump());
+  const std::string before = ReadText(path);
+  RankConvertOptions o = RankOptions(2);
+  auto layout = LoadLayerHashLayout(path, layout_->layer_id);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  o.convert.hash_layout = *layout;
+  auto spec = SafetensorsSpec();
+  ASSERT_TRUE(spec.ok());
+  auto m = ConvertSpecToRanks(*spec, path, o);
+  ExpectStatus(m.status(), StatusCode::kInvalidArgument, "is the same file as " + path + " (a hash layout file");
+  ExpectStatus(ConvertToTable(*spec, path, o.convert).status(), StatusCode::kInvalidArgument,
+               "is the same file as " + path);
+  EXPECT_EQ(ReadText(path), before);
+  EXPECT_EQ(FilesOf(dir_->path(), "layout-out"), std::vector<std::string>{"layout-out.json"});
+}
+
+TEST_F(RankTables, AManifestAStoreOfThisProcessReadsIsNotConvertedOver) {
+  auto spec = SafetensorsSpec();
+  ASSERT_TRUE(spec.ok());
+  const std::string out = File("in-use.json");
+  ASSERT_TRUE(ConvertSpecToRanks(*spec, out, RankOptions(2)).ok());
+  {
+    auto store = Store::Open(OpenRank(out, 0));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ExpectStatus(ConvertSpecToRanks(*spec, out, RankOptions(2)).status(), StatusCode::kInvalidArgument,
+                 "the rank manifest of table 'in-use'");
+  }
+  EXPECT_TRUE(ConvertSpecToRanks(*spec, out, RankOptions(2)).ok());
+}
+
 // --- Bad arguments to the converter ----------------------------------------
 
 TEST_F(RankTables, RankCountsOutsideOneTo24AreRefusedBeforeAnythingIsWritten) {
@@ -353,11 +459,6 @@ class RankOpen : public RankTables {
   json manifest_;
 };
 
-void ExpectStatus(const Status& s, StatusCode code, const std::string& needle) {
-  EXPECT_EQ(s.code(), code) << s.ToString();
-  EXPECT_NE(s.message().find(needle), std::string::npos) << "'" << needle << "' not in: " << s.ToString();
-}
-
 TEST_F(RankOpen, ARankAtOrAboveTheManifestsRanksIsInvalidArgument) {
   ExpectStatus(OpenStatus(File("open.json"), 3), StatusCode::kInvalidArgument, "has ranks 0..2");
 }
@@ -370,6 +471,12 @@ TEST_F(RankOpen, AManifestWithoutARankAndARankWithoutAManifestAreInvalidArgument
   ExpectStatus(Store::Open(o).status(), StatusCode::kInvalidArgument, "no table is given by rank manifest");
   o.tables[0].manifest = File("open.json");
   ExpectStatus(Store::Open(o).status(), StatusCode::kInvalidArgument, "a path or a manifest, not both");
+}
+
+TEST_F(RankOpen, ATableGivenAsAManifestIsSaidToBeATable) {
+  const Status s = OpenStatus(File("full.engram"), 0);
+  ExpectStatus(s, StatusCode::kInvalidArgument, "is an Engram table file, not a rank manifest");
+  EXPECT_EQ(s.message().find("nests deeper"), std::string::npos) << s.ToString();
 }
 
 TEST_F(RankOpen, AManifestNamingAMissingRankFileIsNotFoundNamingIt) {
@@ -398,10 +505,10 @@ TEST_F(RankOpen, ARankFileWhoseFingerprintDiffersFromTheManifestsIsRefused) {
   // A rank file rewritten after its manifest: another salt, another fingerprint.
   auto spec = SafetensorsSpec();
   ASSERT_TRUE(spec.ok());
-  ASSERT_TRUE(ConvertSpecToRanks(*spec, File("rewritten.json"), RankOptions(3)).ok());
-  const std::string kept = ReadText(File("rewritten.json"));
-  ASSERT_TRUE(ConvertSpecToRanks(*spec, File("rewritten.json"), RankOptions(3)).ok());
-  testing::WriteFile(File("rewritten.json"), kept);
+  auto m = ConvertSpecToRanks(*spec, File("rewritten.json"), RankOptions(3));
+  ASSERT_TRUE(m.ok());
+  ASSERT_TRUE(ConvertSpecToRanks(*spec, File("rewritten-again.json"), RankOptions(3)).ok());
+  fs::copy_file(File("rewritten-again.rank0-of-3.engram"), m->rank_files[0].path, fs::copy_options::overwrite_existing);
   ExpectStatus(OpenStatus(File("rewritten.json"), 0), StatusCode::kInvalidArgument, "fingerprint");
 }
 
@@ -442,10 +549,13 @@ TEST_F(RankOpen, ACorruptOrTruncatedManifestIsCorruptionNamingTheField) {
     EXPECT_EQ(s.code(), StatusCode::kCorruption) << e.what << ": " << s.ToString();
     EXPECT_NE(s.message().find(e.needle), std::string::npos) << e.what << ": " << s.ToString();
   }
-  // A record size the rank tables do not have.
+  // A record size the rank tables do not have: said as such, not as a rank
+  // that differs ("is rank 0 of 3, the manifest wants rank 0 of 3").
   json doc = manifest_;
   doc["record_bytes"] = 128;
-  ExpectStatus(OpenStatus(WriteManifest(doc), 0), StatusCode::kInvalidArgument, "the manifest wants rank 0");
+  const Status record = OpenStatus(WriteManifest(doc), 0);
+  ExpectStatus(record, StatusCode::kInvalidArgument, "its rows are 264 bytes, the manifest's record_bytes is 128");
+  EXPECT_EQ(record.message().find("wants rank"), std::string::npos) << record.ToString();
 }
 
 // --- rank_shard validation at open --------------------------------------------

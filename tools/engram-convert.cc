@@ -108,10 +108,12 @@ int main(int argc, char** argv) {
     return Fail(engram::Status::InvalidArgument("--ranks " + std::to_string(ranks) + " is outside 1.." +
                                                 std::to_string(engram::kMaxRanks)));
   }
-  // The output must not be an input or a directory: refuse before reading anything.
+  // The output must not be an input (the --layout file too) or a directory:
+  // refuse before reading anything.
   {
     std::vector<std::string> inputs = st_files;
     if (!table_in.empty()) inputs.push_back(table_in);
+    if (!layout_file.empty()) inputs.push_back(layout_file);
     inputs.insert(inputs.end(), npy_files.begin(), npy_files.end());
     inputs.insert(inputs.end(), npy_scale_files.begin(), npy_scale_files.end());
     if (engram::Status s = engram::CheckConvertOutput(out, inputs); !s.ok()) return Fail(s);

@@ -14,6 +14,7 @@
 #include "src/common/logging.h"
 #include "engram/hasher.h"
 #include "src/replay/trace_files.h"
+#include "storage/input_files.h"
 
 namespace {
 
@@ -32,6 +33,8 @@ engram::Status Run(const std::string& layout_path, uint32_t layer, const std::st
   // grow with the output. A failure removes the partial output.
   constexpr size_t kChunkTokens = size_t(1) << 16;
   std::vector<uint64_t> rows(std::min(tokens.size(), kChunkTokens) * hasher.rows_per_token());
+  // Not an input: the layout and token map were recorded as read.
+  ENGRAM_RETURN_IF_ERROR(engram::CheckNotAnInput(out_path, "output"));
   std::unique_ptr<FILE, int (*)(FILE*)> out(std::fopen(out_path.c_str(), "wb"), &std::fclose);
   if (!out) return engram::Status::FromErrno("output " + out_path, errno);
   auto failed = [&](engram::Status s) {

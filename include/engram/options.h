@@ -98,9 +98,10 @@ struct StoreOptions {
   // The trace is written to a temporary file beside it and renamed over the
   // path when the store is destroyed, so an existing file is never truncated
   // and is replaced only by a complete trace; a character device (/dev/null)
-  // is written directly. Open refuses a path that is (also through a symlink
-  // or hard link) a table or shard the store reads, and anything but a
-  // regular file, a missing one or a character device. A write error never
+  // is written directly. Open (and the close, before the rename) refuses a
+  // path that is (also through a symlink or hard link) a file the process
+  // reads -- a table, shard or rank manifest, a layout or token map -- and
+  // anything but a regular file, a missing one or a character device. A write error never
   // fails a gather: it is logged, the gathers it drops are counted
   // (engram_store_trace_gathers_total{outcome="lost"}), and the failed
   // trace's temporary file is removed at shutdown, with an error in the log.
@@ -117,7 +118,12 @@ struct StoreOptions {
   // (Store::WaitForWarmUp does). The rows are read and verified like any
   // miss. A hot set that does not fit (another table, policy or capacity; a
   // truncated or corrupt file) is ignored with one warning; a missing file
-  // is a cold start. Format: src/store/hot_set.h.
+  // is a cold start. Format: src/store/hot_set.h. Open refuses a path that
+  // is not a regular file or missing (a FIFO, a device, a directory), or
+  // that is (also through a symlink or hard link) a file the process reads
+  // -- a table, shard or rank manifest, a layout or token map -- and a save
+  // never replaces one; a temporary file a killed save left beside the path
+  // is removed at open.
   std::string hot_set_path;
   double hot_set_interval_seconds = 0.0;
 

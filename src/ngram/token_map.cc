@@ -3,6 +3,7 @@
 
 #include "engram/hasher.h"
 #include "storage/file_util.h"
+#include "storage/input_files.h"
 
 namespace engram {
 
@@ -15,7 +16,8 @@ constexpr uint64_t kMaxTokenMapBytes = 1ull << 30;
 }  // namespace
 
 Result<TokenMap> TokenMap::FromFile(const std::string& path) {
-  ENGRAM_ASSIGN_OR_RETURN(std::string bytes, fileutil::ReadRegularFile(path, kMaxTokenMapBytes, "token map"));
+  ENGRAM_ASSIGN_OR_RETURN(std::string bytes, fileutil::ReadRegularFile(path, kMaxTokenMapBytes, "token map",
+                                                [&](int fd) { RecordInputFile(fd, path, "a token map"); }));
   if (bytes.empty() || bytes.size() % 4 != 0)
     return Status::Corruption("token map " + path + ": size " + std::to_string(bytes.size()) +
                               " bytes is not a non-zero multiple of 4 (little-endian uint32 entries)");

@@ -12,6 +12,7 @@
 #include "src/replay/request_spec.h"
 #include "src/replay/trace_files.h"
 #include "src/replay/trace_index.h"
+#include "storage/input_files.h"
 
 namespace engram::replay {
 namespace {
@@ -119,6 +120,7 @@ Result<std::string> RunReplay(const ReplayArgs& args) {
     if (csv_path.empty()) {
       out += "\n" + csv;
     } else {
+      ENGRAM_RETURN_IF_ERROR(CheckNotAnInput(csv_path, "--csv"));
       std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(csv_path.c_str(), "w"), &std::fclose);
       if (!f) return Status::FromErrno("--csv " + csv_path, errno);
       if (std::fwrite(csv.data(), 1, csv.size(), f.get()) != csv.size() || std::fclose(f.release()) != 0)

@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstring>
+#include <span>
 
 #include "storage/block_hash.h"
 #include "storage/byte_order.h"
@@ -110,14 +112,58 @@ Result<std::vector<HotSetTable>> DecodeHotSet(const std::string& bytes) {
 }
 
 Status WriteHotSetFile(const std::string& path, const std::vector<HotSetTable>& tables) {
-  return fileutil::WriteFileAtomically(path, EncodeHotSet(tables)).WithContext("hot set");
+  return fileutil::WriteFileAtomically(path, EncodeHotSet(tables), "hot_set_path").WithContext("hot set");
 }
 
 Result<std::vector<HotSetTable>> ReadHotSetFile(const std::string& path, uint64_t max_bytes) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0 && errno == ENOENT) return Status::NotFound("hot set: no file " + path);
+  struct stat st {};
+  const bool found = ::stat(path.c_str(), &st) == 0;
+  if (!found && errno == ENOENT) return Status::NotFound("hot set: no file " + path);
+  if (found && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > max_bytes) {
+    return Status::OutOfRange("hot set " + path + ": " + std::to_string(st.st_size) + " bytes, more than the " +
+                              std::to_string(max_bytes) + " bytes a hot set of these caches can hold");
+  }
   ENGRAM_ASSIGN_OR_RETURN(std::string bytes, fileutil::ReadRegularFile(path, max_bytes, "hot set"));
   return DecodeHotSet(bytes);
+}
+
+Result<std::vector<HotSetEntryHead>> ReadHotSetHeads(const std::string& path) {
+  auto corrupt = [](const std::string& why) { return Status::Corruption("hot set: " + why); };
+  ENGRAM_ASSIGN_OR_RETURN(int raw, fileutil::OpenReadOnly(path));
+  fileutil::ScopedFd fd(raw);
+  ENGRAM_ASSIGN_OR_RETURN(uint64_t size, fileutil::FileSize(fd.get(), path));
+  if (size < sizeof kMagic + 8 + 8) return corrupt("truncated (" + std::to_string(size) + " B)");
+  const uint64_t body = size - 8;  // the checksum follows the entries
+  std::byte head[sizeof kMagic + 8];
+  ENGRAM_RETURN_IF_ERROR(fileutil::PreadExact(fd.get(), head, 0, path));
+  if (std::memcmp(head, kMagic, sizeof kMagic) != 0) return corrupt("not a hot-set file (bad magic)");
+  const uint32_t version = static_cast<uint32_t>(LoadLe(head + sizeof kMagic, 4));
+  if (version != kVersion) return corrupt("unknown version " + std::to_string(version));
+  const uint32_t count = static_cast<uint32_t>(LoadLe(head + sizeof kMagic + 4, 4));
+  std::vector<HotSetEntryHead> entries;
+  uint64_t pos = sizeof head;
+  for (uint32_t i = 0; i < count; ++i) {
+    const std::string past_end = "table entry " + std::to_string(i) + " runs past the end";
+    if (body - pos < kTableHeaderBytes) return corrupt(past_end);
+    std::byte fixed[kTableHeaderBytes];
+    ENGRAM_RETURN_IF_ERROR(fileutil::PreadExact(fd.get(), fixed, pos, path));
+    pos += kTableHeaderBytes;
+    HotSetEntryHead e;
+    e.table.fingerprint = LoadLe(fixed, 8);
+    e.table.row_count = LoadLe(fixed + 8, 8);
+    e.table.record_bytes = static_cast<uint32_t>(LoadLe(fixed + 16, 4));
+    const uint32_t policy_bytes = static_cast<uint32_t>(LoadLe(fixed + 20, 4));
+    e.table.capacity_rows = LoadLe(fixed + 24, 8);
+    e.rows = LoadLe(fixed + 32, 8);
+    if (policy_bytes > body - pos || e.rows > (body - pos - policy_bytes) / kRowBytes) return corrupt(past_end);
+    e.table.policy.resize(policy_bytes);
+    ENGRAM_RETURN_IF_ERROR(fileutil::PreadExact(
+        fd.get(), std::as_writable_bytes(std::span(e.table.policy.data(), policy_bytes)), pos, path));
+    pos += policy_bytes + e.rows * kRowBytes;
+    entries.push_back(std::move(e));
+  }
+  if (pos != body) return corrupt("trailing bytes after the last table entry");
+  return entries;
 }
 
 std::string HotSetMismatch(const HotSetTable& saved, uint64_t row_count, uint32_t record_bytes,

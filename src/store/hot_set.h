@@ -53,10 +53,27 @@ std::string EncodeHotSet(const std::vector<HotSetTable>& tables);
 // whole.
 Result<std::vector<HotSetTable>> DecodeHotSet(const std::string& bytes);
 
-// Writes atomically (see above).
+// Writes atomically (see above), with fileutil::WriteFileAtomically: only
+// over a regular file or where none is, never over a file the process reads
+// (storage/input_files.h), and a temporary file a killed writer left beside
+// the path is removed first.
 Status WriteHotSetFile(const std::string& path, const std::vector<HotSetTable>& tables);
-// NotFound when there is no file; otherwise reads at most max_bytes and decodes.
+// NotFound when there is no file; OutOfRange when it holds more than
+// max_bytes (then ReadHotSetHeads says whose it is); otherwise reads it and
+// decodes.
 Result<std::vector<HotSetTable>> ReadHotSetFile(const std::string& path, uint64_t max_bytes);
+
+// One entry of a hot set without its rows.
+struct HotSetEntryHead {
+  HotSetTable table;  // rows left empty
+  uint64_t rows = 0;  // how many the entry lists
+};
+// Every entry's header, read without the rows (a few bytes per entry,
+// whatever the file's size): for a file too large to read whole, to tell
+// which tables, policies and capacities it was saved for. Corruption if an
+// entry runs past the end; the checksum is not verified (that takes the
+// whole file).
+Result<std::vector<HotSetEntryHead>> ReadHotSetHeads(const std::string& path);
 
 // Why `saved` cannot warm a table with these properties ("" when it can).
 std::string HotSetMismatch(const HotSetTable& saved, uint64_t row_count, uint32_t record_bytes,

@@ -1,7 +1,5 @@
 #include "src/store/store_impl.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <optional>
@@ -23,6 +21,7 @@ namespace {
 struct RankTablePick {
   std::string path;
   std::optional<RankManifest> manifest;
+  InputFileHold manifest_input;
 };
 
 Result<std::vector<RankTablePick>> PickRankTables(const StoreOptions& options) {
@@ -45,6 +44,8 @@ Result<std::vector<RankTablePick>> PickRankTables(const StoreOptions& options) {
                                      "' but no rank: set the rank (0..R-1) whose tables to open");
     }
     ENGRAM_ASSIGN_OR_RETURN(RankManifest m, ReadRankManifest(t.manifest));
+    pick.manifest_input =
+        HoldInputPath(t.manifest, "the rank manifest of table '" + (t.name.empty() ? m.name : t.name) + "'");
     if (static_cast<uint32_t>(options.rank) >= m.ranks) {
       return Status::InvalidArgument("store: rank " + std::to_string(options.rank) + " but manifest '" + t.manifest +
                                      "' has ranks 0.." + std::to_string(m.ranks - 1));
@@ -138,6 +139,7 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options, 
     for (const auto& other : store->tables_) {
       if (other->name == state->name) return Status::InvalidArgument("two tables named '" + state->name + "'");
     }
+    if (picks[i].manifest) store->manifest_inputs_.push_back(std::move(picks[i].manifest_input));
     explicit_bytes.push_back(t.cache_bytes);
     weights.push_back(state->file->row_count() * state->file->record_bytes());
     store->tables_.push_back(std::move(state));
@@ -181,19 +183,16 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options, 
     ENGRAM_ASSIGN_OR_RETURN(HttpEndpointOptions parsed, ParseListenAddress(options.metrics_listen));
     http = parsed;
   }
-  // The files the store writes (trace, hot set) must not be any it reads.
-  std::vector<std::string> inputs;
-  for (const auto& t : store->tables_) {
-    inputs.push_back(t->file->path());
-    if (t->file->is_reference()) {
-      for (const ReferenceShard& shard : t->file->reference()->shards()) inputs.push_back(shard.path);
-    }
-  }
-  if (struct stat st {}; !options.hot_set_path.empty() && ::stat(options.hot_set_path.c_str(), &st) == 0) {
-    ENGRAM_RETURN_IF_ERROR(CheckNotAnInput("hot_set_path", options.hot_set_path, st, inputs));
+  // The files the store writes (hot set, trace) must not be any the process
+  // reads: its tables, shards and manifests (held above), or anything else
+  // (a layout, a token map). A hot set replaces only a regular file (or
+  // creates one): a FIFO, a device or a directory at its path is refused
+  // here, not replaced at close.
+  if (!options.hot_set_path.empty()) {
+    ENGRAM_RETURN_IF_ERROR(CheckOutputPath(options.hot_set_path, "hot_set_path"));
   }
   if (!options.trace_path.empty()) {
-    ENGRAM_ASSIGN_OR_RETURN(store->trace_, TraceWriter::Open(options.trace_path, inputs));
+    ENGRAM_ASSIGN_OR_RETURN(store->trace_, TraceWriter::Open(options.trace_path));
   }
   if (http) {
     StoreImpl* raw = store.get();

@@ -19,6 +19,7 @@
 #include "src/store/table_state.h"
 #include "src/store/trace_writer.h"
 #include "src/store/warm_start.h"
+#include "storage/input_files.h"
 #include "storage/io/io_engine.h"
 
 namespace engram {
@@ -134,6 +135,10 @@ class StoreImpl final : public Store {
   std::unique_ptr<ReadBufferPool> read_buffers_;
   std::unique_ptr<io::IoEngine> engine_;
   std::vector<std::unique_ptr<TableState>> tables_;
+  // The rank manifests the tables were opened by: inputs of the process for
+  // as long as the store lives, so its hot set and trace, written up to the
+  // end of the destructor, can never replace one.
+  std::vector<InputFileHold> manifest_inputs_;
   std::unique_ptr<TraceWriter> trace_;
   std::unique_ptr<MetricsHttpEndpoint> endpoint_;
   std::unique_ptr<boost::asio::thread_pool> completion_pool_;

@@ -8,6 +8,7 @@
 #include <charconv>
 
 #include "storage/file_util.h"
+#include "storage/input_files.h"
 #include "storage/log.h"
 #include "storage/temp_file_cleanup.h"
 
@@ -20,25 +21,11 @@ constexpr size_t kWriteBytes = 64 << 10;
 
 }  // namespace
 
-Status CheckNotAnInput(const std::string& option, const std::string& path, const struct stat& st,
-                       const std::vector<std::string>& inputs) {
-  for (const std::string& input : inputs) {
-    struct stat in {};
-    if (::stat(input.c_str(), &in) != 0) continue;  // gone: nothing of it to overwrite
-    if (in.st_dev == st.st_dev && in.st_ino == st.st_ino) {
-      return Status::InvalidArgument(option + " " + path + " is the same file as " + input +
-                                     ", which the store reads: writing it would overwrite it");
-    }
-  }
-  return Status::OK();
-}
-
-Result<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string& path,
-                                                       const std::vector<std::string>& inputs) {
+Result<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string& path) {
   if (path.empty()) return Status::InvalidArgument("trace_path is empty");
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
-    ENGRAM_RETURN_IF_ERROR(CheckNotAnInput("trace_path", path, st, inputs));
+    ENGRAM_RETURN_IF_ERROR(CheckNotAnInput(path, "trace_path"));
     if (S_ISCHR(st.st_mode)) {
       // A device (/dev/null, /dev/full, a terminal): written as it is.
       int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
@@ -54,13 +41,12 @@ Result<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string& path,
   } else if (errno != ENOENT) {
     return Status::FromErrno("trace file " + path, errno);
   }
-  std::string temp = fileutil::TempPathFor(path);
-  int fd = ::mkostemp(temp.data(), O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno("create a temporary trace file beside " + path, errno);
+  std::string temp;
+  ENGRAM_ASSIGN_OR_RETURN(int fd, fileutil::CreateTempFileFor(path, &temp));
   if (::fchmod(fd, 0644) != 0) {
     Status s = Status::FromErrno("chmod " + temp, errno);
-    ::close(fd);
     ::unlink(temp.c_str());
+    ::close(fd);
     return s;
   }
   std::unique_ptr<TraceWriter> w(new TraceWriter(path, temp, fd));
@@ -139,15 +125,22 @@ Status TraceWriter::Close() {
   if (error_.ok() && !temp_path_.empty() && ::fsync(fd_) != 0) {
     FailLocked(Status::FromErrno("fsync trace file " + path_, errno));
   }
-  if (::close(fd_) != 0 && error_.ok()) FailLocked(Status::FromErrno("close trace file " + path_, errno));
-  fd_ = -1;
   if (!temp_path_.empty()) {
+    // Again right before the rename: the path may have become a file the
+    // process reads while the store ran.
+    if (error_.ok()) {
+      if (Status s = CheckNotAnInput(path_, "trace_path"); !s.ok()) FailLocked(std::move(s));
+    }
+    // Renamed with the descriptor, and so the lock that marks a live writer
+    // (fileutil::CreateTempFileFor), still open.
     if (error_.ok() && ::rename(temp_path_.c_str(), path_.c_str()) != 0) {
       FailLocked(Status::FromErrno("rename " + temp_path_ + " to trace file " + path_, errno));
     }
     if (!error_.ok()) ::unlink(temp_path_.c_str());
     UnregisterTempFile(temp_token_);
   }
+  if (::close(fd_) != 0 && error_.ok()) FailLocked(Status::FromErrno("close trace file " + path_, errno));
+  fd_ = -1;
   return error_;
 }
 

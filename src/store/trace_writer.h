@@ -15,17 +15,16 @@
 //    nothing there to lose.
 //  - anything else is InvalidArgument: a directory, and a FIFO or socket,
 //    whose reader going away would kill the process with SIGPIPE.
-// Open refuses a path that is the same file (device and inode, so also
-// through symlinks and hard links) as any file the store reads: a trace must
-// never replace a table.
+// Open, and Close again right before the rename, refuse a path that is the
+// same file (device and inode, so also through symlinks and hard links) as
+// any file the process reads (storage/input_files.h): a trace must never
+// replace a table, a shard or a manifest.
 //
 // Errors: gathers never fail because of the trace. The first write error is
 // logged (spdlog, error level) when it happens; from then on lines are
 // dropped and counted (lost_gathers()). Close() reports a write, flush,
 // close or rename failure as a Status, and the store logs it at shutdown.
 #pragma once
-
-#include <sys/stat.h>
 
 #include <cstdint>
 #include <memory>
@@ -38,17 +37,9 @@
 
 namespace engram {
 
-// InvalidArgument if `path` (stat()ed as `st`) is, by device and inode (so
-// through symlinks and hard links too), one of `inputs`: a file the store
-// writes (`option` names it in the message) must never be one it reads.
-Status CheckNotAnInput(const std::string& option, const std::string& path, const struct stat& st,
-                       const std::vector<std::string>& inputs);
-
 class TraceWriter {
  public:
-  // `inputs`: every file the store reads (tables, reference shards), checked
-  // against `path` before anything is opened for writing.
-  static Result<std::unique_ptr<TraceWriter>> Open(const std::string& path, const std::vector<std::string>& inputs);
+  static Result<std::unique_ptr<TraceWriter>> Open(const std::string& path);
   // Close()s if not closed yet, logging a failure.
   ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;

@@ -8,6 +8,7 @@
 #include "src/store/store_impl.h"
 #include "src/store/table_state.h"
 #include "src/store/verified_row_reads.h"
+#include "storage/file_util.h"
 #include "storage/log.h"
 #include "storage/reference_layout.h"
 
@@ -26,6 +27,8 @@ constexpr size_t kIdleBatchesInFlight = 4;
 
 HotSetKeeper::HotSetKeeper(StoreImpl* store, std::string path, double interval_seconds)
     : store_(store), path_(std::move(path)) {
+  // What a save killed midway (kill -9, a crash) left beside the hot set.
+  fileutil::RemoveStaleTempFiles(path_);
   warm_thread_ = std::thread([this] { Warm(Load()); });
   if (interval_seconds > 0) save_thread_ = std::thread([this, interval_seconds] { SaveEvery(interval_seconds); });
 }
@@ -59,7 +62,22 @@ std::vector<std::vector<HotSetRow>> HotSetKeeper::Load() {
   uint64_t max_bytes = 4096 * (n + 1);
   for (size_t i = 0; i < n; ++i) max_bytes += store_->table_state(i).cache->capacity_rows() * 12 + 4096;
   auto saved = ReadHotSetFile(path_, max_bytes);
-  if (!saved.ok()) {
+  std::vector<HotSetEntryHead> heads;
+  if (saved.ok()) {
+    for (HotSetTable& t : *saved) {
+      const uint64_t rows = t.rows.size();
+      heads.push_back({std::move(t), rows});
+    }
+  } else if (saved.status().code() == StatusCode::kOutOfRange) {
+    // Larger than a hot set of these caches can be: most likely saved from
+    // larger caches. Only the entries' headers are read, to say so.
+    auto read = ReadHotSetHeads(path_);
+    if (!read.ok()) {
+      log::Warn("store: hot set {} ignored: {}", path_, read.status().ToString());
+      return warm;
+    }
+    heads = std::move(read).value();
+  } else {
     if (saved.status().code() == StatusCode::kNotFound) {
       log::Info("store: no hot set at {} yet: the caches start cold", path_);
     } else {
@@ -70,22 +88,29 @@ std::vector<std::vector<HotSetRow>> HotSetKeeper::Load() {
   std::vector<std::string> reasons;
   for (size_t i = 0; i < n; ++i) {
     TableState& t = store_->table_state(i);
-    auto entry = std::find_if(saved->begin(), saved->end(),
-                              [&](const HotSetTable& s) { return s.fingerprint == t.file->fingerprint(); });
-    if (entry == saved->end()) {
+    auto entry = std::find_if(heads.begin(), heads.end(),
+                              [&](const HotSetEntryHead& s) { return s.table.fingerprint == t.file->fingerprint(); });
+    if (entry == heads.end()) {
       reasons.push_back("table " + t.name + ": no entry for its fingerprint " + Hex64(t.file->fingerprint()));
       continue;
     }
-    const std::string why = HotSetMismatch(*entry, t.file->row_count(), t.file->record_bytes(),
+    const std::string why = HotSetMismatch(entry->table, t.file->row_count(), t.file->record_bytes(),
                                            t.cache->config().ToSpec(), t.cache->capacity_rows());
     if (!why.empty()) {
       reasons.push_back("table " + t.name + ": " + why);
-      t.counters.Add(t.counters.warm_skipped_rows, entry->rows.size());
+      t.counters.Add(t.counters.warm_skipped_rows, entry->rows);
+      continue;
+    }
+    if (!saved.ok()) {
+      // Its entry fits, yet the file is too large: it holds more (other
+      // tables' entries, or bytes no hot set has).
+      reasons.push_back("table " + t.name + ": " + saved.status().message());
+      t.counters.Add(t.counters.warm_skipped_rows, entry->rows);
       continue;
     }
     // Each row once (a file written by EncodeHotSet lists each once).
     std::unordered_set<uint64_t> seen;
-    for (const HotSetRow& r : entry->rows) {
+    for (const HotSetRow& r : entry->table.rows) {
       if (seen.insert(r.row_id).second) warm[i].push_back(r);
     }
   }

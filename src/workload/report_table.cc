@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/common/gnuplot.h"
+#include "storage/input_files.h"
 
 namespace engram {
 
@@ -100,6 +101,7 @@ std::string FormatReportJsonLines(const std::vector<PolicyRequests>& runs) {
 Status WriteHitRateChart(const std::vector<PolicyRequests>& runs, const std::string& csv_path,
                          const std::string& png_path, const std::string& title) {
   if (runs.empty()) return Status::InvalidArgument("chart: no runs");
+  ENGRAM_RETURN_IF_ERROR(CheckNotAnInput(csv_path, "chart data"));
   {
     std::ofstream csv(csv_path);
     if (!csv) return Status::IOError("cannot write " + csv_path + ": " + std::strerror(errno));

@@ -22,9 +22,10 @@ namespace {
 Status EnsureTable(const std::string& path, const EngramHashLayout& layout, uint32_t record_bytes, uint64_t seed,
                    const std::function<void(const std::string&)>& log) {
   const nlohmann::json layout_json = nlohmann::json::parse(layout.ToJson());
-  auto existing = TableFile::Open(path);
-  if (existing.ok() && (*existing)->row_count() == layout.total_rows &&
-      (*existing)->record_bytes() == record_bytes) {
+  // Closed before it is written over: a process never replaces a table it
+  // has open (storage/input_files.h).
+  if (auto existing = TableFile::Open(path); existing.ok() && (*existing)->row_count() == layout.total_rows &&
+                                             (*existing)->record_bytes() == record_bytes) {
     // The metadata of a file at this path may come from anything: compare
     // without typed access (value()/get() throw type_error on another shape).
     static constexpr std::string_view kCompared[] = {"generator", "hash_layout"};

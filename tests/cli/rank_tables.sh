@@ -72,7 +72,8 @@ expect_error 2 "a rank table converted again" "already a rank table" "$convert" 
   --ranks 2 bad.json
 expect_error nonzero "--table in place" "requires --safetensors" "$convert" --table layer.engram --ranks 2 --in-place bad.json
 expect_error 2 "a missing table" "No such file" "$convert" --table missing.engram --ranks 2 bad.json
-expect_error 2 "the manifest is the input" "is the input file" "$convert" --table layer.engram --ranks 2 layer.engram
+expect_error 2 "the manifest is the input" "is the same file as layer.engram" "$convert" --table layer.engram --ranks 2 \
+  layer.engram
 expect_error nonzero "--table without --ranks" "ranks" "$convert" --table layer.engram bad.engram
 ls bad* >/dev/null 2>&1 && fail "a refused conversion left output: $(ls bad*)"
 ls -a | grep -q '\.tmp-' && fail "a refused conversion left a temp file"

@@ -53,6 +53,19 @@ grep -q "hit rate % per request" "$tmp/table.txt" || fail "table header missing"
 "$hash" --layout "$layout" "$tmp/a.u32" "$tmp/a.rows"
 [ "$(stat -c %s "$tmp/a.rows")" -eq $((2000 * 24 * 8)) ] || fail "engram-hash output size"
 
+# No output replaces a file the tool read: engram-hash's OUT is not its
+# layout (also through a hard link), the sweep CSV not the replay's.
+cp "$layout" "$tmp/layout.json"
+ln "$tmp/layout.json" "$tmp/layout-link.json"
+for out in "$tmp/layout.json" "$tmp/layout-link.json"; do
+  if "$hash" --layout "$tmp/layout.json" "$tmp/a.u32" "$out" 2> "$tmp/err.txt"; then fail "engram-hash wrote over its layout"; fi
+  grep -q "is the same file as $tmp/layout.json (a hash layout file" "$tmp/err.txt" || fail "engram-hash: $(cat "$tmp/err.txt")"
+done
+if "$replay" --layout "$tmp/layout.json" --request "$tmp/a.u32" --capacity-rows 5000 --policy lru --sweep 1 \
+  --csv "$tmp/layout.json" > /dev/null 2> "$tmp/err.txt"; then fail "engram-replay wrote its CSV over its layout"; fi
+grep -q "is the same file as $tmp/layout.json" "$tmp/err.txt" || fail "engram-replay: $(cat "$tmp/err.txt")"
+cmp -s "$tmp/layout.json" "$layout" || fail "the layout was changed"
+
 # engram-hash writes 192 bytes per token: it streams them, so a token file
 # whose row IDs do not fit in memory is hashed, not an uncaught bad_alloc.
 # 3M tokens (576 MB of row IDs) under a 400 MB address-space limit; skipped

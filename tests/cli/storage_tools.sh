@@ -104,14 +104,14 @@ expect_error nonzero "no input" "--safetensors or --npy" "$convert" o.engram
 
 # --- the output is checked before anything is read: not an input, not a dir --
 cp in.safetensors keep.safetensors
-expect_error 2 "output is the input" "is the input file" \
+expect_error 2 "output is the input" "is the same file as in.safetensors" \
   "$convert" --safetensors in.safetensors --weight engram.w in.safetensors
 cmp in.safetensors keep.safetensors || fail "the input was replaced by its own conversion"
 cp in.safetensors shard2.safetensors
-expect_error 2 "output is the second shard" "is the input file 'shard2.safetensors'" \
+expect_error 2 "output is the second shard" "is the same file as shard2.safetensors" \
   "$convert" --safetensors in.safetensors,shard2.safetensors --weight engram.w shard2.safetensors
 ln in.safetensors hardlink.safetensors
-expect_error 2 "output is the input under another name" "is the input file" \
+expect_error 2 "output is the input under another name" "is the same file as in.safetensors" \
   "$convert" --safetensors in.safetensors --weight engram.w hardlink.safetensors
 cmp in.safetensors keep.safetensors || fail "the input was replaced through a hard link"
 mkdir outdir
