@@ -5,6 +5,7 @@
  * the service is killed a gather fails with ENGRAM_UNAVAILABLE instead of
  * hanging. argv[1] is the build directory (where engram-gen and
  * engram-served are). */
+#include <dirent.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -27,6 +28,35 @@ static double Seconds(void) {
 }
 
 /* What a client may not ask for, refused before it connects. */
+/* Stops the process and waits until every thread of it is stopped: a signal
+ * is delivered when its target next runs. */
+static void StopProcess(pid_t pid) {
+  kill(pid, SIGSTOP);
+  char tasks[64];
+  snprintf(tasks, sizeof tasks, "/proc/%d/task", (int)pid);
+  for (int tries = 0; tries < 10000; ++tries) {
+    int running = 0, seen = 0;
+    DIR* d = opendir(tasks);
+    if (d == NULL) return;
+    for (struct dirent* e; (e = readdir(d)) != NULL;) {
+      if (e->d_name[0] == '.') continue;
+      char path[128], buf[512] = {0};
+      snprintf(path, sizeof path, "%s/%s/stat", tasks, e->d_name);
+      FILE* f = fopen(path, "r");
+      if (f == NULL) continue;
+      size_t n = fread(buf, 1, sizeof buf - 1, f);
+      fclose(f);
+      const char* close = strrchr(buf, ')');
+      if (n == 0 || close == NULL || close[1] == 0 || close[2] == 0) continue;
+      ++seen;
+      if (close[2] != 'T' && close[2] != 't') ++running;
+    }
+    closedir(d);
+    if (seen > 0 && running == 0) return;
+    usleep(1000);
+  }
+}
+
 static void CheckRefusedOptions(const engram_store_options* client) {
   engram_store* store = NULL;
   engram_store_options o = *client;
@@ -61,7 +91,7 @@ static void CheckDeadlines(const engram_store_options* client, pid_t service, en
   memset(&r, 0, sizeof r);
   r.size = sizeof r;
 
-  kill(service, SIGSTOP);
+  StopProcess(service);
   double start = Seconds();
   CHECK(engram_gather_rows(quick, 0, fresh, kGather, got, kRecord, &r) == ENGRAM_DEADLINE_EXCEEDED);
   double waited = Seconds() - start;

@@ -137,7 +137,7 @@ TEST_F(NodeServiceTest, AStoppedClientWithAnswersPendingDoesNotStallAnother) {
   ChildProcess stopped = StartClient("bulk-loop", {"4096", "4"});
   ASSERT_TRUE(stopped.WaitForLine("ready", 60s));
   std::this_thread::sleep_for(300ms);
-  ASSERT_EQ(::kill(stopped.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(StopProcess(stopped.pid()));
   std::this_thread::sleep_for(300ms);  // its answers fill its socket and wait
   StoreOptions o = ClientOptions("measured");
   o.node_call_timeout_ms = 60000;
@@ -169,7 +169,7 @@ TEST_F(NodeServiceTest, AStoppedServiceGivesDeadlineExceededNeverAHang) {
   o.node_call_timeout_ms = 300;
   auto client = Store::Open(o);
   ASSERT_TRUE(client.ok()) << client.status().ToString();
-  ASSERT_EQ(::kill(service.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(StopProcess(service.pid()));
   auto t0 = std::chrono::steady_clock::now();
   auto opened = Store::Open(o);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);

@@ -38,10 +38,28 @@ def served(tables, tmp_path):
         assert service.wait(timeout=60) == 0
 
 
+def wait_until_stopped(pid, timeout=10.0):
+    """A signal is delivered when its target next runs: wait until every thread of the process is stopped."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        states = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{task}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:
+                continue
+        if states and all(s in ("T", "t") for s in states):
+            return
+        time.sleep(0.002)
+    raise AssertionError(f"process {pid} did not stop")
+
+
 @contextlib.contextmanager
 def stopped(service):
     """The service stopped (SIGSTOP) for the block, and running again after it, however it ends."""
     service.send_signal(signal.SIGSTOP)
+    wait_until_stopped(service.pid)
     try:
         yield
     finally:

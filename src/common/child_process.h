@@ -151,6 +151,37 @@ class ChildProcess {
   std::optional<int> status_;
 };
 
+// Stops the process (SIGSTOP) and returns once every thread of it is
+// stopped: a signal is delivered when its target next runs, and a test
+// that acts at once may find it still running. False if it did not stop
+// within the timeout.
+inline bool StopProcess(pid_t pid, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  if (::kill(pid, SIGSTOP) != 0) return false;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool all_stopped = true, any = false;
+    if (DIR* d = ::opendir(tasks.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        char buf[512] = {};
+        FILE* f = std::fopen((tasks + "/" + e->d_name + "/stat").c_str(), "r");
+        if (f == nullptr) continue;
+        const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+        std::fclose(f);
+        const char* close = std::strrchr(buf, ')');
+        if (n == 0 || close == nullptr || close[1] == 0 || close[2] == 0) continue;
+        any = true;
+        if (close[2] != 'T' && close[2] != 't') all_stopped = false;
+      }
+      ::closedir(d);
+    }
+    if (any && all_stopped) return true;
+    ::usleep(1000);
+  }
+  return false;
+}
+
 // Descriptors, threads and memory of a process, from /proc: resident, and
 // proportional (PSS: each shared page divided among the processes mapping it).
 struct ProcessFootprint {

@@ -68,7 +68,13 @@ Result<std::unique_ptr<SocketClaim>> SocketClaim::Take(const std::string& socket
     }
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
-      const ClaimRecord holder = ReadRecord(fd);
+      // The holder writes its record right after it locks: give it a moment,
+      // so that the refusal can name it.
+      ClaimRecord holder = ReadRecord(fd);
+      for (int i = 0; i < 100 && holder.pid == 0 && err == EWOULDBLOCK; ++i) {
+        ::usleep(1000);
+        holder = ReadRecord(fd);
+      }
       ::close(fd);
       if (err == EWOULDBLOCK) {
         return Status::Unavailable("engram-served: another engram-served" +
