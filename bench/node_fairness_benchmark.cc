@@ -224,7 +224,10 @@ Status RunStopped(const NodeFairnessConfig& c, const std::string& socket, const 
   report.held_rows = c.held_rows();
   a.WriteLine(Command("hold", {ranges.held_a.first, ranges.held_a.count, c.bulk_rows_per_gather, c.bulk_in_flight,
                                c.seed + 12}));
-  ENGRAM_RETURN_IF_ERROR(Expect(a, "holding", "A").status());
+  {
+    ENGRAM_ASSIGN_OR_RETURN(std::string holding, Expect(a, "holding ", "A"));
+    report.held_answered_before_stop = std::strtoull(holding.c_str() + 8, nullptr, 10);
+  }
   const auto stopped_by = Clock::now() + 10s;
   while (ProcessState(a.pid()) != 'T') {
     if (Clock::now() > stopped_by) return Status::Internal("node --mixed: A did not stop itself");

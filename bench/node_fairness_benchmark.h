@@ -100,6 +100,9 @@ struct NodeFairnessReport {
   uint64_t stopped_cache_bytes = 0;
   LatencySeries alone, beside_stopped;
   uint64_t held_rows = 0;
+  // A's gathers answered before it stopped (then their answers were read):
+  // 0 when all of A's answers were left unread, as the phase means them to.
+  uint64_t held_answered_before_stop = 0;
   // From A's stop until the service's counters showed A's rows read; < 0:
   // not while B ran.
   double held_reads_seconds = -1;
