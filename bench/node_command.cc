@@ -14,7 +14,8 @@
 namespace engram::bench {
 namespace {
 
-// The targets for the fairness benchmark (service / private pair).
+// The targets of the fairness benchmark (service / private pair, and
+// beside a stopped A / A absent).
 constexpr double kBP99AtMost = 1.5, kBMaxAtMost = 2.0, kARowsPerSAtLeast = 0.9, kStoppedMaxAtMost = 2.0;
 
 int ExitCodeOf(const Status& s) {

@@ -22,7 +22,7 @@ using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 // The longest any one step of a workload may take before the run is given
-// up: generous, since today's service can stall a client for seconds.
+// up: generous, since a client stalled for seconds is what may be measured.
 constexpr auto kStepTimeout = 600s;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -283,12 +283,6 @@ double NodeFairnessReport::a_rows_per_s_ratio() const {
   return Ratio(service_pair.a.rows_per_s(), private_pair.a.rows_per_s());
 }
 double NodeFairnessReport::stopped_max_ratio() const { return Ratio(beside_stopped.max_ms(), alone.max_ms()); }
-
-uint64_t FairnessRowsNeeded(const NodeFairnessConfig& c, uint32_t rows_per_block) {
-  RowRanges r(rows_per_block);
-  PlanRanges(c, r);
-  return r.used();
-}
 
 Result<NodeFairnessReport> RunNodeFairnessBenchmark(const NodeFairnessConfig& cfg, const NodeFairnessLog& log) {
   NodeFairnessConfig c = cfg;
