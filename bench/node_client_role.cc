@@ -138,25 +138,35 @@ void Decode(Store& s, uint64_t first, uint64_t count, uint32_t rows_per_gather, 
   PrintLine(line.str());
 }
 
-// "holding", then stopped; once continued, "held ROWS MISSES OK|STATUS".
+// "holding ANSWERED", then stopped; once continued, "held ROWS MISSES
+// OK|STATUS". ANSWERED: the gathers whose answers had come before the stop
+// (0 when every answer was left unread).
 void Hold(Store& s, uint64_t first, uint64_t count, uint32_t rows_per_gather, uint32_t in_flight, uint64_t seed) {
   const uint32_t rec = s.record_bytes(0);
   in_flight = static_cast<uint32_t>(std::min<uint64_t>(in_flight, count / rows_per_gather));
   const std::vector<uint64_t> rows = Permuted(first, count, seed, uint64_t{in_flight} * rows_per_gather);
   std::vector<std::vector<std::byte>> dst(in_flight, std::vector<std::byte>(size_t{rows_per_gather} * rec));
-  std::vector<GatherTicket> tickets;
+  std::vector<GatherResult> results(in_flight);
+  std::atomic<uint32_t> answered{0};
+  // One waiting thread per gather, so that an answer that comes before the
+  // stop is seen as it comes.
+  std::vector<std::thread> waiters;
   for (uint32_t i = 0; i < in_flight; ++i) {
-    tickets.push_back(s.StartGather(0, std::span(rows.data() + size_t{i} * rows_per_gather, rows_per_gather),
-                                    dst[i].data(), rec));
+    GatherTicket t = s.StartGather(0, std::span(rows.data() + size_t{i} * rows_per_gather, rows_per_gather),
+                                   dst[i].data(), rec);
+    waiters.emplace_back([&results, &answered, i, t = std::move(t)]() mutable {
+      results[i] = t.Wait();
+      answered.fetch_add(1);
+    });
   }
-  PrintLine("holding");
+  PrintLine("holding " + std::to_string(answered.load()));
   // Every thread of this process stops here, the one that reads the
   // service's answers included: the answers stay unread until SIGCONT.
   ::raise(SIGSTOP);
+  for (std::thread& w : waiters) w.join();
   uint64_t done = 0, misses = 0;
   Status first_failure;
-  for (GatherTicket& t : tickets) {
-    GatherResult r = t.Wait();
+  for (const GatherResult& r : results) {
     done += r.rows;
     misses += r.misses;
     if (!r.status.ok() && first_failure.ok()) first_failure = r.status;

@@ -23,9 +23,10 @@
 //              it runs, "stats" and "stop" are still obeyed.
 //   hold FIRST COUNT ROWS_PER_GATHER IN_FLIGHT SEED
 //              starts IN_FLIGHT gathers at once (Store::StartGather), prints
-//              "holding" and stops itself (SIGSTOP) before it can read their
-//              answers; once continued, waits for them: "held ROWS MISSES
-//              OK|STATUS"
+//              "holding ANSWERED" (those already answered: 0 unless the
+//              service was quicker than the sending) and stops itself
+//              (SIGSTOP) before it can read their answers; once continued,
+//              waits for them: "held ROWS MISSES OK|STATUS"
 //   stats      "stats ROWS_REQUESTED" (the table's counter, from its store)
 //   exit       ends the process
 //

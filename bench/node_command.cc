@@ -14,7 +14,8 @@
 namespace engram::bench {
 namespace {
 
-// The targets for the fairness benchmark (service / private pair).
+// The targets of the fairness benchmark (service / private pair, and
+// beside a stopped A / A absent).
 constexpr double kBP99AtMost = 1.5, kBMaxAtMost = 2.0, kARowsPerSAtLeast = 0.9, kStoppedMaxAtMost = 2.0;
 
 int ExitCodeOf(const Status& s) {
@@ -156,6 +157,7 @@ int RunMixed(const NodeArgs& args) {
         {"alone", SeriesJson(r.alone)},
         {"beside_stopped", SeriesJson(r.beside_stopped)},
         {"held_rows", r.held_rows},
+        {"held_answered_before_stop", r.held_answered_before_stop},
         {"held_reads_seconds", r.held_reads_seconds >= 0 ? nlohmann::json(r.held_reads_seconds) : nlohmann::json()},
         {"held_outcome", r.held_outcome},
         {"cache_bytes", r.stopped_cache_bytes},
@@ -183,9 +185,10 @@ int RunMixed(const NodeArgs& args) {
     if (r.held_reads_seconds >= 0) {
       std::snprintf(held_reads, sizeof(held_reads), "%.2f s after A stopped", r.held_reads_seconds);
     }
-    std::printf("stopped neighbour: A stopped with %u gathers (%llu rows) unanswered; the service had read them: %s; "
-                "A once continued: %s\n",
-                c.bulk_in_flight, static_cast<unsigned long long>(r.held_rows), held_reads, r.held_outcome.c_str());
+    std::printf("stopped neighbour: A stopped with %u gathers (%llu rows) in flight, %llu answered before the stop; "
+                "the service had read them: %s; A once continued: %s\n",
+                c.bulk_in_flight, static_cast<unsigned long long>(r.held_rows),
+                static_cast<unsigned long long>(r.held_answered_before_stop), held_reads, r.held_outcome.c_str());
     std::printf("  B, A absent:  %s\n", SeriesLine(r.alone).c_str());
     std::printf("  B, A stopped: %s\n", SeriesLine(r.beside_stopped).c_str());
     std::printf("  stopped/absent: B slowest %.2fx (target <= %.1f)\n", r.stopped_max_ratio(), kStoppedMaxAtMost);

@@ -100,6 +100,7 @@ print(f"run={run} b_gathers={bp['gathers']}/{bs['gathers']} "
       f"stopped_alone_p50/max_ms={s['alone']['p50_ms']:.2f}/{s['alone']['max_ms']:.2f} "
       f"stopped_beside_p50/max_ms={s['beside_stopped']['p50_ms']:.2f}/{s['beside_stopped']['max_ms']:.2f} "
       f"stopped_max_ratio={s['beside_stopped_over_alone']['b_max']:.2f} "
+      f"held_answered_before_stop={s['held_answered_before_stop']} "
       f"held_reads_s={'n/a' if held is None else format(held, '.2f')} held_outcome={s['held_outcome'][:40]!r}")
 PY
 done

@@ -22,8 +22,9 @@
 //
 // Every gather reads rows no process has read before (each workload its own
 // block-aligned range of the table, drawn in a seeded order), so all are
-// misses (unless decode_shares_bulk_rows): on a disk the reads reach the device (O_DIRECT); on /dev/shm they
-// measure the CPU path. The caches are sized so that nothing is evicted.
+// misses (unless decode_shares_bulk_rows): on a disk the reads reach the
+// device (O_DIRECT); on /dev/shm they measure the CPU path. The caches are
+// sized so that nothing is evicted.
 // A and B are this program re-executed (`engram-bench node-client`,
 // bench/node_client_role.h): real processes.
 #pragma once
@@ -38,7 +39,7 @@
 namespace engram::bench {
 
 struct NodeFairnessConfig {
-  std::string file;    // an engram-gen table of at least rows_needed() rows
+  std::string file;    // an engram-gen table with room for every workload's never-read rows
   std::string served;  // engram-served; empty: beside this program
   std::string self;    // this program, re-executed as A and B
   // A, the bulk client.
@@ -100,16 +101,15 @@ struct NodeFairnessReport {
   uint64_t stopped_cache_bytes = 0;
   LatencySeries alone, beside_stopped;
   uint64_t held_rows = 0;
+  // A's gathers answered before it stopped (then their answers were read):
+  // 0 when all of A's answers were left unread, as the phase means them to.
+  uint64_t held_answered_before_stop = 0;
   // From A's stop until the service's counters showed A's rows read; < 0:
   // not while B ran.
   double held_reads_seconds = -1;
   std::string held_outcome;  // A's gathers once continued: "OK" or their error
   double stopped_max_ratio() const;  // beside a stopped A / A absent, slowest gather
 };
-
-// Rows the configuration's ranges take from the table (each workload's
-// range rounded up to whole blocks of rows_per_block rows).
-uint64_t FairnessRowsNeeded(const NodeFairnessConfig& config, uint32_t rows_per_block);
 
 using NodeFairnessLog = std::function<void(const std::string&)>;
 

@@ -71,6 +71,7 @@ s = j["stopped_neighbour"]
 check_series("stopped_neighbour.alone", s["alone"], 10)
 check_series("stopped_neighbour.beside_stopped", s["beside_stopped"], 10)
 if s["held_rows"] != 3 * 2000: fail("held_rows is not 3 x 2000")
+if not 0 <= s["held_answered_before_stop"] <= 3: fail("held_answered_before_stop is not 0..3")
 if not (s["held_reads_seconds"] is None or s["held_reads_seconds"] >= 0): fail("held_reads_seconds")
 if not s["held_outcome"]: fail("no held_outcome")
 if not s["beside_stopped_over_alone"]["b_max"] > 0: fail("stopped ratio not positive")
