@@ -74,5 +74,30 @@ TEST(InflightRowsTest, AFailedRowFailsEveryRequestWaitingForIt) {
   EXPECT_EQ(answers[1].failed_positions, (std::vector<size_t>{1}));
 }
 
+// A row asked for twice in one request is read once and answered at both
+// positions (a request that waited for itself would never be answered).
+TEST(InflightRowsTest, ARowAskedForTwiceIsReadOnceAndAnsweredTwice) {
+  node::InflightRows inflight;
+  std::vector<std::vector<uint64_t>> read;
+  constexpr uint32_t kBytes = 8;
+  auto start = [&](std::span<const uint64_t> ids, std::byte* dst, size_t, std::function<void(GatherResult)> done) {
+    read.emplace_back(ids.begin(), ids.end());
+    for (size_t i = 0; i < ids.size(); ++i) std::memcpy(dst + i * kBytes, &ids[i], kBytes);
+    done(GatherResult{});
+  };
+  std::vector<uint64_t> rows(4, 0);
+  int answers = 0;
+  inflight.Gather({7, 8, 7, 7}, kBytes, reinterpret_cast<uint8_t*>(rows.data()), start,
+                  [&](const GatherResult& r) {
+                    ++answers;
+                    EXPECT_TRUE(r.status.ok());
+                  });
+  EXPECT_EQ(answers, 1);
+  ASSERT_EQ(read.size(), 1u);
+  EXPECT_EQ(read[0], (std::vector<uint64_t>{7, 8}));
+  EXPECT_EQ(rows, (std::vector<uint64_t>{7, 8, 7, 7}));
+  EXPECT_EQ(inflight.rows_in_flight(), 0u);
+}
+
 }  // namespace
 }  // namespace engram

@@ -92,14 +92,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1u, 256u));
   app.add_option("--gather-threads", options.gather_threads,
-                 "threads that read clients' missed rows, each on its own io_uring ring")
+                 "threads that read clients' missed rows and read-aheads, each on its own io_uring ring")
       ->capture_default_str()
       ->check(CLI::Range(1u, 256u));
-  app.add_option("--miss-window-rows", options.miss_window_rows,
-                 "clients' missed rows in the store at once, the rest queued fairly per client (0: twice "
-                 "--queue-depth)")
-      ->capture_default_str()
-      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 24));
   app.add_option("--miss-quantum-rows", options.miss_quantum_rows,
                  "each busy client's share of missed rows per turn")
       ->capture_default_str()

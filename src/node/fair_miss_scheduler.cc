@@ -5,13 +5,13 @@
 
 namespace engram::node {
 
-FairMissScheduler::FairMissScheduler(Options options)
-    : options_{std::max<uint64_t>(options.window_rows, 1), std::max<uint32_t>(options.quantum_rows, 1)} {}
+FairMissScheduler::FairMissScheduler(uint32_t quantum_rows) : quantum_rows_(std::max<uint32_t>(quantum_rows, 1)) {}
 
-void FairMissScheduler::Submit(ClientId client, uint32_t rows, Start start) {
-  rows = std::clamp<uint32_t>(rows, 1, options_.quantum_rows);
+void FairMissScheduler::Submit(ClientId client, uint32_t rows, Work work) {
+  rows = std::clamp<uint32_t>(rows, 1, quantum_rows_);
   {
     MutexLock lock(&mu_);
+    if (stopped_) return;
     auto [it, added] = queues_.try_emplace(client);
     if (it->second.units.empty()) {
       // A client with nothing queued is not in the rotation; it joins at its
@@ -20,10 +20,38 @@ void FairMissScheduler::Submit(ClientId client, uint32_t rows, Start start) {
       it->second.turn_started = false;
       if (std::find(active_.begin(), active_.end(), client) == active_.end()) active_.push_back(client);
     }
-    it->second.units.push_back({rows, std::move(start)});
+    it->second.units.push_back({rows, std::move(work)});
     queued_ += rows;
   }
-  Dispatch();
+  queued_cv_.Signal();
+}
+
+bool FairMissScheduler::Take(Unit* unit) {
+  MutexLock lock(&mu_);
+  for (;;) {
+    if (stopped_) return false;
+    if (TakeNext(unit)) return true;
+    queued_cv_.Wait(&mu_);
+  }
+}
+
+void FairMissScheduler::Done(const Unit& unit) {
+  MutexLock lock(&mu_);
+  in_flight_ -= std::min<uint64_t>(in_flight_, unit.rows);
+}
+
+void FairMissScheduler::Stop() {
+  std::unordered_map<ClientId, ClientQueue> dropped;
+  {
+    MutexLock lock(&mu_);
+    stopped_ = true;
+    dropped.swap(queues_);
+    active_.clear();
+    queued_ = 0;
+  }
+  queued_cv_.SignalAll();
+  // The dropped units are destroyed here, unlocked: a unit's work may own
+  // the last reference to its request.
 }
 
 void FairMissScheduler::Forget(ClientId client) {
@@ -37,8 +65,6 @@ void FairMissScheduler::Forget(ClientId client) {
     queues_.erase(it);
     active_.erase(std::remove(active_.begin(), active_.end(), client), active_.end());
   }
-  // Destroyed here, unlocked: a unit's start function may own the last
-  // reference to its request.
 }
 
 uint64_t FairMissScheduler::rows_in_flight() const {
@@ -51,30 +77,7 @@ uint64_t FairMissScheduler::rows_queued() const {
   return queued_;
 }
 
-void FairMissScheduler::Dispatch() {
-  MutexLock lock(&mu_);
-  if (dispatching_) {
-    more_ = true;
-    return;
-  }
-  dispatching_ = true;
-  do {
-    more_ = false;
-    Unit unit;
-    while (TakeNext(&unit)) {
-      lock.Unlock();
-      const uint32_t rows = unit.rows;
-      Start start = std::move(unit.start);
-      start([this, rows] { UnitFinished(rows); });
-      start = nullptr;
-      lock.Lock();
-    }
-  } while (more_);
-  dispatching_ = false;
-}
-
 bool FairMissScheduler::TakeNext(Unit* unit) {
-  if (in_flight_ >= options_.window_rows) return false;
   while (!active_.empty()) {
     const ClientId id = active_.front();
     auto it = queues_.find(id);
@@ -85,7 +88,7 @@ bool FairMissScheduler::TakeNext(Unit* unit) {
     }
     ClientQueue& q = it->second;
     if (!q.turn_started) {
-      q.credit += options_.quantum_rows;
+      q.credit += quantum_rows_;
       q.turn_started = true;
     }
     if (q.credit >= q.units.front().rows) {
@@ -106,14 +109,6 @@ bool FairMissScheduler::TakeNext(Unit* unit) {
     active_.push_back(id);
   }
   return false;
-}
-
-void FairMissScheduler::UnitFinished(uint32_t rows) {
-  {
-    MutexLock lock(&mu_);
-    in_flight_ -= rows;
-  }
-  Dispatch();
 }
 
 }  // namespace engram::node

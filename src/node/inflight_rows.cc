@@ -12,6 +12,9 @@ struct InflightRows::Request {
   uint8_t* rows = nullptr;  // ids.size() * record, the caller's
   // Positions of ids this request reads itself.
   std::vector<uint32_t> own;
+  // Positions whose row appears earlier in ids (position, its first):
+  // filled from the first once it lands.
+  std::vector<std::pair<uint32_t, uint32_t>> repeats;
   AnswerFn answer;
   // Own gather + requests depended on, still to complete.
   std::atomic<uint32_t> pending{1};
@@ -67,6 +70,10 @@ void InflightRows::Gather(std::vector<uint64_t> ids, uint32_t record, uint8_t* r
         continue;
       }
       Request* owner = it->second.request;
+      if (owner == r.get()) {
+        r->repeats.emplace_back(pos, it->second.position);
+        continue;
+      }
       owner->dependents.push_back({r, pos, it->second.position});
       if (std::find(owners.begin(), owners.end(), owner) == owners.end()) owners.push_back(owner);
     }
@@ -108,6 +115,14 @@ void InflightRows::OwnGatherDone(const std::shared_ptr<Request>& r, GatherResult
       result.failed_positions.assign(r->own.begin(), r->own.end());
     } else {
       for (size_t p : result.failed_positions) own_failed[p] = 1;
+    }
+  }
+  for (const auto& [pos, first] : r->repeats) {
+    if (own_failed[first]) {
+      own_failed[pos] = 1;
+      result.failed_positions.push_back(pos);
+    } else {
+      std::memcpy(r->rows + size_t{pos} * r->record, r->rows + size_t{first} * r->record, r->record);
     }
   }
   std::vector<Request::Dependent> dependents;

@@ -34,11 +34,11 @@ class InflightRows {
   // The request's result; its rows are in the request's `rows`.
   using AnswerFn = std::function<void(const GatherResult& result)>;
 
-  // Gathers ids (distinct row IDs) of `record` bytes each into `rows` (row i
+  // Gathers ids of `record` bytes each into `rows` (row i
   // at rows + i * record; the buffer must live until the answer) and
-  // answers once. The result counts rows taken from another request's read
-  // as hits; the positions whose rows failed (theirs or the other's) are
-  // failed_positions.
+  // answers once. A row asked for twice is read once and copied. The result
+  // counts rows taken from another request's read as hits; the positions
+  // whose rows failed (theirs or the other's) are failed_positions.
   void Gather(std::vector<uint64_t> ids, uint32_t record, uint8_t* rows, const StartFn& start, AnswerFn answer);
 
   // Rows being read now (tests).

@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -200,7 +201,7 @@ Result<int> ConnectUntil(const std::string& path, uint64_t deadline_ms) {
 
 // Receives one message on a non-blocking socket by the deadline.
 Result<Message> ReceiveUntil(int fd, uint64_t deadline_ms) {
-  MessageReader reader(kMaxPayloadBytes, /*keep_descriptor=*/true);
+  MessageReader reader(kMaxPayloadBytes, /*keep_descriptor=*/true, MessageReader::Growth::kWholePayloadAtOnce);
   for (;;) {
     ENGRAM_ASSIGN_OR_RETURN(MessageReader::Progress p, reader.ReadFrom(fd));
     if (p == MessageReader::Progress::kMessage) return reader.Take();
@@ -355,7 +356,7 @@ int Session::ExpireDeadlines() {
 }
 
 void Session::Receive() {
-  MessageReader reader(kMaxPayloadBytes, /*keep_descriptor=*/false);
+  MessageReader reader(kMaxPayloadBytes, /*keep_descriptor=*/false, MessageReader::Growth::kWholePayloadAtOnce);
   for (;;) {
     const int wait_ms = ExpireDeadlines();
     pollfd p{fd_, POLLIN, 0};
@@ -547,6 +548,20 @@ Status CheckClientOptions(const StoreOptions& o) {
     return Status::InvalidArgument("node: node_open_timeout_ms and node_call_timeout_ms must be in 1..3600000 ms");
   }
   return CheckClientName(o.node_client_name);
+}
+
+// Sorts a gather's missed rows (and their distinct indexes with them) by
+// row ID.
+void SortMissedByRow(RemoteGather& g) {
+  const size_t n = g.missed.size();
+  if (std::is_sorted(g.missed.begin(), g.missed.end())) return;
+  std::vector<std::pair<uint64_t, uint32_t>> pairs(n);
+  for (size_t i = 0; i < n; ++i) pairs[i] = {g.missed[i], g.missed_distinct[i]};
+  std::sort(pairs.begin(), pairs.end());
+  for (size_t i = 0; i < n; ++i) {
+    g.missed[i] = pairs[i].first;
+    g.missed_distinct[i] = pairs[i].second;
+  }
 }
 
 class NodeClientStore final : public Store {
@@ -851,6 +866,10 @@ void NodeClientStore::Begin(const std::shared_ptr<RemoteGather>& g, size_t table
   g->t1 = io::MonotonicNanos();
   result.cache_nanoseconds = g->t1 - g->t0;
   if (g->missed.empty()) return g->Finish();
+  // The misses in row order: rows of one block are then neighbours, and the
+  // service reads each block once for the unit that holds them (in the
+  // gather's order, a block's rows would fall into different units).
+  if (g->missed.size() > 1) SortMissedByRow(*g);
 
   // The misses: to the service, in messages of at most RowsPerMessage rows
   // (bounded in bytes: a message's answer carries its rows).

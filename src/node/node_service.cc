@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <limits>
 #include <thread>
 #include <unordered_map>
@@ -77,7 +78,7 @@ struct GatherAnswer {
   const uint64_t request_id;
   const std::vector<uint64_t> ids;
   const uint32_t record;
-  std::vector<uint8_t> rows;
+  UninitializedBytes rows;  // every row is written (or failed) before the answer goes
   std::atomic<uint32_t> units_left{0};
   uint64_t reserved = 0;
 
@@ -101,6 +102,9 @@ struct GatherAnswer {
     r.rows = ids.size();
     r.distinct_rows = ids.size();
     std::sort(failed.begin(), failed.end());
+    // A failed row was never written: it goes out as zeros, not as whatever
+    // the buffer held.
+    for (size_t p : failed) std::memset(rows.data() + p * size_t{record}, 0, record);
     r.failed_positions = std::move(failed);
     return r;
   }
@@ -145,7 +149,10 @@ class NodeServiceImpl final : public NodeService {
                   uint32_t table, std::vector<uint64_t> ids);
   // One unit of a gather's rows, on a gather thread.
   void GatherUnit(const std::shared_ptr<GatherAnswer>& answer, const std::shared_ptr<ServiceConnection>& connection,
-                  uint32_t table, size_t begin, size_t count, const FairMissScheduler::Finished& finished);
+                  uint32_t table, size_t begin, size_t count);
+  // A gather thread: takes the clients' units in the scheduler's order and
+  // reads each to its end, until Stop.
+  void GatherLoop();
   void ReadAhead(Client& client, uint32_t table, std::vector<uint64_t> ids);
   // Runs `call` on the blocking pool once every read-ahead the client asked
   // for before it has landed, then answers kDone.
@@ -171,8 +178,8 @@ class NodeServiceImpl final : public NodeService {
   // Store calls that wait (read-aheads landing, warm-up, cache memory, a
   // release): never on a connection's thread.
   std::unique_ptr<asio::thread_pool> waits_;
-  // The threads that gather the units of clients' misses (gather_threads).
-  std::unique_ptr<asio::thread_pool> gatherers_;
+  // The threads that read the units of clients' misses (gather_threads).
+  std::vector<std::thread> gather_threads_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> next_client_id_{1};
   std::atomic<uint64_t> failed_answers_{0};
@@ -263,10 +270,10 @@ OutgoingMessage ErrorAnswer(uint64_t request_id, const Status& s) {
 }
 
 // The row IDs of a request, checked before anything is done with them (see
-// CheckRowIds): a gather's rows are its distinct rows; the client sends each
-// once.
-Status CheckRows(const TableState& t, std::span<const uint64_t> ids, bool distinct) {
-  return CheckRowIds(ids, t.file->row_count(), distinct, t.name);
+// CheckRowIds): every one in the table. A row asked for twice (a client
+// sends each once, but nothing makes it) is read once, by InflightRows.
+Status CheckRows(const TableState& t, std::span<const uint64_t> ids) {
+  return CheckRowIds(ids, t.file->row_count(), /*distinct=*/false, t.name);
 }
 
 Result<std::unique_ptr<NodeService>> NodeServiceImpl::Start(const NodeServiceOptions& options) {
@@ -319,15 +326,9 @@ Result<std::unique_ptr<NodeService>> NodeServiceImpl::Start(const NodeServiceOpt
   ENGRAM_RETURN_IF_ERROR(s->TakeTables());
   for (size_t t = 0; t < s->store_->table_count(); ++t) s->inflight_.push_back(std::make_unique<InflightRows>());
   if (options.gather_threads == 0) return Status::InvalidArgument("engram-served: --gather-threads must be at least 1");
-  FairMissScheduler::Options fair;
-  fair.quantum_rows = std::max<uint32_t>(options.miss_quantum_rows, 1);
-  fair.window_rows = options.miss_window_rows != 0
-                         ? options.miss_window_rows
-                         : std::max<uint64_t>(uint64_t{2} * std::max<uint32_t>(s->store_->queue_depth(), 1),
-                                              uint64_t{fair.quantum_rows} * options.gather_threads);
-  s->scheduler_ = std::make_unique<FairMissScheduler>(fair);
+  s->scheduler_ = std::make_unique<FairMissScheduler>(options.miss_quantum_rows);
   s->waits_ = std::make_unique<asio::thread_pool>(2);
-  s->gatherers_ = std::make_unique<asio::thread_pool>(options.gather_threads);
+  for (uint32_t i = 0; i < options.gather_threads; ++i) s->gather_threads_.emplace_back([raw] { raw->GatherLoop(); });
   s->acceptor_->listen(128, ec);
   if (ec) return Status::IOError("engram-served: listen on " + options.socket_path + ": " + ec.message());
   s->accept_retry_ = std::make_unique<asio::steady_timer>(s->io_);
@@ -572,7 +573,7 @@ Status NodeServiceImpl::Request(Client& client, const std::shared_ptr<ServiceCon
                                        " rows of " + std::to_string(record) + " B (at most " +
                                        std::to_string(RowsPerMessage(record)) + " per message)");
       }
-      if (Status bad = CheckRows(ts, req.row_ids, /*distinct=*/true); !bad.ok()) {
+      if (Status bad = CheckRows(ts, req.row_ids); !bad.ok()) {
         conn->Send(ErrorAnswer(m.request_id, bad));
         return Status::OK();
       }
@@ -582,14 +583,14 @@ Status NodeServiceImpl::Request(Client& client, const std::shared_ptr<ServiceCon
     case MessageType::kReadAhead: {
       ENGRAM_ASSIGN_OR_RETURN(RowsRequest req, DecodeRowsRequest(m.payload));
       ENGRAM_ASSIGN_OR_RETURN(const uint32_t table, table_of(req.table));
-      ENGRAM_RETURN_IF_ERROR(CheckRows(store_->table_state(table), req.row_ids, /*distinct=*/false));
+      ENGRAM_RETURN_IF_ERROR(CheckRows(store_->table_state(table), req.row_ids));
       ReadAhead(client, table, std::move(req.row_ids));
       return Status::OK();
     }
     case MessageType::kRelease: {
       ENGRAM_ASSIGN_OR_RETURN(RowsRequest req, DecodeRowsRequest(m.payload));
       ENGRAM_ASSIGN_OR_RETURN(const uint32_t table, table_of(req.table));
-      ENGRAM_RETURN_IF_ERROR(CheckRows(store_->table_state(table), req.row_ids, /*distinct=*/false));
+      ENGRAM_RETURN_IF_ERROR(CheckRows(store_->table_state(table), req.row_ids));
       StoreImpl* store = store_.get();
       const uint64_t owner = client.id();
       AfterReadAheads(client, conn, m.request_id, [store, owner, table, ids = std::move(req.row_ids)] {
@@ -615,7 +616,7 @@ Status NodeServiceImpl::Request(Client& client, const std::shared_ptr<ServiceCon
     case MessageType::kHits: {
       ENGRAM_ASSIGN_OR_RETURN(HitsReport report, DecodeHitsReport(m.payload));
       ENGRAM_ASSIGN_OR_RETURN(const uint32_t table, table_of(report.table));
-      ENGRAM_RETURN_IF_ERROR(CheckRows(store_->table_state(table), report.row_ids, /*distinct=*/false));
+      ENGRAM_RETURN_IF_ERROR(CheckRows(store_->table_state(table), report.row_ids));
       if (!report.row_ids.empty()) {
         store_->table_state(table).cache->RecordHits(report.row_ids);
         // A row the client served from the cache is a row it consumed: a
@@ -660,30 +661,50 @@ void NodeServiceImpl::GatherRows(Client& client, const std::shared_ptr<ServiceCo
     conn->Send(OutgoingMessage(MessageType::kGatherDone, request_id, std::move(w.bytes())), answer->reserved);
     return;
   }
-  const uint32_t quantum = scheduler_->options().quantum_rows;
-  const size_t units = (n + quantum - 1) / quantum;
-  answer->units_left.store(static_cast<uint32_t>(units));
+  // Units of at most a quantum of rows, each ending at a block's end: a
+  // client sends its misses in row order, so the rows of one block are
+  // neighbours and one unit reads the block once for all of them.
+  const uint32_t quantum = scheduler_->quantum_rows();
+  const TableState& ts = store_->table_state(table);
+  const bool by_block = ts.shard_files.empty();  // a reference table's rows lie in its shards' blocks
+  std::vector<std::pair<size_t, size_t>> units;  // (begin, count)
+  for (size_t begin = 0; begin < n;) {
+    size_t end = std::min<size_t>(begin + quantum, n);
+    if (by_block && end < n) {
+      // Back to the first row of the block the quantum would cut, unless
+      // that block fills the whole unit.
+      const uint64_t cut = ts.file->BlockOfRow(answer->ids[end]);
+      size_t start = end;
+      while (start > begin && ts.file->BlockOfRow(answer->ids[start - 1]) == cut) --start;
+      if (start > begin) end = start;
+    }
+    units.emplace_back(begin, end - begin);
+    begin = end;
+  }
+  answer->units_left.store(static_cast<uint32_t>(units.size()));
   std::shared_ptr<ServiceConnection> connection = conn;
-  for (size_t u = 0; u < units; ++u) {
-    const size_t begin = u * quantum;
-    const size_t count = std::min<size_t>(quantum, n - begin);
+  for (const auto& [begin, count] : units) {
     scheduler_->Submit(client.id(), static_cast<uint32_t>(count),
-                       [this, answer, connection, table, begin, count](FairMissScheduler::Finished finished) {
-                         // To a gather thread: it reads the unit's misses on its own ring.
-                         asio::post(*gatherers_, [this, answer, connection, table, begin, count, finished] {
-                           GatherUnit(answer, connection, table, begin, count, finished);
-                         });
+                       [this, answer, connection, table, begin = begin, count = count] {
+                         GatherUnit(answer, connection, table, begin, count);
                        });
+  }
+}
+
+void NodeServiceImpl::GatherLoop() {
+  FairMissScheduler::Unit unit;
+  while (scheduler_->Take(&unit)) {
+    unit.work();
+    scheduler_->Done(unit);
+    unit = {};  // its request may be done with: let it go now
   }
 }
 
 void NodeServiceImpl::GatherUnit(const std::shared_ptr<GatherAnswer>& answer,
                                  const std::shared_ptr<ServiceConnection>& connection, uint32_t table, size_t begin,
-                                 size_t count, const FairMissScheduler::Finished& finished) {
-  auto landed = [this, answer, connection, begin, finished](const GatherResult& part) {
-    const bool last = answer->UnitDone(begin, part);
-    finished();
-    if (!last) return;
+                                 size_t count) {
+  auto landed = [this, answer, connection, begin](const GatherResult& part) {
+    if (!answer->UnitDone(begin, part)) return;
     WireWriter w;
     EncodeGatherResult(answer->Final(), &w);
     std::span<const uint8_t> rows(answer->rows);
@@ -714,7 +735,7 @@ void NodeServiceImpl::GatherUnit(const std::shared_ptr<GatherAnswer>& answer,
 void NodeServiceImpl::ReadAhead(Client& client, uint32_t table, std::vector<uint64_t> ids) {
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  const uint32_t quantum = scheduler_->options().quantum_rows;
+  const uint32_t quantum = scheduler_->quantum_rows();
   std::shared_ptr<Client> self;
   {
     MutexLock lock(&clients_mu_);
@@ -727,17 +748,23 @@ void NodeServiceImpl::ReadAhead(Client& client, uint32_t table, std::vector<uint
     const size_t count = std::min<size_t>(quantum, ids.size() - begin);
     std::vector<uint64_t> unit(ids.begin() + begin, ids.begin() + begin + count);
     client.ReadAheadQueued();
-    scheduler_->Submit(client.id(), static_cast<uint32_t>(count),
-                       [self, store, table, unit = std::move(unit)](FairMissScheduler::Finished finished) mutable {
-                         auto landed = [self, finished] {
-                           finished();
-                           self->ReadAheadLanded();
-                         };
-                         const bool started = self->StartIfPresent([&] {
-                           store->ReadAheadFor(self->id(), table, std::move(unit), landed);
-                         });
-                         if (!started) landed();
-                       });
+    scheduler_->Submit(client.id(), static_cast<uint32_t>(count), [self, store, table, unit = std::move(unit)]() mutable {
+      // The gather thread waits for the unit to land, as for a gather's
+      // unit: read-ahead takes its turns like any miss.
+      Mutex mu;
+      CondVar cv;
+      bool landed = false;
+      auto on_landed = [&mu, &cv, &landed] {
+        MutexLock lock(&mu);
+        landed = true;
+        cv.SignalAll();
+      };
+      if (self->StartIfPresent([&] { store->ReadAheadFor(self->id(), table, std::move(unit), on_landed); })) {
+        MutexLock lock(&mu);
+        while (!landed) cv.Wait(&mu);
+      }
+      self->ReadAheadLanded();
+    });
   }
 }
 
@@ -885,9 +912,11 @@ void NodeServiceImpl::Stop() {
   each_client([](Client& c) { c.conn->Close(); });
   wait_for_clients(std::chrono::milliseconds(5000));
   // Waits that are running finish (a store call returns once its reads
-  // land), and so do the units being gathered; their answers go nowhere.
+  // land), and so do the units being read; their answers go nowhere.
   if (waits_) waits_->join();
-  if (gatherers_) gatherers_->join();
+  if (scheduler_) scheduler_->Stop();
+  for (auto& t : gather_threads_) t.join();
+  gather_threads_.clear();
   // Gathers still completing finish into their answers, which go nowhere;
   // the store finishes them before it closes (and saves the hot set).
   store_.reset();

@@ -22,9 +22,9 @@
 //     that stops reading holds up only itself; waits run on a small pool of
 //     their own and never block a connection's reads.
 //   - Misses and read-aheads of every client go to the store through one
-//     FairMissScheduler (per-client queues, deficit round-robin, a bounded
-//     window of rows in the store), so a decode step's few hundred rows
-//     never wait behind another client's prefill.
+//     FairMissScheduler (per-client queues of units, deficit round-robin,
+//     read by a fixed set of gather threads), so a decode step's few
+//     hundred rows never wait behind another client's prefill.
 //   - Read-ahead pins belong to their client (ReadAheadTracker owners): a
 //     client consumes or releases only its own, and a client that goes
 //     releases what it still held.
@@ -67,18 +67,18 @@ struct NodeServiceOptions {
   uint32_t max_clients = 1024;
   // Threads that serve every connection (reading requests, writing answers).
   uint32_t threads = 2;
-  // Threads that read clients' missed rows: each takes the next unit the
-  // fair scheduler releases and gathers it on its own ring, as a private
-  // store's caller does (no hand-off between threads per read).
+  // Threads that read clients' missed rows and read-aheads: each takes the
+  // next unit from the fair scheduler and reads it to its end on its own
+  // ring, as a private store's caller does (no hand-off between threads per
+  // read). A small gather waits for at most the units these threads are
+  // reading and one unit of each other busy client.
   uint32_t gather_threads = 2;
   // Answer bytes one client may have asked for and not yet read; its
   // requests are not read while it has more (64 MiB: four of the largest
   // answers).
   uint64_t max_answer_bytes_per_client = uint64_t{64} << 20;
-  // The fair scheduler (fair_miss_scheduler.h): missed rows of all clients
-  // in the store at once (0: twice the store's queue depth, and at least a
-  // unit per gather thread), and each client's share per turn.
-  uint64_t miss_window_rows = 0;
+  // The fair scheduler's unit (fair_miss_scheduler.h): each busy client's
+  // share of missed rows per turn.
   uint32_t miss_quantum_rows = 128;
 };
 

@@ -131,13 +131,18 @@ Result<MessageReader::Progress> MessageReader::ReadFrom(int socket) {
       dst = reinterpret_cast<uint8_t*>(&header_) + header_got_;
       want = sizeof(FrameHeader) - header_got_;
     } else {
-      // Room for what has arrived (at most a step), never for what the
-      // header only claims.
-      int available = 0;
-      if (::ioctl(socket, FIONREAD, &available) != 0) available = 0;
       const size_t left = header_.payload_bytes - payload_got_;
-      want = std::min({left, kReadStep, std::max<size_t>(size_t(std::max(available, 0)), 1)});
-      if (payload_.size() < payload_got_ + want) payload_.resize(payload_got_ + want);
+      if (growth_ == Growth::kWholePayloadAtOnce) {
+        if (payload_.size() < header_.payload_bytes) payload_.resize(header_.payload_bytes);
+        want = left;
+      } else {
+        // Room for what has arrived (at most a step), never for what the
+        // header only claims.
+        int available = 0;
+        if (::ioctl(socket, FIONREAD, &available) != 0) available = 0;
+        want = std::min({left, kReadStep, std::max<size_t>(size_t(std::max(available, 0)), 1)});
+        if (payload_.size() < payload_got_ + want) payload_.resize(payload_got_ + want);
+      }
       dst = payload_.data() + payload_got_;
     }
     iovec iov{dst, want};
@@ -194,7 +199,7 @@ Message MessageReader::Take() {
 }
 
 Result<Message> ReceiveMessage(int socket) {
-  MessageReader reader(kMaxPayloadBytes, /*keep_descriptor=*/true);
+  MessageReader reader(kMaxPayloadBytes, /*keep_descriptor=*/true, MessageReader::Growth::kWholePayloadAtOnce);
   for (;;) {
     ENGRAM_ASSIGN_OR_RETURN(MessageReader::Progress p, reader.ReadFrom(socket));
     if (p == MessageReader::Progress::kMessage) return reader.Take();

@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engram/status.h"
@@ -151,10 +152,33 @@ class WireReader {
   bool failed_ = false;
 };
 
+// An allocator that leaves a vector's new elements uninitialized: a received
+// payload is written by recv, a gather's answer by the gather, so zeroing
+// either first would only cost time.
+template <typename T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <typename U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using UninitializedBytes = std::vector<uint8_t, UninitializedAllocator<uint8_t>>;
+
 struct Message {
   MessageType type{};
   uint64_t request_id = 0;
-  std::vector<uint8_t> payload;
+  UninitializedBytes payload;
   int fd = -1;  // a descriptor that came with it (the receiver owns it), or -1
 };
 
@@ -180,8 +204,14 @@ class MessageReader {
     kClosed,      // the peer closed the stream between messages
   };
 
-  MessageReader(uint32_t max_payload, bool keep_descriptor)
-      : max_payload_(max_payload), keep_descriptor_(keep_descriptor) {}
+  // How the payload buffer grows: as its bytes arrive (from an untrusted
+  // peer: the service reading a client), or to the whole payload the header
+  // announces at once (from the service: a client reading an answer of up to
+  // 64 MiB, which would otherwise be copied as it grew).
+  enum class Growth { kAsBytesArrive, kWholePayloadAtOnce };
+
+  MessageReader(uint32_t max_payload, bool keep_descriptor, Growth growth = Growth::kAsBytesArrive)
+      : max_payload_(max_payload), keep_descriptor_(keep_descriptor), growth_(growth) {}
   ~MessageReader();
   MessageReader(const MessageReader&) = delete;
   MessageReader& operator=(const MessageReader&) = delete;
@@ -202,9 +232,10 @@ class MessageReader {
 
   uint32_t max_payload_;
   const bool keep_descriptor_;
+  const Growth growth_;
   FrameHeader header_{};
   size_t header_got_ = 0;
-  std::vector<uint8_t> payload_;
+  UninitializedBytes payload_;
   size_t payload_got_ = 0;
   bool complete_ = false;
   int fd_ = -1;
