@@ -85,6 +85,21 @@ TEST(FairMissSchedulerTest, AForgottenClientsQueuedUnitsAreNeverTaken) {
   EXPECT_EQ(s.rows_queued(), 0u);
 }
 
+TEST(FairMissSchedulerTest, APausedClientsUnitsWaitWhileOthersAreTaken) {
+  FairMissScheduler s(/*quantum_rows=*/128);
+  Order order;
+  for (int i = 0; i < 3; ++i) s.Submit(1, 128, order.For(1));
+  s.Submit(2, 64, order.For(2));
+  s.Submit(2, 64, order.For(2));
+  s.Pause(1);
+  TakeAndRun(s, 2);
+  EXPECT_EQ(order.clients, (std::vector<uint64_t>{2, 2}));
+  EXPECT_EQ(s.rows_queued(), 3u * 128);
+  s.Resume(1);
+  TakeAndRun(s, 3);
+  EXPECT_EQ(order.clients, (std::vector<uint64_t>{2, 2, 1, 1, 1}));
+}
+
 TEST(FairMissSchedulerTest, StopEndsEveryWaitingTakeAndDropsWhatIsQueued) {
   FairMissScheduler s(/*quantum_rows=*/64);
   std::atomic<int> ended{0};

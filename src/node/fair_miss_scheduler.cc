@@ -64,7 +64,21 @@ void FairMissScheduler::Forget(ClientId client) {
     for (const Unit& u : dropped) queued_ -= u.rows;
     queues_.erase(it);
     active_.erase(std::remove(active_.begin(), active_.end(), client), active_.end());
+    paused_.erase(client);
   }
+}
+
+void FairMissScheduler::Pause(ClientId client) {
+  MutexLock lock(&mu_);
+  paused_.insert(client);
+}
+
+void FairMissScheduler::Resume(ClientId client) {
+  {
+    MutexLock lock(&mu_);
+    if (paused_.erase(client) == 0) return;
+  }
+  queued_cv_.SignalAll();
 }
 
 uint64_t FairMissScheduler::rows_in_flight() const {
@@ -78,8 +92,15 @@ uint64_t FairMissScheduler::rows_queued() const {
 }
 
 bool FairMissScheduler::TakeNext(Unit* unit) {
-  while (!active_.empty()) {
+  // Each client is looked at once per call at most: paused ones are passed
+  // over (to the back of the rotation, their turn not begun).
+  for (size_t looked = 0; !active_.empty() && looked <= active_.size(); ++looked) {
     const ClientId id = active_.front();
+    if (!paused_.empty() && Paused(id)) {
+      active_.pop_front();
+      active_.push_back(id);
+      continue;
+    }
     auto it = queues_.find(id);
     if (it == queues_.end() || it->second.units.empty()) {
       active_.pop_front();
@@ -107,6 +128,7 @@ bool FairMissScheduler::TakeNext(Unit* unit) {
     q.turn_started = false;
     active_.pop_front();
     active_.push_back(id);
+    looked = 0;  // a turn was passed on: every client may be looked at again
   }
   return false;
 }

@@ -27,6 +27,7 @@
 #include <deque>
 #include <functional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "storage/mutex.h"
 #include "storage/thread_annotations.h"
@@ -65,6 +66,12 @@ class FairMissScheduler {
   // destroyed unread. Units already taken finish as usual.
   void Forget(ClientId client) EXCLUDES(mu_);
 
+  // A client that reads none of its answers (stopped, wedged) is paused:
+  // its queued units are passed over, so the device works for the others
+  // rather than for answers nobody takes, until it is resumed.
+  void Pause(ClientId client) EXCLUDES(mu_);
+  void Resume(ClientId client) EXCLUDES(mu_);
+
   uint64_t rows_in_flight() const EXCLUDES(mu_);
   uint64_t rows_queued() const EXCLUDES(mu_);
 
@@ -74,6 +81,7 @@ class FairMissScheduler {
     int64_t credit = 0;         // rows it may still be given in its current turn
     bool turn_started = false;  // credited for the turn it is in
   };
+  bool Paused(ClientId client) const REQUIRES(mu_) { return paused_.count(client) != 0; }
 
   // Takes the next unit the round-robin allows, or returns false.
   bool TakeNext(Unit* unit) REQUIRES(mu_);
@@ -85,6 +93,7 @@ class FairMissScheduler {
   // Clients with units queued, in round-robin order; the front one's turn
   // is the current one.
   std::deque<ClientId> active_ GUARDED_BY(mu_);
+  std::unordered_set<ClientId> paused_ GUARDED_BY(mu_);
   uint64_t in_flight_ GUARDED_BY(mu_) = 0;
   uint64_t queued_ GUARDED_BY(mu_) = 0;
   bool stopped_ GUARDED_BY(mu_) = false;

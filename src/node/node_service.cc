@@ -131,6 +131,8 @@ class NodeServiceImpl final : public NodeService {
   // From the clients' connections (each in its strand).
   void OnMessage(Client& client, const std::shared_ptr<ServiceConnection>& conn, Message m);
   void OnClosed(Client& client);
+  // A client that reads none of its answers: its queued reads wait.
+  void OnStalled(Client& client, bool stalled);
 
  private:
   NodeServiceImpl() = default;
@@ -203,6 +205,7 @@ class Client final : public ServiceConnection::Handler {
     service_->OnMessage(*this, c, std::move(m));
   }
   void OnClosed(ServiceConnection&) override { service_->OnClosed(*this); }
+  void OnStalled(ServiceConnection&, bool stalled) override { service_->OnStalled(*this, stalled); }
 
   uint64_t id() const { return id_; }  // also its read-ahead pin owner
   std::shared_ptr<ServiceConnection> conn;
@@ -778,6 +781,14 @@ void NodeServiceImpl::AfterReadAheads(Client& client, const std::shared_ptr<Serv
       connection->Send(OutgoingMessage(MessageType::kDone, request_id, {}));
     });
   });
+}
+
+void NodeServiceImpl::OnStalled(Client& client, bool stalled) {
+  if (stalled) {
+    scheduler_->Pause(client.id());
+  } else {
+    scheduler_->Resume(client.id());
+  }
 }
 
 void NodeServiceImpl::OnClosed(Client& client) {

@@ -58,7 +58,8 @@ struct NodeServiceOptions {
   // private store (StoreOptions::node must be empty).
   StoreOptions store;
   // Longest a client's answers may wait with none of their bytes read before
-  // it is disconnected (a stopped or wedged client).
+  // it is disconnected (a stopped or wedged client). After 20 ms already its
+  // queued reads are passed over until it reads again.
   uint32_t send_timeout_ms = 5000;
   // Longest a new connection may take to send its whole hello; and the most
   // clients connected at once: a process that opens connections and says
@@ -72,7 +73,7 @@ struct NodeServiceOptions {
   // ring, as a private store's caller does (no hand-off between threads per
   // read). A small gather waits for at most the units these threads are
   // reading and one unit of each other busy client.
-  uint32_t gather_threads = 2;
+  uint32_t gather_threads = 4;
   // Answer bytes one client may have asked for and not yet read; its
   // requests are not read while it has more (64 MiB: four of the largest
   // answers).

@@ -29,6 +29,7 @@ ServiceConnection::ServiceConnection(asio::io_context& io, Socket socket, uint64
       socket_(std::move(socket)),
       hello_timer_(io),
       send_timer_(io),
+      stall_timer_(io),
       reader_(kMaxHelloBytes, /*keep_descriptor=*/false),
       label_("a client") {
   ucred cred{};
@@ -166,10 +167,17 @@ void ServiceConnection::Flush() {
       CloseNow("");
       return;
     }
-    if (q.message.sent_bytes() != before) last_progress_ = Clock::now();
+    if (q.message.sent_bytes() != before) {
+      last_progress_ = Clock::now();
+      if (stalled_) {
+        stalled_ = false;
+        if (handler_) handler_->OnStalled(*this, false);
+      }
+    }
     if (!*done) {
       writing_ = true;
       ArmSendTimer();
+      ArmStallTimer();
       auto self = shared_from_this();
       socket_.async_wait(Socket::wait_write, asio::bind_executor(strand_, [self](boost::system::error_code ec) {
                            self->writing_ = false;
@@ -205,6 +213,23 @@ void ServiceConnection::ArmSendTimer() {
   }));
 }
 
+void ServiceConnection::ArmStallTimer() {
+  if (stall_timer_armed_ || stalled_) return;
+  stall_timer_armed_ = true;
+  stall_timer_.expires_at(last_progress_ + kStallTime);
+  auto self = shared_from_this();
+  stall_timer_.async_wait(asio::bind_executor(strand_, [self](boost::system::error_code ec) {
+    self->stall_timer_armed_ = false;
+    if (ec || self->closed_ || !self->writing_) return;
+    if (Clock::now() - self->last_progress_ >= kStallTime) {
+      self->stalled_ = true;
+      if (self->handler_) self->handler_->OnStalled(*self, true);
+      return;
+    }
+    self->ArmStallTimer();
+  }));
+}
+
 void ServiceConnection::CloseNow(const std::string& why) {
   if (closed_) return;
   closed_ = true;
@@ -212,6 +237,7 @@ void ServiceConnection::CloseNow(const std::string& why) {
   boost::system::error_code ignored;
   hello_timer_.cancel();
   send_timer_.cancel();
+  stall_timer_.cancel();
   // Bytes the client sent that were never read would make its next read
   // fail with a reset instead of the end of the stream (which is what tells
   // it, after any last answer, that the service hung up): drop them first.

@@ -56,7 +56,18 @@ class ServiceConnection : public std::enable_shared_from_this<ServiceConnection>
     virtual void OnMessage(const std::shared_ptr<ServiceConnection>& c, Message m) = 0;
     // The connection has ended (once): the client went, or was sent away.
     virtual void OnClosed(ServiceConnection& c) = 0;
+    // The client has read none of its answers for kStallTime (true), or has
+    // started reading again (false).
+    virtual void OnStalled(ServiceConnection& c, bool stalled) {
+      (void)c;
+      (void)stalled;
+    }
   };
+
+  // How long answers may wait with none of their bytes read before the
+  // client counts as stalled (its queued reads are then passed over; it is
+  // disconnected only after Limits::send_timeout).
+  static constexpr std::chrono::milliseconds kStallTime{20};
 
   // The connection holds `handler` until it has told it it ended.
   ServiceConnection(boost::asio::io_context& io, Socket socket, uint64_t id, const Limits& limits,
@@ -99,6 +110,7 @@ class ServiceConnection : public std::enable_shared_from_this<ServiceConnection>
   void Enqueue(OutgoingMessage m, uint64_t reserved, bool close_after);
   void Flush();
   void ArmSendTimer();
+  void ArmStallTimer();
   void CloseNow(const std::string& why);
   void Released(uint64_t bytes);
 
@@ -110,6 +122,7 @@ class ServiceConnection : public std::enable_shared_from_this<ServiceConnection>
   pid_t pid_ = 0;
   boost::asio::steady_timer hello_timer_;
   boost::asio::steady_timer send_timer_;
+  boost::asio::steady_timer stall_timer_;
   MessageReader reader_;
 
   // All below: in the strand only.
@@ -122,6 +135,8 @@ class ServiceConnection : public std::enable_shared_from_this<ServiceConnection>
   bool reading_ = false;     // a wait for readability is armed
   bool writing_ = false;     // a wait for writability is armed
   bool send_timer_armed_ = false;
+  bool stall_timer_armed_ = false;
+  bool stalled_ = false;
   bool greeted_ = false;
   bool closed_ = false;
   bool stopped_reading_ = false;  // an answer that ends the connection is queued
