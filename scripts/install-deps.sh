@@ -6,13 +6,16 @@ set -euo pipefail
 
 # Besides the compilers and libraries: gnuplot-nox draws the charts, fio is
 # the I/O baseline, strace checks the one-thread test list, and prometheus's
-# promtool checks the metrics exposition (metrics_http_test). Nothing is
+# promtool checks the metrics exposition (metrics_http_test), and
+# redis-server / redis-tools run the local Redis Cluster the remote-table
+# tests, benchmark and README start (scripts/redis_cluster.sh; the Debian
+# package's own service is not used). Nothing is
 # downloaded or built from another project's source: these are all.
 PACKAGES=(
   build-essential cmake ninja-build pkg-config lld
-  liburing-dev libxxhash-dev libboost-dev libspdlog-dev libfmt-dev
+  liburing-dev libxxhash-dev libhiredis-dev libboost-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
-  gnuplot-nox fio strace python3 prometheus
+  gnuplot-nox fio strace python3 prometheus redis-server redis-tools
   pybind11-dev python3-dev python3-numpy python3-pytest python3-torch
 )
 # Extra groups, asked for by the scripts that need them.

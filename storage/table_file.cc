@@ -4,6 +4,7 @@
 #include <xxhash.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -73,6 +74,42 @@ Status TableFile::Load(const ReferenceOpenOptions& options) {
     if (section[i] != std::byte{0}) return Status::Corruption("metadata section padding is not zero");
   }
   metadata_text_.resize(header_.metadata_bytes);
+  ENGRAM_RETURN_IF_ERROR(CheckMetadata());
+  if (header_.is_reference()) {
+    ENGRAM_ASSIGN_OR_RETURN(reference_, ReferenceTable::Open(path_, header_, metadata_text_, options,
+                                                             [this] { return LoadChecksums(); }));
+  }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<TableFile>> TableFile::FromParts(std::string path, std::span<const std::byte> header,
+                                                        std::string metadata) {
+  std::unique_ptr<TableFile> t(new TableFile(std::move(path), -1));
+  if (header.size() != kTableHeaderBytes) return Status::Corruption(t->path_ + ": the header is not 256 bytes");
+  std::vector<std::byte> block(kTableBlockSize);
+  std::copy(header.begin(), header.end(), block.begin());
+  // The size a file of this table would have: the parts are checked as a
+  // file's header block and metadata section are.
+  const uint64_t claimed = LoadLe64(header.data() + 88);
+  auto decoded = DecodeTableHeader(block, claimed);
+  if (!decoded.ok()) return decoded.status().WithContext(t->path_);
+  t->header_ = *decoded;
+  if (t->header_.is_reference()) {
+    return Status::Unsupported(t->path_ + ": a reference table (format version 2) cannot be served remotely");
+  }
+  t->fingerprint_ = XXH3_64bits(block.data(), kTableHeaderBytes);
+  t->geometry_ = TableGeometry(t->header_);
+  if (metadata.size() != t->header_.metadata_bytes ||
+      XXH3_64bits(metadata.data(), metadata.size()) != t->header_.metadata_xxh3) {
+    return Status::Corruption(t->path_ + ": metadata section checksum mismatch");
+  }
+  t->metadata_text_ = std::move(metadata);
+  Status s = t->CheckMetadata();
+  if (!s.ok()) return s.WithContext(t->path_);
+  return t;
+}
+
+Status TableFile::CheckMetadata() {
   static constexpr std::string_view kChecked[] = {"hash_layout", "rank_shard"};
   auto checked = ParseBoundedJsonMembers(metadata_text_, kChecked);
   if (!checked.ok()) return Status::Corruption("metadata section: " + checked.status().message());
@@ -86,10 +123,6 @@ Status TableFile::Load(const ReferenceOpenOptions& options) {
   } else if (layout != nullptr) {
     Status s = ValidateHashLayout(*layout, header_.row_count);
     if (!s.ok()) return Status::Corruption("metadata: " + s.message());
-  }
-  if (header_.is_reference()) {
-    ENGRAM_ASSIGN_OR_RETURN(reference_, ReferenceTable::Open(path_, header_, metadata_text_, options,
-                                                             [this] { return LoadChecksums(); }));
   }
   return Status::OK();
 }
@@ -121,6 +154,10 @@ Status TableFile::VerifyBlock(uint64_t block_index, std::span<const std::byte> b
                               std::to_string(geometry_.BlockOffset(block_index)) + ")");
 }
 
+Status TableFile::NoFile() const {
+  return Status::Unsupported(path_ + " has no local file: its blocks are read through its remote reader");
+}
+
 Status TableFile::ReadBlock(uint64_t block_index, std::span<std::byte> dst) const {
   if (dst.size() != kTableBlockSize) {
     return Status::InvalidArgument("ReadBlock buffer is " + std::to_string(dst.size()) + " bytes, expected " +
@@ -128,6 +165,7 @@ Status TableFile::ReadBlock(uint64_t block_index, std::span<std::byte> dst) cons
   }
   if (block_index >= header_.block_count) return VerifyBlock(block_index, dst);  // OutOfRange
   if (reference_) return reference_->ReadUnit(block_index, dst);
+  if (is_remote()) return NoFile();
   ENGRAM_RETURN_IF_ERROR(fileutil::PreadExact(fd_, dst, geometry_.BlockOffset(block_index), path_));
   return VerifyBlock(block_index, dst);
 }
@@ -147,6 +185,7 @@ Status TableFile::ReadRow(uint64_t row, std::span<std::byte> dst) const {
 
 Status TableFile::VerifyAll(const ProgressFn& progress) const {
   if (reference_) return reference_->VerifyAll(progress);
+  if (is_remote()) return NoFile();
   const uint64_t total = header_.block_count;
   std::vector<std::byte> chunk(kVerifyChunkBlocks * kTableBlockSize);
   for (uint64_t b = 0; b < total;) {

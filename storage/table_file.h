@@ -55,6 +55,14 @@ class TableFile {
  public:
   // `options` apply to reference tables (shard fingerprints).
   static Result<std::unique_ptr<TableFile>> Open(const std::string& path, const ReferenceOpenOptions& options = {});
+  // A table whose blocks live elsewhere (a Redis Cluster, storage/redis/
+  // remote_table.h): its stored 256-byte header and its metadata, checked as
+  // Open checks a file's header block and metadata section. `path` names it
+  // (a URL without credentials). Version 1 only. It has no descriptor:
+  // ReadBlock, ReadRow and VerifyAll fail with Unsupported; its reader
+  // fetches blocks and checks them with VerifyBlock.
+  static Result<std::unique_ptr<TableFile>> FromParts(std::string path, std::span<const std::byte> header,
+                                                      std::string metadata);
   ~TableFile();
   TableFile(const TableFile&) = delete;
   TableFile& operator=(const TableFile&) = delete;
@@ -66,6 +74,8 @@ class TableFile {
   // The shards and checksums of a reference table; nullptr for version 1.
   const ReferenceTable* reference() const { return reference_.get(); }
   bool is_reference() const { return reference_ != nullptr; }
+  // Made by FromParts: no file of its own.
+  bool is_remote() const { return fd_ < 0; }
   // The metadata section as stored (a JSON object, checked at open).
   const std::string& metadata_text() const { return metadata_text_; }
   // The whole metadata, parsed now: costs a tree of the whole text, so
@@ -116,6 +126,9 @@ class TableFile {
  private:
   TableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
   Status Load(const ReferenceOpenOptions& options);
+  // The metadata's embedded hash layout and rank shard, against the header.
+  Status CheckMetadata();
+  Status NoFile() const;
   Result<std::vector<uint64_t>> LoadChecksums() const;
 
   std::string path_;

@@ -54,12 +54,16 @@
  * Warm start (StoreOptions::hot_set_path): rows of the saved hot set placed
  * in the cache at open, and those not placed (the table's entry did not
  * match, the cache was full, the row was resident already or its read
- * failed, or the store closed first). */
+ * failed, or the store closed first). A table in a Redis Cluster counts
+ * the part of the readiness wait a file's table counts as disk time as
+ * remote time (readiness_wait_remote_nanoseconds). */
 #define ENGRAM_TABLE_COUNTERS_ADDED(X)                                                                         \
   X(warm_rows, "engram_warm_rows_total", ENGRAM_UNIT_COUNT,                                                   \
     "Rows of the saved hot set read back into the cache at open (warm start).")                               \
   X(warm_skipped_rows, "engram_warm_rows_skipped_total", ENGRAM_UNIT_COUNT,                                   \
-    "Rows of the saved hot set not read back (hot set mismatch, cache full, already resident, read failed).")
+    "Rows of the saved hot set not read back (hot set mismatch, cache full, already resident, read failed).")   \
+  X(readiness_wait_remote_nanoseconds, "engram_readiness_wait_remote_seconds_total", ENGRAM_UNIT_NANOSECONDS, \
+    "Part of the readiness wait spent on remote work (a Redis Cluster table's GETs, verification, inserts).")
 
 #define ENGRAM_TABLE_COUNTERS(X) ENGRAM_TABLE_COUNTERS_FIRST(X) ENGRAM_TABLE_COUNTERS_ADDED(X)
 

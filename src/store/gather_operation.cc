@@ -304,7 +304,7 @@ void GatherOperation::SubmitChunk(const std::shared_ptr<GatherOperation>& self, 
   // and the callback holds the state.
   GatherOperation& st = *self;
   const size_t first = c * kChunkBlocks;
-  st.store_->engine().SubmitBatch(
+  st.store_->table_state(st.table_).engine->SubmitBatch(
       std::span<io::BlockRead>(st.batch_.reads).subspan(first, std::min(kChunkBlocks, st.batch_.reads.size() - first)),
       [self, c = static_cast<uint32_t>(c)] { OnLanded(self, c); });
 }
@@ -550,7 +550,9 @@ void GatherOperation::CountFinished(uint64_t now) {
   if (!result_.status.ok()) c.Add(c.failed_gathers, 1);
   c.Add(c.readiness_wait_nanoseconds, result_.wait_nanoseconds);
   c.Add(c.readiness_wait_cache_nanoseconds, result_.cache_nanoseconds);
-  c.Add(c.readiness_wait_disk_nanoseconds, result_.disk_nanoseconds);
+  // A remote table's reads are the cluster's round trips: named so.
+  c.Add(table.remote ? c.readiness_wait_remote_nanoseconds : c.readiness_wait_disk_nanoseconds,
+        result_.disk_nanoseconds);
 }
 
 void GatherOperation::Finish(uint64_t now) {
@@ -617,7 +619,7 @@ GatherResult GatherOperation::WaitOnThisThread(const std::shared_ptr<GatherOpera
   if (st.reads_pending_) {
     st.reads_pending_ = false;
     CallerReads reads(st);
-    if (st.store_->engine().RunReadStream(reads)) {
+    if (st.store_->table_state(st.table_).engine->RunReadStream(reads)) {
       st.OnBlocksRead();  // every chunk is checked; fills the rest of the cache and finishes
     } else {
       SubmitPreparedReads(self);  // the engine cannot: its threads read them

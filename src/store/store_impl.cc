@@ -12,6 +12,8 @@
 #include "storage/io/io_stats.h"
 #include "storage/log.h"
 #include "storage/rank_manifest.h"
+#include "storage/redis/redis_url.h"
+#include "storage/redis/remote_table.h"
 
 namespace engram {
 namespace {
@@ -59,6 +61,41 @@ Result<std::vector<RankTablePick>> PickRankTables(const StoreOptions& options) {
                                    " given, but no table is given by rank manifest");
   }
   return picks;
+}
+
+// A table file (or the rank table a manifest names), in the store's engine.
+Status OpenFileTable(const std::string& path, const StoreOptions& options, const RankManifest* manifest,
+                     const std::string& manifest_path, io::IoEngine& engine, TableState& state) {
+  auto file = TableFile::Open(path, {options.verify_shard_fingerprints});
+  if (!file.ok() && manifest) return file.status().WithContext("rank manifest " + manifest_path);
+  ENGRAM_ASSIGN_OR_RETURN(state.file, std::move(file));
+  if (manifest) {
+    ENGRAM_RETURN_IF_ERROR(CheckRankTable(*manifest, static_cast<uint32_t>(options.rank), *state.file)
+                               .WithContext("rank manifest " + manifest_path));
+  }
+  state.engine = &engine;
+  if (state.file->is_reference()) return OpenReferenceShards(state, engine);
+  auto fid = engine.OpenFile(path);
+  if (!fid.ok()) return fid.status().WithContext("open table " + path);
+  state.file_id = *fid;
+  return Status::OK();
+}
+
+// A table in a Redis Cluster: its descriptor read and checked, its blocks
+// read through a reader of its own (one cluster client: a connection per
+// master, an I/O thread).
+Status OpenRemoteTable(const std::string& url, const StoreOptions& options, TableState& state) {
+  redis::ClusterOptions cluster;
+  // As many GETs in flight on a master's connection as reads on a drive.
+  cluster.pipeline_depth = std::max<uint32_t>(options.queue_depth, 1);
+  ENGRAM_ASSIGN_OR_RETURN(redis::RemoteTable remote, redis::OpenRemoteTable(url, cluster));
+  state.file = std::move(remote.file);
+  state.remote = std::make_unique<redis::RemoteBlockEngine>(std::move(remote.client), std::move(remote.keys),
+                                                            state.file->block_count(), remote.url.name);
+  state.engine = state.remote.get();
+  state.file_id = redis::RemoteBlockEngine::kTableFile;
+  log::Info("store: table {} is read from {}", state.file->path(), state.remote->Describe());
+  return Status::OK();
 }
 
 }  // namespace
@@ -119,23 +156,16 @@ Result<std::unique_ptr<StoreImpl>> StoreImpl::Open(const StoreOptions& options, 
     const TableOptions& t = options.tables[i];
     const std::string& path = picks[i].path;
     auto state = std::make_unique<TableState>();
-    auto file = TableFile::Open(path, {options.verify_shard_fingerprints});
-    if (!file.ok() && picks[i].manifest) return file.status().WithContext("rank manifest " + t.manifest);
-    ENGRAM_ASSIGN_OR_RETURN(state->file, std::move(file));
-    if (picks[i].manifest) {
-      ENGRAM_RETURN_IF_ERROR(CheckRankTable(*picks[i].manifest, static_cast<uint32_t>(options.rank), *state->file)
-                                 .WithContext("rank manifest " + t.manifest));
-    }
-    if (state->file->is_reference()) {
-      ENGRAM_RETURN_IF_ERROR(OpenReferenceShards(*state, *store->engine_));
+    if (redis::IsRedisUrl(path) && !picks[i].manifest) {
+      ENGRAM_RETURN_IF_ERROR(OpenRemoteTable(path, options, *state));
     } else {
-      auto fid = store->engine_->OpenFile(path);
-      if (!fid.ok()) return fid.status().WithContext("open table " + path);
-      state->file_id = *fid;
+      ENGRAM_RETURN_IF_ERROR(OpenFileTable(path, options, picks[i].manifest ? &*picks[i].manifest : nullptr,
+                                           t.manifest, *store->engine_, *state));
     }
-    state->name = !t.name.empty() ? t.name
-                  : picks[i].manifest ? picks[i].manifest->name
-                                      : std::filesystem::path(path).stem().string();
+    state->name = !t.name.empty()        ? t.name
+                  : picks[i].manifest    ? picks[i].manifest->name
+                  : state->remote        ? state->remote->table_name()
+                                         : std::filesystem::path(path).stem().string();
     for (const auto& other : store->tables_) {
       if (other->name == state->name) return Status::InvalidArgument("two tables named '" + state->name + "'");
     }
@@ -216,6 +246,9 @@ StoreImpl::~StoreImpl() {
   if (hot_set_) hot_set_->Stop();
   endpoint_.reset();  // no scrape may run while the store is torn down
   if (engine_) engine_->Shutdown();  // every pending callback has run after this
+  for (const auto& table : tables_) {
+    if (table->remote) table->remote->Shutdown();  // the same for each remote table's reader
+  }
   // ... and posted its disk phase here: drain it while the tables still exist.
   if (completion_pool_) completion_pool_->join();
   uint64_t cancelled = 0;
@@ -394,6 +427,9 @@ std::string StoreImpl::MetricsText() const {
   std::vector<TableStats> stats;
   for (size_t i = 0; i < tables_.size(); ++i) stats.push_back(Stats(i));
   MetricsSnapshot m = BuildStoreMetrics(stats, engine_->Stats(), io::IoBackendName(engine_->backend()));
+  for (const auto& t : tables_) {
+    if (t->remote) AddRemoteTableMetrics(m, t->name, t->remote->client().Stats());
+  }
   if (trace_) {
     m.AddCounter("engram_store_trace_gathers_total",
                  "Gathers of the trace capture (StoreOptions::trace_path) written to the file, and lost to a "

@@ -67,4 +67,32 @@ MetricsSnapshot BuildStoreMetrics(const std::vector<TableStats>& tables, const i
   return m;
 }
 
+void AddRemoteTableMetrics(MetricsSnapshot& m, const std::string& table, const std::vector<redis::ClusterNodeStats>& nodes) {
+  for (const redis::ClusterNodeStats& n : nodes) {
+    const MetricLabels l{{"table", table}, {"node", n.node}};
+    m.AddCounter("engram_remote_requests_total",
+                 "Commands sent to a Redis Cluster node for the table (answered or failed).", l, double(n.requests));
+    MetricLabels sent = l, received = l;
+    sent.push_back({"direction", "sent"});
+    received.push_back({"direction", "received"});
+    m.AddCounter("engram_remote_bytes_total", "Bytes written to and read from a Redis Cluster node.", sent,
+                 double(n.bytes_sent));
+    m.AddCounter("engram_remote_bytes_total", "", received, double(n.bytes_received));
+    MetricLabels moved = l, ask = l;
+    moved.push_back({"kind", "moved"});
+    ask.push_back({"kind", "ask"});
+    m.AddCounter("engram_remote_redirects_total", "MOVED and ASK redirects a Redis Cluster node answered.", moved,
+                 double(n.moved));
+    m.AddCounter("engram_remote_redirects_total", "", ask, double(n.asks));
+    m.AddCounter("engram_remote_errors_total",
+                 "Commands that failed on a Redis Cluster node (error replies, lost connections, timeouts).", l,
+                 double(n.errors));
+    m.AddCounter("engram_remote_request_seconds_total",
+                 "Summed time from submission to reply of the answered commands (divide by "
+                 "engram_remote_answered_total for the mean).",
+                 l, double(n.latency_sum_ns) * 1e-9);
+    m.AddCounter("engram_remote_answered_total", "Commands a Redis Cluster node answered.", l, double(n.answered));
+  }
+}
+
 }  // namespace engram

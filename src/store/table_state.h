@@ -1,5 +1,6 @@
 // TableState: everything the store keeps for one open table: the validated
-// file, its FileId in the I/O engine, its row cache, its counters and its
+// file (or a Redis Cluster's copy of one), the engine its blocks are read
+// through and their FileId there, its row cache, its counters and its
 // read-ahead.
 #pragma once
 
@@ -14,6 +15,7 @@
 #include "src/store/read_ahead.h"
 #include "src/store/table_counters.h"
 #include "storage/io/io_engine.h"
+#include "storage/redis/remote_block_engine.h"
 #include "storage/table_file.h"
 
 namespace engram {
@@ -22,6 +24,11 @@ struct TableState {
   std::string name;
   std::unique_ptr<TableFile> file;  // validated header + metadata; geometry
   io::FileId file_id = 0;
+  // Where this table's blocks are read: the store's engine for a file, or
+  // `remote` for a table in a Redis Cluster (opened by its redis:// URL),
+  // whose misses are GETs verified exactly as blocks read from a disk.
+  io::IoEngine* engine = nullptr;
+  std::unique_ptr<redis::RemoteBlockEngine> remote;
   // A reference table: its shards in the I/O engine (by shard index), and
   // its scale rows when they are held in memory (row r at r * scale bytes;
   // empty: each miss reads its scale too). See reference_reads.h.

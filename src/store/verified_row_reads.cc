@@ -96,7 +96,7 @@ void ReadRowsVerified(StoreImpl* store, size_t table_index, std::vector<uint64_t
   Status s = op->batch.Build(table, table.file_id, store->read_buffers(), RefsOf(rows));
   if (EndWithoutReads(*op, rows, s, op->batch.blocks.empty(), what)) return;
   // The engine's completion thread only hands the blocks off.
-  store->engine().SubmitBatch(op->batch.reads, [op] {
+  table.engine->SubmitBatch(op->batch.reads, [op] {
     boost::asio::post(op->store->completion_pool(), [op] { FinishBlockReads(*op); });
   });
 }

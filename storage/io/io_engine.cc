@@ -18,6 +18,7 @@ const char* IoBackendName(IoBackend backend) {
     case IoBackend::kIoUring: return "io_uring";
     case IoBackend::kPread: return "pread";
     case IoBackend::kMmap: return "mmap";
+    case IoBackend::kRedisCluster: return "redis-cluster";
   }
   return "unknown";
 }
@@ -95,6 +96,8 @@ Result<std::unique_ptr<IoEngine>> CreateIoEngine(const IoOptions& options) {
       return PreadEngine::Create(options);
     case IoBackend::kMmap:
       return MmapEngine::Create(options);
+    case IoBackend::kRedisCluster:
+      return Status::InvalidArgument("io: a redis-cluster reader is made for its table (storage/redis/remote_block_engine.h)");
     case IoBackend::kAuto: {
       auto ring = CreateIoUring(options);
       if (ring.ok()) return ring;

@@ -61,6 +61,9 @@ enum class IoBackend : uint8_t {
   kIoUring,  // io_uring only; fails if the ring cannot be set up
   kPread,    // a pool of threads calling pread(2)
   kMmap,     // memcpy out of a read-only MAP_SHARED mapping (see mmap_engine.h for caveats)
+  // GETs from a Redis Cluster (storage/redis/remote_block_engine.h): made by
+  // the store for a table opened by its redis:// URL, never chosen by name.
+  kRedisCluster,
 };
 
 // "auto", "io_uring", "pread", "mmap".

@@ -1,0 +1,228 @@
+#include "storage/redis/redis_connection.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+namespace engram::redis {
+namespace {
+
+uint64_t NowMs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+}  // namespace
+
+Result<std::unique_ptr<RedisConnection>> RedisConnection::Start(const NodeAddress& node) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(node.port);
+  const int rc = ::getaddrinfo(node.host.c_str(), port.c_str(), &hints, &found);
+  if (rc != 0) {
+    return Status::Unavailable("redis node " + node.ToString() + ": cannot resolve the host: " + gai_strerror(rc));
+  }
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> hold(found, ::freeaddrinfo);
+  int last_error = 0;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      last_error = errno;
+      continue;
+    }
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      return std::unique_ptr<RedisConnection>(new RedisConnection(node, fd, /*connecting=*/false));
+    }
+    if (errno == EINPROGRESS) return std::unique_ptr<RedisConnection>(new RedisConnection(node, fd, true));
+    last_error = errno;
+    ::close(fd);
+  }
+  return Status::Unavailable("redis node " + node.ToString() + ": connect: " + std::strerror(last_error));
+}
+
+RedisConnection::RedisConnection(NodeAddress node, int fd, bool connecting)
+    : node_(std::move(node)), fd_(fd), connecting_(connecting), reader_(redisReaderCreate()) {
+  // Keep the reader's buffer between replies: the block replies are 4 KiB
+  // each, and a buffer freed whenever it empties is allocated again at once.
+  if (reader_ != nullptr) reader_->maxbuf = 0;
+}
+
+RedisConnection::~RedisConnection() {
+  if (fd_ >= 0) ::close(fd_);
+  if (reader_ != nullptr) redisReaderFree(reader_);
+}
+
+Status RedisConnection::Broken(const std::string& what, int err) const {
+  return Status::Unavailable("redis node " + node_.ToString() + ": " + what + (err ? std::string(": ") + std::strerror(err) : ""));
+}
+
+Status RedisConnection::FinishConnect() {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err != 0) return Broken("connect", err);
+  connecting_ = false;
+  return Status::OK();
+}
+
+size_t RedisConnection::Append(CommandWords words) {
+  // The cluster client's commands have at most 4 words: no allocation for them.
+  const char* small_argv[8];
+  size_t small_lens[8];
+  std::vector<const char*> big_argv;
+  std::vector<size_t> big_lens;
+  const char** argv = small_argv;
+  size_t* lens = small_lens;
+  if (words.size() > 8) {
+    big_argv.resize(words.size());
+    big_lens.resize(words.size());
+    argv = big_argv.data();
+    lens = big_lens.data();
+  }
+  const size_t n = words.size();
+  for (size_t i = 0; i < n; ++i) {
+    argv[i] = words[i].data();
+    lens[i] = words[i].size();
+  }
+  char* cmd = nullptr;
+  const int len = redisFormatCommandArgv(&cmd, static_cast<int>(n), argv, lens);
+  if (len < 0 || cmd == nullptr) return 0;
+  if (sent_ == out_.size()) {
+    out_.clear();
+    sent_ = 0;
+  }
+  out_.append(cmd, static_cast<size_t>(len));
+  redisFreeCommand(cmd);
+  return static_cast<size_t>(len);
+}
+
+Status RedisConnection::Write() {
+  while (sent_ < out_.size()) {
+    const ssize_t n = ::send(fd_, out_.data() + sent_, out_.size() - sent_, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent_ += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    return Broken("send", n < 0 ? errno : 0);
+  }
+  if (sent_ == out_.size()) {
+    out_.clear();
+    sent_ = 0;
+  } else if (sent_ > (size_t{1} << 20)) {
+    out_.erase(0, sent_);
+    sent_ = 0;
+  }
+  return Status::OK();
+}
+
+Status RedisConnection::Read() {
+  char buf[64 * 1024];
+  for (;;) {
+    const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+    if (n > 0) {
+      received_ += static_cast<uint64_t>(n);
+      if (redisReaderFeed(reader_, buf, static_cast<size_t>(n)) != REDIS_OK) {
+        return Status::IOError("redis node " + node_.ToString() + ": reply buffer: " + reader_->errstr);
+      }
+      if (static_cast<size_t>(n) < sizeof(buf)) return Status::OK();
+      continue;
+    }
+    if (n == 0) return Broken("the node closed the connection", 0);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::OK();
+    return Broken("recv", errno);
+  }
+}
+
+Result<Reply> RedisConnection::NextReply() {
+  void* r = nullptr;
+  if (redisReaderGetReply(reader_, &r) != REDIS_OK) {
+    return Status::IOError("redis node " + node_.ToString() + ": protocol error: " + reader_->errstr);
+  }
+  return Reply(static_cast<redisReply*>(r));
+}
+
+Status ErrorReplyStatus(const NodeAddress& node, std::string_view error) {
+  const std::string quoted = "redis node " + node.ToString() + " answered '" + std::string(error) + "'";
+  if (StartsWith(error, "NOAUTH") || StartsWith(error, "WRONGPASS") || StartsWith(error, "NOPERM") ||
+      StartsWith(error, "ERR AUTH") || StartsWith(error, "ERR invalid password") ||
+      StartsWith(error, "ERR Client sent AUTH")) {
+    return Status::InvalidArgument(quoted + ": check the credentials (redis://USER:PASSWORD@..., or " +
+                                   kPasswordEnv + ")");
+  }
+  if (StartsWith(error, "CLUSTERDOWN") || StartsWith(error, "LOADING") || StartsWith(error, "TRYAGAIN") ||
+      StartsWith(error, "MASTERDOWN")) {
+    return Status::Unavailable(quoted);
+  }
+  return Status::IOError(quoted);
+}
+
+std::vector<std::string_view> AuthWords(const std::string& user, const std::string& password) {
+  if (user.empty()) return {"AUTH", password};
+  return {"AUTH", user, password};
+}
+
+Result<std::vector<Reply>> RunCommands(const NodeAddress& node, const std::string& user, const std::string& password,
+                                       std::span<const std::vector<std::string_view>> commands, uint32_t timeout_ms) {
+  const uint64_t deadline = NowMs() + timeout_ms;
+  ENGRAM_ASSIGN_OR_RETURN(std::unique_ptr<RedisConnection> c, RedisConnection::Start(node));
+  const bool auth = !password.empty();
+  if (auth) {
+    const std::vector<std::string_view> words = AuthWords(user, password);
+    c->Append(words);
+  }
+  for (const auto& words : commands) c->Append(words);
+  std::vector<Reply> replies;
+  const size_t expected = commands.size() + (auth ? 1 : 0);
+  bool got_auth = !auth;
+  while (replies.size() + (auth && got_auth ? 1 : 0) < expected) {
+    const uint64_t now = NowMs();
+    if (now >= deadline) {
+      return Status::Unavailable("redis node " + node.ToString() + ": no answer within " + std::to_string(timeout_ms) +
+                                 " ms");
+    }
+    pollfd p{c->fd(), static_cast<short>(POLLIN | (c->connecting() || c->wants_write() ? POLLOUT : 0)), 0};
+    const int n = ::poll(&p, 1, static_cast<int>(deadline - now));
+    if (n < 0 && errno != EINTR) return Status::IOError(std::string("poll: ") + std::strerror(errno));
+    if (n <= 0) continue;
+    if (c->connecting()) {
+      if (!(p.revents & (POLLOUT | POLLERR | POLLHUP))) continue;
+      ENGRAM_RETURN_IF_ERROR(c->FinishConnect());
+    }
+    if (c->wants_write()) ENGRAM_RETURN_IF_ERROR(c->Write());
+    if (p.revents & (POLLIN | POLLERR | POLLHUP)) {
+      Status read = c->Read();
+      for (;;) {
+        ENGRAM_ASSIGN_OR_RETURN(Reply r, c->NextReply());
+        if (r == nullptr) break;
+        if (!got_auth) {
+          got_auth = true;
+          if (r->type == REDIS_REPLY_ERROR) return ErrorReplyStatus(node, std::string_view(r->str, r->len));
+          continue;
+        }
+        replies.push_back(std::move(r));
+      }
+      if (!read.ok() && replies.size() + (auth ? 1 : 0) < expected) return read;
+    }
+  }
+  return replies;
+}
+
+}  // namespace engram::redis

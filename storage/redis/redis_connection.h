@@ -1,0 +1,102 @@
+// RedisConnection: one TCP connection to one Redis node, driven by a caller's
+// poll loop (ClusterClient's I/O thread) or run to completion (RunCommands).
+//
+// hiredis does the protocol: it formats commands (redisFormatCommandArgv)
+// and parses replies (its redisReader). The socket is this class's own and
+// always non-blocking, so one thread can keep several nodes' connections
+// busy at once and bound every wait by a deadline; hiredis's blocking
+// context would wait on one node at a time.
+//
+// Not thread-safe: one thread drives a connection.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <hiredis/hiredis.h>
+
+#include "engram/status.h"
+#include "storage/redis/redis_url.h"
+
+namespace engram::redis {
+
+struct ReplyDeleter {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+
+// A command as its words: the command name, then its arguments (binary-safe).
+using CommandWords = std::span<const std::string_view>;
+
+class RedisConnection {
+ public:
+  // Starts a non-blocking connect to `node` (name resolution, which may
+  // block, first). Unavailable names the node and the reason.
+  static Result<std::unique_ptr<RedisConnection>> Start(const NodeAddress& node);
+  ~RedisConnection();
+  RedisConnection(const RedisConnection&) = delete;
+  RedisConnection& operator=(const RedisConnection&) = delete;
+
+  int fd() const { return fd_; }
+  const NodeAddress& node() const { return node_; }
+  // The connect has not completed yet: wait for the socket to be writable,
+  // then call FinishConnect.
+  bool connecting() const { return connecting_; }
+  Status FinishConnect();
+
+  // Formats `words` onto the output buffer (sent by Write). Returns the
+  // formatted command's size.
+  size_t Append(CommandWords words);
+  bool wants_write() const { return sent_ < out_.size(); }
+  size_t unsent_bytes() const { return out_.size() - sent_; }
+  // Sends what the socket takes now. Unavailable if the connection broke.
+  Status Write();
+  // Reads what has arrived into the reader. Unavailable on end of stream or
+  // a broken connection; the replies already read stay available.
+  Status Read();
+  // The next complete reply, or nullptr if none is complete yet. IOError on
+  // a protocol error (the connection is then unusable).
+  Result<Reply> NextReply();
+  // Bytes received since the last call (for statistics).
+  uint64_t TakeReceivedBytes() {
+    const uint64_t n = received_;
+    received_ = 0;
+    return n;
+  }
+
+ private:
+  RedisConnection(NodeAddress node, int fd, bool connecting);
+  Status Broken(const std::string& what, int err) const;
+
+  NodeAddress node_;
+  int fd_ = -1;
+  bool connecting_ = false;
+  redisReader* reader_ = nullptr;
+  std::string out_;   // formatted commands not yet (fully) sent
+  size_t sent_ = 0;   // bytes of out_ already sent
+  uint64_t received_ = 0;
+};
+
+// The replies to `commands`, sent pipelined to `node` on a new connection
+// (after AUTH when `password` is set), or the first failure: the connect,
+// the credentials (InvalidArgument), or `timeout_ms` passing (Unavailable).
+// Error replies to the commands themselves are returned as replies. For
+// cluster discovery and for tools; the cluster client's reads go through its
+// own loop.
+Result<std::vector<Reply>> RunCommands(const NodeAddress& node, const std::string& user, const std::string& password,
+                                       std::span<const std::vector<std::string_view>> commands, uint32_t timeout_ms);
+
+// The Status an error reply from `node` stands for: credentials missing or
+// refused (NOAUTH, WRONGPASS) are InvalidArgument, a cluster or node that
+// cannot serve now (CLUSTERDOWN, LOADING, TRYAGAIN, MASTERDOWN) Unavailable,
+// anything else IOError; the message names the node and quotes the error.
+Status ErrorReplyStatus(const NodeAddress& node, std::string_view error);
+
+// The AUTH command for the credentials (AUTH PASSWORD, or AUTH USER PASSWORD).
+std::vector<std::string_view> AuthWords(const std::string& user, const std::string& password);
+
+}  // namespace engram::redis
