@@ -1,7 +1,9 @@
 // engram-convert: turns checkpoint tensors (safetensors shards or .npy files)
 // into one Engram table file (storage/table_converter.h), or -- with
 // --ranks R -- a layer's rows, from those tensors or from an existing table,
-// into R rank tables and their manifest (storage/rank_converter.h).
+// into R rank tables and their manifest (storage/rank_converter.h), or --
+// with --to redis://... -- loads a table (an existing one, or the tensors'
+// rows as converted) into a Redis Cluster (storage/redis/remote_table_loader.h).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -12,6 +14,8 @@
 #include "src/common/progress_meter.h"
 #include "storage/embedded_hash_layout.h"
 #include "storage/rank_converter.h"
+#include "storage/redis/remote_table_keys.h"
+#include "storage/redis/remote_table_loader.h"
 #include "storage/reference_writer.h"
 #include "storage/table_converter.h"
 #include "storage/temp_file_cleanup.h"
@@ -41,6 +45,40 @@ int Fail(const engram::Status& s) {
   return ExitCode(s);
 }
 
+// Loads `source` into the cluster the URL names, with a progress bar and rate.
+int LoadIntoCluster(const std::string& url_text, engram::redis::BlockSource& source, uint64_t window_blocks,
+                    bool drop_replaced, bool progress) {
+  auto url = engram::redis::ParseRedisUrl(url_text);
+  if (!url.ok()) return Fail(url.status());
+  const uint64_t blocks = source.header().block_count;
+  engram::ProgressMeter meter("engram-convert", blocks * engram::kTableBlockSize, progress);
+  engram::redis::LoadOptions opt;
+  opt.window_blocks = window_blocks;
+  opt.drop_replaced = drop_replaced;
+  opt.progress = [&](uint64_t done, uint64_t) { meter.Update(done * engram::kTableBlockSize); };
+  auto loaded = engram::redis::LoadTable(*url, source, opt);
+  meter.Finish();
+  if (!loaded.ok()) return Fail(loaded.status());
+  const std::string fp = engram::redis::FingerprintHex(loaded->fingerprint);
+  if (loaded->already_loaded) {
+    std::fprintf(stderr, "engram-convert: %s already holds this table (fingerprint 0x%s): nothing written\n",
+                 url->Display().c_str(), fp.c_str());
+    return 0;
+  }
+  std::fprintf(stderr, "engram-convert: loaded %s: %llu blocks, %llu rows of %u bytes, fingerprint 0x%s", url->Display().c_str(),
+               static_cast<unsigned long long>(blocks), static_cast<unsigned long long>(source.header().row_count),
+               source.header().record_bytes, fp.c_str());
+  if (loaded->resumed_at > 0) {
+    std::fprintf(stderr, " (resumed a cut-off load at block %llu)", static_cast<unsigned long long>(loaded->resumed_at));
+  }
+  if (loaded->replaced_fingerprint != 0) {
+    std::fprintf(stderr, "; replaced version 0x%s%s", engram::redis::FingerprintHex(loaded->replaced_fingerprint).c_str(),
+                 drop_replaced ? " and deleted its blocks" : " (its blocks stay until deleted: --drop-replaced)");
+  }
+  std::fprintf(stderr, "\n");
+  return 0;
+}
+
 int ReportRanks(const engram::RankManifest& m, const std::string& out) {
   for (const engram::RankFile& f : m.rank_files) {
     std::fprintf(stderr, "engram-convert: wrote %s: rank %u of %u, %zu slots, %llu rows\n", f.path.c_str(), f.rank,
@@ -59,7 +97,9 @@ int main(int argc, char** argv) {
       "Each record is one weight row followed by the same row of the scale tensor (if any);\n"
       "several shards are concatenated in the order given."};
   std::vector<std::string> st_files, npy_files, npy_scale_files;
-  std::string weight, scale, layout_file, out, table_in;
+  std::string weight, scale, layout_file, out, table_in, to_url;
+  uint64_t window_blocks = 1024;
+  bool drop_replaced = false;
   int64_t ranks = 0;
   int64_t layer_id = -1;
   bool progress = false, in_place = false;
@@ -91,11 +131,24 @@ int main(int argc, char** argv) {
                                    "write R rank tables (rank r holds the slots s with s % R == r) and a manifest: "
                                    "OUT names the manifest (OUT.json), the tables are <stem>.rank<r>-of-<R>.engram "
                                    "beside it; R in 1..24");
-  app.add_option("--table", table_in, "an existing Engram table to split into rank tables (needs --ranks)")
+  auto* to_opt = app.add_option(
+      "--to", to_url,
+      "load the table into a Redis Cluster instead of writing a file: redis://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/NAME "
+      "(a password is better given in ENGRAM_REDIS_PASSWORD); a load that was cut off resumes, a table loaded already "
+      "is left as it is");
+  to_opt->excludes(ranks_opt);
+  app.add_option("--window-blocks", window_blocks, "--to: blocks written per pipelined window (progress is kept per window)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str()
+      ->needs(to_opt);
+  app.add_flag("--drop-replaced", drop_replaced,
+               "--to: once loaded, delete the blocks of the version of the table it replaced")
+      ->needs(to_opt);
+  app.add_option("--table", table_in,
+                 "an existing Engram table to split into rank tables (with --ranks) or to load into a cluster (--to)")
       ->excludes(st)
-      ->excludes(npy)
-      ->needs(ranks_opt);
-  app.add_option("OUT", out, "output table file (with --ranks: the manifest)")->required();
+      ->excludes(npy);
+  auto* out_opt = app.add_option("OUT", out, "output table file (with --ranks: the manifest)");
   std::string log_level;
   engram::AddLogLevelOption(app, log_level);
   CLI11_PARSE(app, argc, argv);
@@ -103,6 +156,15 @@ int main(int argc, char** argv) {
   // Ctrl-C and SIGTERM must not leave it behind.
   engram::RemoveTempFilesOnTerminationSignals();
   if (!engram::ConfigureToolLogging("engram-convert", log_level)) return 2;
+  if (out_opt->count() == to_opt->count()) {
+    return Fail(engram::Status::InvalidArgument("give an output table file OUT or --to redis://..., one of them"));
+  }
+  if (!table_in.empty() && !ranks_opt->count() && !to_opt->count()) {
+    return Fail(engram::Status::InvalidArgument("--table needs --ranks R (split it) or --to redis://... (load it)"));
+  }
+  if (to_opt->count() && in_place) {
+    return Fail(engram::Status::InvalidArgument("--in-place writes a local reference table; a cluster gets the rows"));
+  }
 
   if (ranks_opt->count() && (ranks < 1 || ranks > engram::kMaxRanks)) {
     return Fail(engram::Status::InvalidArgument("--ranks " + std::to_string(ranks) + " is outside 1.." +
@@ -110,7 +172,7 @@ int main(int argc, char** argv) {
   }
   // The output must not be an input (the --layout file too) or a directory:
   // refuse before reading anything.
-  {
+  if (!to_opt->count()) {
     std::vector<std::string> inputs = st_files;
     if (!table_in.empty()) inputs.push_back(table_in);
     if (!layout_file.empty()) inputs.push_back(layout_file);
@@ -132,6 +194,11 @@ int main(int argc, char** argv) {
   engram::RankConvertOptions rank_opt;
   rank_opt.ranks = static_cast<uint32_t>(ranks);
   rank_opt.in_place = in_place;
+  if (!table_in.empty() && to_opt->count()) {
+    auto source = engram::redis::OpenFileBlockSource(table_in);
+    if (!source.ok()) return Fail(source.status());
+    return LoadIntoCluster(to_url, **source, window_blocks, drop_replaced, progress);
+  }
   if (!table_in.empty()) {
     rank_opt.convert = opt;
     auto manifest = engram::ConvertTableToRanks(table_in, out, rank_opt);
@@ -150,6 +217,11 @@ int main(int argc, char** argv) {
   auto record_bytes = engram::ConvertRecordBytes(*spec);
   if (!record_bytes.ok()) return Fail(record_bytes.status());
 
+  if (to_opt->count()) {
+    auto source = engram::redis::OpenConvertBlockSource(*spec, opt);
+    if (!source.ok()) return Fail(source.status());
+    return LoadIntoCluster(to_url, **source, window_blocks, drop_replaced, progress);
+  }
   uint64_t total_rows = 0;
   for (const auto& w : spec->weight) total_rows += w.tensor.rows();
   engram::ProgressMeter meter("engram-convert", total_rows * *record_bytes, progress);

@@ -3,6 +3,8 @@
 //   engram-inspect verify FILE           check every block checksum (--fingerprint: and the
 //                                        shards' fingerprints, for a reference table)
 //   engram-inspect dump FILE --rows A,B  record bytes (hex, or --raw to stdout)
+// FILE may be a table in a Redis Cluster: redis://HOST:PORT[,...]/NAME
+// (storage/redis/remote_table.h); its blocks are fetched and checked alike.
 #include <unistd.h>
 
 #include <cstdio>
@@ -17,6 +19,7 @@
 #include "src/common/logging.h"
 #include "src/common/progress_meter.h"
 #include "src/common/stdout_written.h"
+#include "storage/redis/remote_table.h"
 #include "storage/table_file.h"
 
 namespace {
@@ -44,7 +47,7 @@ std::string Hex64(uint64_t v) {
   return b;
 }
 
-int Info(const engram::TableFile& t, bool json_only) {
+int Info(const engram::TableFile& t, bool json_only, const engram::redis::RemoteTable* remote) {
   // Laid out from the stored (already checked) text, not from a parsed
   // tree: a tree of a large metadata section costs over ten times its text.
   auto print_json = [&](int indent) {
@@ -57,7 +60,13 @@ int Info(const engram::TableFile& t, bool json_only) {
     return Flushed();
   }
   const engram::TableHeader& h = t.header();
-  std::printf("file:            %s\n", t.path().c_str());
+  std::printf("%s%s\n", remote ? "table:           " : "file:            ", t.path().c_str());
+  if (remote) {
+    std::string masters;
+    for (const std::string& m : remote->client->Masters()) masters += (masters.empty() ? "" : ", ") + m;
+    std::printf("kind:            in a Redis Cluster (masters %s), fingerprint 0x%s\n", masters.c_str(),
+                engram::redis::FingerprintHex(t.fingerprint()).c_str());
+  }
   std::printf("format version:  %u\n", h.version);
   if (const engram::ReferenceTable* ref = t.reference()) {
     const engram::ReferenceLayout& l = ref->layout();
@@ -98,9 +107,10 @@ int Info(const engram::TableFile& t, bool json_only) {
   return Flushed();
 }
 
-int Verify(const engram::TableFile& t, bool progress) {
+int Verify(const engram::TableFile& t, bool progress, const engram::redis::RemoteTable* remote) {
   engram::ProgressMeter meter("verify", t.header().data_bytes, progress);
-  engram::Status s = t.VerifyAll([&](uint64_t done, uint64_t) { meter.Update(done * engram::kTableBlockSize); });
+  auto update = [&](uint64_t done, uint64_t) { meter.Update(done * engram::kTableBlockSize); };
+  engram::Status s = remote ? engram::redis::VerifyRemoteTable(*remote, update) : t.VerifyAll(update);
   meter.Finish();
   if (!s.ok()) return Fail(s);
   std::printf("OK: %llu blocks, %llu rows verified\n", static_cast<unsigned long long>(t.block_count()),
@@ -132,12 +142,23 @@ engram::Result<std::vector<uint64_t>> ParseRows(const std::vector<std::string>& 
   return rows;
 }
 
-int Dump(const engram::TableFile& t, const std::vector<std::string>& specs, bool raw) {
+// A row of a table in a Redis Cluster: its block fetched and checked.
+engram::Status ReadRemoteRow(const engram::redis::RemoteTable& remote, uint64_t row, std::span<std::byte> dst) {
+  const engram::TableFile& t = *remote.file;
+  ENGRAM_RETURN_IF_ERROR(t.CheckRow(row).WithContext(t.path()));
+  std::vector<std::byte> block(engram::kTableBlockSize);
+  ENGRAM_RETURN_IF_ERROR(engram::redis::ReadRemoteBlocks(remote, t.BlockOfRow(row), block));
+  std::memcpy(dst.data(), block.data() + t.RowOffsetInBlock(row), t.record_bytes());
+  return engram::Status::OK();
+}
+
+int Dump(const engram::TableFile& t, const std::vector<std::string>& specs, bool raw,
+         const engram::redis::RemoteTable* remote) {
   auto rows = ParseRows(specs);
   if (!rows.ok()) return Fail(rows.status());
   std::vector<std::byte> rec(t.record_bytes());
   for (uint64_t r : *rows) {
-    if (auto s = t.ReadRow(r, rec); !s.ok()) return Fail(s);
+    if (auto s = remote ? ReadRemoteRow(*remote, r, rec) : t.ReadRow(r, rec); !s.ok()) return Fail(s);
     if (raw) {
       if (std::fwrite(rec.data(), 1, rec.size(), stdout) != rec.size()) {
         return Fail(engram::Status::IOError("write to stdout failed"));
@@ -175,15 +196,15 @@ int main(int argc, char** argv) {
   bool json_only = false, progress = false, raw = false, hex = false, fingerprint = false;
   std::vector<std::string> row_specs;
   auto* info = app.add_subcommand("info", "print the header fields and the metadata JSON (the default)");
-  info->add_option("FILE", file, "table file")->required();
+  info->add_option("FILE", file, "table file, or redis://HOST:PORT[,...]/NAME")->required();
   info->add_flag("--metadata-json", json_only, "print only the metadata JSON");
   auto* verify = app.add_subcommand("verify", "check every block checksum; non-zero exit names the first bad block");
-  verify->add_option("FILE", file, "table file")->required();
+  verify->add_option("FILE", file, "table file, or redis://HOST:PORT[,...]/NAME")->required();
   verify->add_flag("--progress", progress, "show a progress bar even when stderr is not a terminal");
   verify->add_flag("--fingerprint", fingerprint,
                    "reference table: also check each shard's fingerprint (size and mtime are always checked)");
   auto* dump = app.add_subcommand("dump", "print the records of the given rows, in the order given");
-  dump->add_option("FILE", file, "table file")->required();
+  dump->add_option("FILE", file, "table file, or redis://HOST:PORT[,...]/NAME")->required();
   dump->add_option("--rows", row_specs, "rows: A,B,C or ranges A-B")->delimiter(',')->required();
   auto* raw_flag = dump->add_flag("--raw", raw, "raw record bytes to stdout");
   dump->add_flag("--hex", hex, "hex dump (the default)")->excludes(raw_flag);
@@ -196,12 +217,19 @@ int main(int argc, char** argv) {
   }
   if (!engram::ConfigureToolLogging("engram-inspect", log_level)) return 2;
 
+  if (engram::redis::IsRedisUrl(file)) {
+    auto remote = engram::redis::OpenRemoteTable(file);
+    if (!remote.ok()) return BadInput(remote.status());
+    if (*verify) return Verify(*remote->file, progress, &*remote);
+    if (*dump) return Dump(*remote->file, row_specs, raw, &*remote);
+    return Info(*remote->file, json_only, &*remote);
+  }
   engram::ReferenceOpenOptions open_options;
   open_options.check_fingerprints = fingerprint;
   auto table = engram::TableFile::Open(file, open_options);
   // A table that does not open (damaged, a missing or replaced shard) is bad input.
   if (!table.ok()) return BadInput(table.status());
-  if (*verify) return Verify(**table, progress);
-  if (*dump) return Dump(**table, row_specs, raw);
-  return Info(**table, json_only);
+  if (*verify) return Verify(**table, progress, nullptr);
+  if (*dump) return Dump(**table, row_specs, raw, nullptr);
+  return Info(**table, json_only, nullptr);
 }
