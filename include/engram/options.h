@@ -9,9 +9,14 @@
 namespace engram {
 
 struct TableOptions {
-  std::string path;  // an Engram table file or reference table (storage/FORMAT.md)
+  // An Engram table file or reference table (storage/FORMAT.md), or a table
+  // loaded into a Redis Cluster (engram-convert --to):
+  // redis://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/NAME, whose misses are
+  // fetched from the cluster (credentials missing from the URL are taken
+  // from ENGRAM_REDIS_USER / ENGRAM_REDIS_PASSWORD).
+  std::string path;
   // Name used in stats and metrics (label `table`); default: the file's
-  // stem ("layer1" for /data/layer1.engram).
+  // stem ("layer1" for /data/layer1.engram), or a cluster table's NAME.
   std::string name;
   // Bytes of the store's cache budget reserved for this table; 0 = a share of
   // what is left, proportional to table size. Either way a table gets at
