@@ -52,7 +52,9 @@ int main(int argc, char** argv) {
   std::string cache_size = "1GiB", log_level;
   app.add_option("--socket", options.socket_path, "the Unix socket to serve on (a stale one is removed)")
       ->required();
-  app.add_option("--table", tables, "a table to serve: PATH or NAME=PATH (repeatable)");
+  app.add_option("--table", tables,
+                 "a table to serve: PATH or NAME=PATH, or a table in a Redis Cluster: redis://HOST:PORT[,...]/NAME "
+                 "(repeatable)");
   app.add_option("--manifest", manifests, "a rank manifest whose --rank file to serve: PATH or NAME=PATH");
   app.add_option("--rank", store.rank, "the rank of the --manifest tables")->check(CLI::Range(0, 1 << 20));
   app.add_option("--cache-bytes", cache_size, "the cache budget of all tables (e.g. 16GiB)")->capture_default_str();

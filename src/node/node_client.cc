@@ -28,6 +28,7 @@
 #include "storage/io/io_stats.h"
 #include "storage/log.h"
 #include "storage/mutex.h"
+#include "storage/redis/redis_url.h"
 #include "storage/thread_annotations.h"
 
 namespace engram::node {
@@ -229,7 +230,13 @@ Result<std::unique_ptr<Session>> Session::Connect(const StoreOptions& options) {
     h.name = t.name;
     // The service resolves paths itself, from its own working directory.
     std::error_code ec;
-    if (!t.path.empty()) h.path = std::filesystem::absolute(t.path, ec).string();
+    if (redis::IsRedisUrl(t.path)) {
+      // A table in a Redis Cluster: its URL, without credentials.
+      auto url = redis::ParseRedisUrl(t.path);
+      h.path = url.ok() ? url->Display() : t.path;
+    } else if (!t.path.empty()) {
+      h.path = std::filesystem::absolute(t.path, ec).string();
+    }
     if (!t.manifest.empty()) h.manifest = std::filesystem::absolute(t.manifest, ec).string();
     hello.tables.push_back(std::move(h));
   }

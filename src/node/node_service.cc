@@ -34,6 +34,7 @@
 #include "src/store/table_state.h"
 #include "storage/log.h"
 #include "storage/mutex.h"
+#include "storage/redis/redis_url.h"
 #include "storage/thread_annotations.h"
 
 namespace engram::node {
@@ -346,6 +347,14 @@ Status NodeServiceImpl::TakeTables() {
   for (size_t t = 0; t < store_->table_count(); ++t) {
     const TableState& ts = store_->table_state(t);
     const std::string& path = ts.file->path();
+    if (ts.remote) {
+      // A table in a Redis Cluster: no file to identify or lock; clients
+      // name it by its redis:// URL (matched by the table's name in the
+      // cluster).
+      table_ids_.push_back(FileIdentity{});
+      manifest_ids_.push_back(FileIdentity{});
+      continue;
+    }
     ENGRAM_ASSIGN_OR_RETURN(FileIdentity id, IdentityOf(path));
     table_ids_.push_back(id);
     FileIdentity manifest{};
@@ -497,7 +506,13 @@ Result<Welcome> NodeServiceImpl::Match(Client& client, const Hello& hello) {
   for (const HelloTable& asked : hello.tables) {
     const bool by_manifest = !asked.manifest.empty();
     FileIdentity id{};
-    if (by_manifest || !asked.path.empty()) {
+    const bool by_url = !by_manifest && redis::IsRedisUrl(asked.path);
+    std::string remote_name;
+    if (by_url) {
+      auto url = redis::ParseRedisUrl(asked.path);
+      if (!url.ok()) return url.status().WithContext("the client's table");
+      remote_name = url->name;
+    } else if (by_manifest || !asked.path.empty()) {
       auto got = IdentityOf(by_manifest ? asked.manifest : asked.path);
       if (!got.ok()) return got.status().WithContext("the client's table");
       id = *got;
@@ -509,8 +524,10 @@ Result<Welcome> NodeServiceImpl::Match(Client& client, const Hello& hello) {
     std::optional<uint32_t> match;
     for (uint32_t t = 0; t < store_->table_count() && !match; ++t) {
       if (taken[t]) continue;
-      const bool same_file = by_manifest ? manifest_ids_[t] == id && manifest_ids_[t] != FileIdentity{}
-                                         : table_ids_[t] == id;
+      const TableState& ts = store_->table_state(t);
+      const bool same_file = by_url        ? ts.remote && ts.remote->table_name() == remote_name
+                             : by_manifest ? manifest_ids_[t] == id && manifest_ids_[t] != FileIdentity{}
+                                           : !ts.remote && table_ids_[t] == id;
       if (same_file && (asked.name.empty() || asked.name == store_->table_state(t).name)) match = t;
     }
     if (!match) {

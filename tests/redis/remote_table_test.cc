@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "engram/store.h"
@@ -285,6 +286,43 @@ TEST_F(RemoteTableTest, ATableNeverLoadedIsNotFoundAndAnUnreachableClusterNamesT
   EXPECT_EQ(u.status().code(), StatusCode::kUnavailable) << u.status().ToString();
   EXPECT_NE(u.status().message().find(a), std::string::npos) << u.status().ToString();
   EXPECT_NE(u.status().message().find(b), std::string::npos) << u.status().ToString();
+}
+
+TEST_F(RemoteTableTest, EngramServedServesAClusterTableToItsClientsThroughOneReader) {
+  ASSERT_TRUE(Load(small_, "served").ok());
+  const std::string socket = dir_->File("served.sock");
+  ChildProcess service = ChildProcess::Start(
+      {Tool("engram-served"), "--socket", socket, "--table", cluster().Url("served"), "--cache-bytes", "8MiB"},
+      /*merge_stderr=*/true);
+  ASSERT_TRUE(service.WaitForLine("engram-served: ready", 30s)) << "engram-served did not start";
+  std::vector<std::unique_ptr<Store>> clients;
+  for (int c = 0; c < 2; ++c) {
+    StoreOptions o;
+    o.node = socket;
+    o.tables.push_back({cluster().Url("served"), "", 0});
+    auto client = Store::Open(o);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    clients.push_back(std::move(client).value());
+  }
+  std::vector<uint64_t> ids;
+  for (uint64_t r = 0; r < kSmallRows; r += 7) ids.push_back(r);
+  std::vector<std::byte> dst(ids.size() * kRecord);
+  for (auto& client : clients) {
+    GatherResult r = client->Gather(0, ids, dst.data(), kRecord);
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ASSERT_EQ(std::memcmp(dst.data() + i * kRecord, ExpectedRow(kSeed, ids[i], kRecord).data(), kRecord), 0);
+    }
+  }
+  // The second client's rows came from the service's cache: its rows were
+  // fetched from the cluster once, for both.
+  const TableStats s = clients[1]->Stats(0);
+  std::set<uint64_t> blocks;
+  for (uint64_t id : ids) blocks.insert(id / kRowsPerBlock);
+  EXPECT_EQ(s.io_reads, blocks.size());
+  EXPECT_EQ(s.path, cluster().Url("served"));
+  service.Kill(SIGTERM);
+  EXPECT_TRUE(service.Wait(30s));
 }
 
 // Last: it kills a master.
