@@ -85,6 +85,8 @@ for ((i = 0; i < nodes; i++)); do
     # Masters that live keep serving their slots while another fails over.
     echo "cluster-require-full-coverage no"
     echo 'save ""'
+    # Stop at once on SIGTERM, without waiting for replicas to catch up.
+    echo "shutdown-timeout 0"
     echo "appendonly no"
     echo "daemonize yes"
     echo "pidfile $node_dir/redis.pid"

@@ -87,6 +87,8 @@ Result<std::unique_ptr<LocalRedisCluster>> LocalRedisCluster::Start(const LocalR
       << "cluster-node-timeout " << options.node_timeout_ms << "\n"
       // Masters that live keep serving their slots while another fails over.
       << "cluster-require-full-coverage no\n"
+      // Stop at once on SIGTERM, without waiting for replicas to catch up.
+      << "shutdown-timeout 0\n"
       << "save \"\"\nappendonly no\nlogfile " << node_dir << "/redis.log\nloglevel warning\n";
     if (!options.password.empty()) f << "requirepass " << options.password << "\nmasterauth " << options.password << "\n";
     f.close();

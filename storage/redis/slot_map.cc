@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "storage/redis/redis_connection.h"
+
 namespace engram::redis {
 namespace {
 
@@ -25,6 +27,8 @@ Result<NodeAddress> NodeOf(const redisReply& entry, const NodeAddress& asked) {
 
 Result<std::vector<SlotRange>> ParseClusterSlots(const redisReply& reply, const NodeAddress& asked) {
   if (reply.type == REDIS_REPLY_ERROR) {
+    Status refused = ErrorReplyStatus(asked, std::string_view(reply.str, reply.len));
+    if (refused.code() == StatusCode::kInvalidArgument) return refused;  // credentials
     return Status::InvalidArgument("redis node " + asked.ToString() + " answered CLUSTER SLOTS with '" +
                                    std::string(reply.str, reply.len) + "' (a Redis Cluster node is needed)");
   }
