@@ -48,7 +48,7 @@ typedef struct engram_stage engram_stage;
 
 typedef struct engram_store_options {
   size_t size;                    /* sizeof(engram_store_options) */
-  const char* const* table_paths; /* one file per table */
+  const char* const* table_paths; /* one file (or redis:// URL: TableOptions::path) per table */
   size_t table_count;
   uint64_t cache_bytes;           /* 0 = 1 GiB */
   const char* cache_policy;       /* NULL = "default" */
