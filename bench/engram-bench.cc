@@ -34,6 +34,7 @@
 #include "bench/hit_miss_command.h"
 #include "bench/node_command.h"
 #include "bench/in_place_command.h"
+#include "bench/remote_command.h"
 #include "engram/store.h"
 #include "src/common/cli_checks.h"
 #include "src/common/logging.h"
@@ -576,6 +577,8 @@ int main(int argc, char** argv) {
   CLI::App* node = engram::bench::RegisterNodeCommand(app, node_args);
   engram::bench::NodeClientRole node_client_role;
   CLI::App* node_client = engram::bench::RegisterNodeClientCommand(app, node_client_role);
+  engram::bench::RemoteArgs remote_args;
+  CLI::App* remote = engram::bench::RegisterRemoteCommand(app, remote_args);
   std::string log_level;
   engram::AddLogLevelOption(app, log_level);
   // A usage error (a bad value such as a depth of 0, a missing option) is
@@ -597,6 +600,7 @@ int main(int argc, char** argv) {
   if (*in_place) return engram::bench::RunInPlaceCommand(in_place_args);
   if (*ranks) return RunRanks(ranks_args);
   if (*node) return engram::bench::RunNodeCommand(node_args);
+  if (*remote) return engram::bench::RunRemoteCommand(remote_args);
   if (*node_client) return engram::bench::RunNodeClientRole(node_client_role);
   return 2;
 }

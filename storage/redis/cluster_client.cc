@@ -25,6 +25,12 @@ uint64_t NowNs() {
 
 constexpr uint64_t kMs = 1'000'000;
 
+// A statistic only the I/O thread writes: a plain load and store (no locked
+// instruction per command), read by Stats() from any thread.
+inline void Bump(std::atomic<uint64_t>& counter, uint64_t n = 1) {
+  counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
 bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
 // "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381": the slot and the node.
@@ -283,8 +289,8 @@ class ClusterClient::Loop {
 
   void Finish(NodeState* node, const Pending& p, Status status) {
     if (node != nullptr) {
-      node->requests.fetch_add(1, std::memory_order_relaxed);
-      if (!status.ok()) node->errors.fetch_add(1, std::memory_order_relaxed);
+      Bump(node->requests);
+      if (!status.ok()) Bump(node->errors);
     }
     p.cmd->status = std::move(status);
     if (--p.batch->remaining == 0) {
@@ -326,7 +332,7 @@ class ClusterClient::Loop {
       n.connect_deadline_ns = now + options_.timeout_ms * kMs;
       if (!options_.password.empty()) {
         const std::vector<std::string_view> auth = AuthWords(options_.user, options_.password);
-        n.bytes_sent.fetch_add(n.conn->Append(auth), std::memory_order_relaxed);
+        Bump(n.bytes_sent, n.conn->Append(auth));
         n.in_flight.push_back(Pending{nullptr, nullptr, now, n.connect_deadline_ns, Kind::kAuth, false});
       }
     }
@@ -336,11 +342,10 @@ class ClusterClient::Loop {
       n.queue.pop_front();
       if (p.asking) {
         static constexpr std::string_view kAsking[] = {"ASKING"};
-        n.bytes_sent.fetch_add(n.conn->Append(kAsking), std::memory_order_relaxed);
+        Bump(n.bytes_sent, n.conn->Append(kAsking));
         n.in_flight.push_back(Pending{nullptr, nullptr, now, p.deadline_ns, Kind::kAsking, false});
       }
-      n.bytes_sent.fetch_add(n.conn->Append(CommandWords(p.cmd->words.data(), p.cmd->word_count)),
-                             std::memory_order_relaxed);
+      Bump(n.bytes_sent, n.conn->Append(CommandWords(p.cmd->words.data(), p.cmd->word_count)));
       n.in_flight.push_back(p);
       ++n.commands_in_flight;
     }
@@ -365,9 +370,12 @@ class ClusterClient::Loop {
     }
     if (!(revents & (POLLIN | POLLERR | POLLHUP))) return;
     const Status read = n.conn->Read();
-    n.bytes_received.fetch_add(n.conn->TakeReceivedBytes(), std::memory_order_relaxed);
+    Bump(n.bytes_received, n.conn->TakeReceivedBytes());
     const uint64_t now = NowNs();
     for (;;) {
+      // A GET into a buffer: its value lands there straight from the reader.
+      const Pending* next = n.in_flight.empty() ? nullptr : &n.in_flight.front();
+      n.conn->SetLanding(next != nullptr && next->kind == Kind::kCommand ? next->cmd->into : std::span<std::byte>());
       auto reply = n.conn->NextReply();
       if (!reply.ok()) return NodeFailed(n, reply.status());
       if (*reply == nullptr) break;
@@ -396,7 +404,7 @@ class ClusterClient::Loop {
       uint16_t slot = 0;
       NodeAddress to;
       if ((moved || ask) && ParseRedirect(error, &slot, &to)) {
-        (moved ? n.moved : n.asks).fetch_add(1, std::memory_order_relaxed);
+        Bump(moved ? n.moved : n.asks);
         if (++cmd.redirects > options_.max_redirects) {
           return Finish(&n, p, Status::Unavailable("redis key '" + std::string(cmd.key()) + "' redirected " +
                                                    std::to_string(cmd.redirects) + " times, last by " + n.name +
@@ -416,8 +424,9 @@ class ClusterClient::Loop {
       if (s.code() == StatusCode::kUnavailable) want_refresh_ = true;
       return Finish(&n, p, std::move(s));
     }
-    n.latency_sum_ns.fetch_add(now - p.submitted_ns, std::memory_order_relaxed);
-    n.answered.fetch_add(1, std::memory_order_relaxed);
+    Bump(n.latency_sum_ns, now - p.submitted_ns);
+    Bump(n.answered);
+    if (reply.get() == LandedReply()) return Finish(&n, p, Status::OK());  // the value is in cmd.into
     if (cmd.into.empty()) {
       cmd.reply = std::move(reply);
       return Finish(&n, p, Status::OK());

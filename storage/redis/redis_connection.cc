@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 namespace engram::redis {
@@ -23,6 +24,79 @@ uint64_t NowMs() {
 
 bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
+}  // namespace
+
+const redisReply* LandedReply() {
+  static const redisReply landed = [] {
+    redisReply r{};
+    r.type = REDIS_REPLY_STRING;
+    return r;
+  }();
+  return &landed;
+}
+
+// hiredis's reply objects, built as its own (static) functions build them,
+// except that a top-level string the connection has a landing for is copied
+// there instead of into a new allocation.
+struct ReplyBuilder {
+  static redisReply* Make(const redisReadTask* task, int type) {
+    auto* r = static_cast<redisReply*>(std::calloc(1, sizeof(redisReply)));
+    if (r == nullptr) return nullptr;
+    r->type = type;
+    if (task->parent != nullptr) {
+      auto* parent = static_cast<redisReply*>(task->parent->obj);
+      parent->element[task->idx] = r;
+    }
+    return r;
+  }
+  static void* String(const redisReadTask* task, char* str, size_t len) {
+    auto* c = static_cast<RedisConnection*>(task->privdata);
+    if (task->parent == nullptr && task->type == REDIS_REPLY_STRING && c != nullptr && !c->landing_.empty() &&
+        c->landing_.size() == len) {
+      std::memcpy(c->landing_.data(), str, len);
+      c->landing_ = {};
+      return const_cast<redisReply*>(LandedReply());
+    }
+    char* buf = static_cast<char*>(std::malloc(len + 1));
+    if (buf == nullptr) return nullptr;
+    redisReply* r = Make(task, task->type);
+    if (r == nullptr) {
+      std::free(buf);
+      return nullptr;
+    }
+    std::memcpy(buf, str, len);
+    buf[len] = '\0';
+    r->str = buf;
+    r->len = len;
+    return r;
+  }
+  static void* Array(const redisReadTask* task, int elements) {
+    redisReply* r = Make(task, REDIS_REPLY_ARRAY);
+    if (r == nullptr) return nullptr;
+    if (elements > 0) {
+      r->element = static_cast<redisReply**>(std::calloc(size_t(elements), sizeof(redisReply*)));
+      if (r->element == nullptr) {
+        freeReplyObject(r);
+        return nullptr;
+      }
+    }
+    r->elements = size_t(elements);
+    return r;
+  }
+  static void* Integer(const redisReadTask* task, long long value) {
+    redisReply* r = Make(task, REDIS_REPLY_INTEGER);
+    if (r != nullptr) r->integer = value;
+    return r;
+  }
+  static void* Nil(const redisReadTask* task) { return Make(task, REDIS_REPLY_NIL); }
+  static void Free(void* reply) {
+    if (reply != LandedReply()) freeReplyObject(reply);
+  }
+};
+
+namespace {
+redisReplyObjectFunctions kReplyFunctions = {ReplyBuilder::String, ReplyBuilder::Array, ReplyBuilder::Integer,
+                                             ReplyBuilder::Nil, ReplyBuilder::Free};
 }  // namespace
 
 Result<std::unique_ptr<RedisConnection>> RedisConnection::Start(const NodeAddress& node) {
@@ -56,10 +130,13 @@ Result<std::unique_ptr<RedisConnection>> RedisConnection::Start(const NodeAddres
 }
 
 RedisConnection::RedisConnection(NodeAddress node, int fd, bool connecting)
-    : node_(std::move(node)), fd_(fd), connecting_(connecting), reader_(redisReaderCreate()) {
-  // Keep the reader's buffer between replies: the block replies are 4 KiB
-  // each, and a buffer freed whenever it empties is allocated again at once.
-  if (reader_ != nullptr) reader_->maxbuf = 0;
+    : node_(std::move(node)), fd_(fd), connecting_(connecting), reader_(redisReaderCreateWithFunctions(&kReplyFunctions)) {
+  if (reader_ != nullptr) {
+    // Keep the reader's buffer between replies: the block replies are 4 KiB
+    // each, and a buffer freed whenever it empties is allocated again at once.
+    reader_->maxbuf = 0;
+    reader_->privdata = this;
+  }
 }
 
 RedisConnection::~RedisConnection() {

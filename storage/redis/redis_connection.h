@@ -24,8 +24,14 @@
 
 namespace engram::redis {
 
+// The reply of a command whose value landed in the buffer it gave
+// (RedisConnection::SetLanding): a string reply with no bytes of its own.
+const redisReply* LandedReply();
+
 struct ReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
+  void operator()(redisReply* r) const {
+    if (r != LandedReply()) freeReplyObject(r);
+  }
 };
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
@@ -61,6 +67,12 @@ class RedisConnection {
   // The next complete reply, or nullptr if none is complete yet. IOError on
   // a protocol error (the connection is then unusable).
   Result<Reply> NextReply();
+  // Where the next reply's value goes if it is a string of exactly
+  // landing.size() bytes: copied there straight from the reader's buffer,
+  // and the reply is LandedReply() (no allocation, no second copy: a block
+  // GET's 4 KiB). Anything else is an ordinary reply. Set before each
+  // NextReply (empty: none).
+  void SetLanding(std::span<std::byte> landing) { landing_ = landing; }
   // Bytes received since the last call (for statistics).
   uint64_t TakeReceivedBytes() {
     const uint64_t n = received_;
@@ -69,6 +81,7 @@ class RedisConnection {
   }
 
  private:
+  friend struct ReplyBuilder;
   RedisConnection(NodeAddress node, int fd, bool connecting);
   Status Broken(const std::string& what, int err) const;
 
@@ -76,6 +89,7 @@ class RedisConnection {
   int fd_ = -1;
   bool connecting_ = false;
   redisReader* reader_ = nullptr;
+  std::span<std::byte> landing_;
   std::string out_;   // formatted commands not yet (fully) sent
   size_t sent_ = 0;   // bytes of out_ already sent
   uint64_t received_ = 0;
