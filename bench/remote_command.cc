@@ -20,8 +20,10 @@
 #include "src/common/local_redis_cluster.h"
 #include "src/tablegen/row_generator.h"
 #include "src/tablegen/table_generator.h"
+#include "storage/redis/cluster_client.h"
 #include "storage/redis/cluster_slot.h"
 #include "storage/redis/remote_table_keys.h"
+#include "storage/redis/remote_table.h"
 #include "storage/redis/remote_table_loader.h"
 #include "storage/table_file.h"
 
@@ -154,6 +156,33 @@ Result<RedisBenchmarkResult> RunRedisBenchmark(const LocalRedisCluster& c, uint3
   return r;
 }
 
+// The cluster client alone (no store): GETs of random blocks into buffers,
+// `batch` per Run, as many as `gathers` 4096-row gathers read.
+Result<Rate> ClientRate(redis::ClusterClient& client, const redis::RemoteTableKeys& keys, uint64_t blocks,
+                        uint32_t gathers, std::mt19937_64& rng, const LocalRedisCluster& c) {
+  constexpr size_t kBatch = 3500;
+  std::vector<std::string> names(kBatch);
+  std::vector<std::byte> buffer(kBatch * 4096);
+  std::vector<redis::ClusterCommand> cmds;
+  uint64_t done = 0;
+  const double cpu0 = OwnCpu(), srv0 = ServersCpu(c);
+  const auto t0 = Clock::now();
+  for (uint32_t g = 0; g < gathers; ++g) {
+    cmds.clear();
+    for (size_t i = 0; i < kBatch; ++i) {
+      keys.Block(rng() % blocks, &names[i]);
+      cmds.push_back(redis::ClusterCommand::Get(names[i], std::span(buffer.data() + i * 4096, 4096)));
+    }
+    client.Run(cmds);
+    for (const auto& cmd : cmds) {
+      if (!cmd.status.ok()) return cmd.status;
+    }
+    done += kBatch;
+  }
+  const double wall = Seconds(Clock::now() - t0);
+  return Rate{double(done) / wall, (OwnCpu() - cpu0) / wall, (ServersCpu(c) - srv0) / wall};
+}
+
 std::string Spread(const std::vector<double>& v) {
   char b[64];
   std::snprintf(b, sizeof b, "%.0f..%.0f", *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
@@ -234,8 +263,18 @@ int RunRemoteCommand(const RemoteArgs& a) {
   // 1. Client cost: block GETs/s of 4096-row gathers vs redis-benchmark GETs/s.
   std::mt19937_64 rng(1);
   const uint64_t bench_requests = uint64_t(a.large_gathers) * 3500;
-  std::vector<double> ours, theirs, ratios, local_rates, own_cpu, srv_cpu, rb_cpu, rb_srv_cpu;
+  std::vector<double> ours, theirs, ratios, local_rates, own_cpu, srv_cpu, rb_cpu, rb_srv_cpu, alone, alone_ratios,
+      alone_cpu;
+  auto file_table = TableFile::Open(file);
+  if (!file_table.ok()) return fail(file_table.status());
+  const redis::RemoteTableKeys keys("bench", (*file_table)->fingerprint());
+  redis::ClusterOptions client_options = redis::ClusterOptionsFor(*url);
+  client_options.pipeline_depth = a.queue_depth;
+  auto client = redis::ClusterClient::Connect(client_options);
+  if (!client.ok()) return fail(client.status());
   for (uint32_t r = 0; r < a.repeats; ++r) {
+    auto bare = ClientRate(**client, keys, loaded->blocks, a.large_gathers, rng, cluster);
+    if (!bare.ok()) return fail(bare.status());
     auto mine = GatherRate(**remote, a.rows, a.large_gathers, rng, &cluster);
     if (!mine.ok()) return fail(mine.status());
     auto rb = RunRedisBenchmark(cluster, a.queue_depth, 3, bench_requests);
@@ -244,6 +283,9 @@ int RunRemoteCommand(const RemoteArgs& a) {
     if (!disk.ok()) return fail(disk.status());
     ours.push_back(mine->per_second);
     theirs.push_back(rb->rps);
+    alone.push_back(bare->per_second);
+    alone_ratios.push_back(bare->per_second / rb->rps);
+    alone_cpu.push_back(bare->own_cpu);
     ratios.push_back(mine->per_second / rb->rps);
     local_rates.push_back(disk->per_second);
     own_cpu.push_back(mine->own_cpu);
@@ -259,6 +301,11 @@ int RunRemoteCommand(const RemoteArgs& a) {
   std::printf("  CPU (cores busy, median): store process %.2f + redis-servers %.2f; redis-benchmark %.2f + "
               "redis-servers %.2f\n",
               Median(own_cpu), Median(srv_cpu), Median(rb_cpu), Median(rb_srv_cpu));
+  std::printf("  the cluster client alone (3,500 block GETs a batch, no store): %.0f GETs/s (%s), %.2f cores; ratio "
+              "client/redis-benchmark %.2f (%.2f..%.2f)\n",
+              Median(alone), Spread(alone).c_str(), Median(alone_cpu), Median(alone_ratios),
+              *std::min_element(alone_ratios.begin(), alone_ratios.end()),
+              *std::max_element(alone_ratios.begin(), alone_ratios.end()));
   std::printf("  the same gathers from the local file: %.0f blocks/s (%s); remote/local %.2f\n", Median(local_rates),
               Spread(local_rates).c_str(), Median(ours) / Median(local_rates));
 
@@ -276,9 +323,8 @@ int RunRemoteCommand(const RemoteArgs& a) {
               Quantile(*local_us, 0.99), rb24->p50_ms * 1000, rb24->p99_ms * 1000);
 
   // 3. Failover: 4 threads gather 24 rows (one always from block 0) while block 0's master is killed.
-  auto file_table = TableFile::Open(file);
-  if (!file_table.ok()) return fail(file_table.status());
-  const std::string key0 = redis::RemoteTableKeys("bench", (*file_table)->fingerprint()).Block(0);
+  client->reset();
+  const std::string key0 = keys.Block(0);
   auto victim = cluster.MasterOfSlot(redis::KeySlot(key0));
   if (!victim.ok()) return fail(victim.status());
   std::atomic<bool> stop{false};

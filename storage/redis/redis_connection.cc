@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -130,7 +131,11 @@ Result<std::unique_ptr<RedisConnection>> RedisConnection::Start(const NodeAddres
 }
 
 RedisConnection::RedisConnection(NodeAddress node, int fd, bool connecting)
-    : node_(std::move(node)), fd_(fd), connecting_(connecting), reader_(redisReaderCreateWithFunctions(&kReplyFunctions)) {
+    : node_(std::move(node)),
+      fd_(fd),
+      connecting_(connecting),
+      reader_(redisReaderCreateWithFunctions(&kReplyFunctions)),
+      in_(256 * 1024) {
   if (reader_ != nullptr) {
     // Keep the reader's buffer between replies: the block replies are 4 KiB
     // each, and a buffer freed whenever it empties is allocated again at once.
@@ -210,15 +215,12 @@ Status RedisConnection::Write() {
 }
 
 Status RedisConnection::Read() {
-  char buf[64 * 1024];
-  for (;;) {
-    const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+  if (in_pos_ == in_end_) in_pos_ = in_end_ = 0;
+  while (in_end_ < in_.size()) {
+    const ssize_t n = ::recv(fd_, in_.data() + in_end_, in_.size() - in_end_, 0);
     if (n > 0) {
       received_ += static_cast<uint64_t>(n);
-      if (redisReaderFeed(reader_, buf, static_cast<size_t>(n)) != REDIS_OK) {
-        return Status::IOError("redis node " + node_.ToString() + ": reply buffer: " + reader_->errstr);
-      }
-      if (static_cast<size_t>(n) < sizeof(buf)) return Status::OK();
+      in_end_ += static_cast<size_t>(n);
       continue;
     }
     if (n == 0) return Broken("the node closed the connection", 0);
@@ -226,14 +228,27 @@ Status RedisConnection::Read() {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::OK();
     return Broken("recv", errno);
   }
+  // The buffer is full: the rest is read once these replies are taken (the
+  // socket stays readable).
+  return Status::OK();
 }
 
 Result<Reply> RedisConnection::NextReply() {
-  void* r = nullptr;
-  if (redisReaderGetReply(reader_, &r) != REDIS_OK) {
-    return Status::IOError("redis node " + node_.ToString() + ": protocol error: " + reader_->errstr);
+  // A block reply is a little over 4 KiB: feeding 8 KiB at a time keeps what
+  // the reader moves after each reply under that.
+  constexpr size_t kFeed = 8 * 1024;
+  for (;;) {
+    void* r = nullptr;
+    if (redisReaderGetReply(reader_, &r) != REDIS_OK) {
+      return Status::IOError("redis node " + node_.ToString() + ": protocol error: " + reader_->errstr);
+    }
+    if (r != nullptr || in_pos_ == in_end_) return Reply(static_cast<redisReply*>(r));
+    const size_t n = std::min(kFeed, in_end_ - in_pos_);
+    if (redisReaderFeed(reader_, in_.data() + in_pos_, n) != REDIS_OK) {
+      return Status::IOError("redis node " + node_.ToString() + ": reply buffer: " + reader_->errstr);
+    }
+    in_pos_ += n;
   }
-  return Reply(static_cast<redisReply*>(r));
 }
 
 Status ErrorReplyStatus(const NodeAddress& node, std::string_view error) {

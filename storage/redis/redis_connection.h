@@ -61,8 +61,9 @@ class RedisConnection {
   size_t unsent_bytes() const { return out_.size() - sent_; }
   // Sends what the socket takes now. Unavailable if the connection broke.
   Status Write();
-  // Reads what has arrived into the reader. Unavailable on end of stream or
-  // a broken connection; the replies already read stay available.
+  // Reads what has arrived (up to a buffer's worth; take the replies with
+  // NextReply until it has none, then Read again). Unavailable on end of
+  // stream or a broken connection; the replies already read stay available.
   Status Read();
   // The next complete reply, or nullptr if none is complete yet. IOError on
   // a protocol error (the connection is then unusable).
@@ -90,6 +91,13 @@ class RedisConnection {
   bool connecting_ = false;
   redisReader* reader_ = nullptr;
   std::span<std::byte> landing_;
+  // Bytes received; [in_pos_, in_end_) not yet fed to the reader. They are
+  // fed a little at a time (NextReply): hiredis's reader moves what follows
+  // a reply to the front of its buffer whenever it has consumed 1 KiB, so
+  // many 4 KiB replies fed at once would be moved once per reply.
+  std::vector<char> in_;
+  size_t in_pos_ = 0;
+  size_t in_end_ = 0;
   std::string out_;   // formatted commands not yet (fully) sent
   size_t sent_ = 0;   // bytes of out_ already sent
   uint64_t received_ = 0;
