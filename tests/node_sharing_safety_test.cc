@@ -124,9 +124,7 @@ TEST_F(NodeServiceTest, ASmallGatherFinishesBeforeAnotherClientsBulkThatCameFirs
   ASSERT_TRUE(testing::WriteGeneratedTable(big, kBigRows, kRecord, kSeedA).ok());
   // One gather thread: the prefill takes long enough to be caught with most
   // of its rows still queued, however loaded the machine.
-  ChildProcess service = ChildProcess::Start({Tool("engram-served"), "--socket", socket_, "--table", big,
-                                              "--cache-bytes", "8MiB", "--gather-threads", "1", "--log-level", "warn"});
-  ASSERT_TRUE(service.WaitForLine("engram-served: ready", 30s));
+  ChildProcess service = StartServiceOf(big, "8MiB", {"--gather-threads", "1"});
   StoreOptions o;
   o.node = socket_;
   o.tables = {{big, "", 0}};
@@ -633,9 +631,7 @@ TEST_F(NodeServiceTest, AGatherOfManyLargeRecordsReturnsEveryRow) {
   constexpr uint64_t kWideRows = 40000;
   const std::string wide = dir_.File("wide.engram");
   ASSERT_TRUE(testing::WriteGeneratedTable(wide, kWideRows, kWide, kSeedB).ok());
-  ChildProcess service = ChildProcess::Start(
-      {Tool("engram-served"), "--socket", socket_, "--table", wide, "--cache-bytes", "16MiB", "--log-level", "warn"});
-  ASSERT_TRUE(service.WaitForLine("engram-served: ready", 30s));
+  ChildProcess service = StartServiceOf(wide, "16MiB");
   StoreOptions o;
   o.node = socket_;
   o.tables = {{wide, "", 0}};
