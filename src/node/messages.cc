@@ -167,21 +167,42 @@ void EncodeGatherResult(const GatherResult& r, WireWriter* w) {
   w->U64s(failed);
 }
 
-Result<const uint8_t*> DecodeGatherDone(std::span<const uint8_t> payload, size_t n_rows, uint32_t record_bytes,
-                                        GatherResult* out) {
+Status DecodeGatherDone(std::span<const uint8_t> payload, size_t n_rows, GatherResult* out) {
   WireReader r(payload);
   const uint32_t code = r.U32();
   std::string message = r.Str();
   for (const GatherResultFieldInfo& f : kGatherResultFields) out->*f.member = r.U64();
   std::vector<uint64_t> failed = r.U64s(kMaxRowsPerMessage);
-  const uint8_t* rows = r.Raw(n_rows * record_bytes);
   if (!r.Done() || code > static_cast<uint32_t>(kLastStatusCode)) return Malformed("gather result");
   for (uint64_t p : failed) {
     if (p >= n_rows) return Malformed("gather result");
   }
   out->status = code == 0 ? Status::OK() : Status(static_cast<StatusCode>(code), std::move(message));
   out->failed_positions.assign(failed.begin(), failed.end());
-  return rows;
+  return Status::OK();
+}
+
+void EncodeGatherPart(uint64_t first, uint32_t count, std::span<const uint64_t> failed, WireWriter* w) {
+  w->U64(first);
+  w->U32(count);
+  w->U64s(failed);
+}
+
+Result<GatherPart> DecodeGatherPart(std::span<const uint8_t> payload, size_t request_rows, uint32_t record_bytes) {
+  WireReader r(payload);
+  GatherPart part;
+  part.first = r.U64();
+  part.count = r.U32();
+  part.failed = r.U64s(kMaxRowsPerMessage);
+  if (r.failed() || part.first > request_rows || part.count > request_rows - part.first) {
+    return Malformed("gather part");
+  }
+  part.rows = r.Raw(size_t{part.count} * record_bytes);
+  if (!r.Done()) return Malformed("gather part");
+  for (uint64_t p : part.failed) {
+    if (p >= part.count) return Malformed("gather part");
+  }
+  return part;
 }
 
 std::vector<uint8_t> Encode(const TableStats& s) {

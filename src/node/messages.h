@@ -115,15 +115,25 @@ Result<HitsReport> DecodeHitsReport(std::span<const uint8_t> payload);
 // kError: a status.
 std::vector<uint8_t> EncodeStatus(const Status& s);
 Status DecodeStatus(std::span<const uint8_t> payload);
-// kGatherDone: the result (its failed positions index the request's rows),
-// then the rows' bytes, record_bytes each, in request order (sent as the
-// message's tail: SendMessage's `tail`, so the rows are not copied into the
-// writer).
+// A gather's answer streams: each unit of its rows, as soon as the unit is
+// read, is a kGatherPart (which rows, which of them failed, then their
+// bytes), so a client copies rows while the rest are read and the service
+// holds no whole answer; once every part is out, kGatherDone carries the
+// result (its failed positions index the request's rows).
+struct GatherPart {
+  uint64_t first = 0;                 // the request's position of the part's first row
+  uint32_t count = 0;                 // rows in the part
+  std::vector<uint64_t> failed;       // positions in the part whose rows failed (their bytes are zeros)
+  const uint8_t* rows = nullptr;      // count * record_bytes, in the payload
+};
+// The part's fields; its rows follow as the message's tail (OutgoingMessage's
+// tail, so they are not copied into the writer).
+void EncodeGatherPart(uint64_t first, uint32_t count, std::span<const uint64_t> failed, WireWriter* w);
+// A part of a request of `request_rows` rows of record_bytes each.
+Result<GatherPart> DecodeGatherPart(std::span<const uint8_t> payload, size_t request_rows, uint32_t record_bytes);
 void EncodeGatherResult(const GatherResult& r, WireWriter* w);
-// Reads the result and returns where the rows' bytes start (n_rows *
-// record_bytes of them must follow).
-Result<const uint8_t*> DecodeGatherDone(std::span<const uint8_t> payload, size_t n_rows, uint32_t record_bytes,
-                                        GatherResult* out);
+// kGatherDone: the result of a request of n_rows rows.
+Status DecodeGatherDone(std::span<const uint8_t> payload, size_t n_rows, GatherResult* out);
 std::vector<uint8_t> Encode(const TableStats& s);
 Result<TableStats> DecodeTableStats(std::span<const uint8_t> payload);
 // A table index (kStats).

@@ -13,6 +13,7 @@
 #include <deque>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -54,6 +55,8 @@ constexpr uint64_t kSmallAnswerBytes = 4096;
 uint64_t NowMs() { return io::MonotonicNanos() / 1000000; }
 
 using Reply = std::function<void(Result<Message>)>;
+// A kGatherPart of a request's answer, before its end.
+using Part = std::function<void(const Message&)>;
 
 // One connection to the service.
 class Session {
@@ -79,9 +82,11 @@ class Session {
 
   // Sends a request whose answer (at most answer_bytes) goes to `reply` (on
   // the receiving thread), or that fails: Unavailable if the session dies
-  // first, DeadlineExceeded if no answer comes within the call deadline of
-  // its going out.
-  void Call(MessageType type, std::vector<uint8_t> payload, uint64_t answer_bytes, Reply reply) EXCLUDES(mu_);
+  // first, DeadlineExceeded if nothing of its answer comes within the call
+  // deadline (of its going out, or of the last part of its answer). The
+  // parts of a gather's answer go to `part` as they come.
+  void Call(MessageType type, std::vector<uint8_t> payload, uint64_t answer_bytes, Reply reply, Part part = nullptr)
+      EXCLUDES(mu_);
   // A request, waited for.
   Result<Message> CallAndWait(MessageType type, std::vector<uint8_t> payload) {
     Mutex m;
@@ -109,7 +114,9 @@ class Session {
  private:
   struct Pending {
     Reply reply;
+    Part part;
     uint64_t answer_bytes;
+    uint64_t deadline_ms = 0;  // 0 until it goes out
   };
   struct Unsent {
     MessageType type;
@@ -160,9 +167,10 @@ class Session {
   std::unordered_map<uint64_t, Pending> pending_ GUARDED_BY(mu_);
   uint64_t outstanding_ GUARDED_BY(mu_) = 0;  // answer bytes of the requests sent
   std::deque<Unsent> waiting_ GUARDED_BY(mu_);  // requests not yet sent, for room
-  // Deadlines of the requests sent, in the order sent (so in deadline
-  // order: every request has the same timeout): (deadline in ms, ID).
-  std::deque<std::pair<uint64_t, uint64_t>> deadlines_ GUARDED_BY(mu_);
+  // Deadlines of the requests sent: deadline in ms -> ID. A part of an
+  // answer moves its request's deadline (the entry of the old one is then
+  // stale: its deadline is not the request's).
+  std::multimap<uint64_t, uint64_t> deadlines_ GUARDED_BY(mu_);
 };
 
 // Connects to the socket, retrying while its backlog is full, until the
@@ -287,7 +295,7 @@ Result<std::unique_ptr<Session>> Session::Connect(const StoreOptions& options) {
   return s;
 }
 
-void Session::Call(MessageType type, std::vector<uint8_t> payload, uint64_t answer_bytes, Reply reply) {
+void Session::Call(MessageType type, std::vector<uint8_t> payload, uint64_t answer_bytes, Reply reply, Part part) {
   const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
   {
     MutexLock lock(&mu_);
@@ -297,13 +305,14 @@ void Session::Call(MessageType type, std::vector<uint8_t> payload, uint64_t answ
       reply(why);
       return;
     }
-    pending_.emplace(id, Pending{std::move(reply), answer_bytes});
+    Pending& p = pending_.emplace(id, Pending{std::move(reply), std::move(part), answer_bytes}).first->second;
     if (outstanding_ != 0 && outstanding_ + answer_bytes > kMaxOutstandingAnswerBytes) {
       waiting_.push_back({type, id, std::move(payload)});
       return;
     }
     outstanding_ += answer_bytes;
-    deadlines_.emplace_back(NowMs() + call_timeout_ms_, id);
+    p.deadline_ms = NowMs() + call_timeout_ms_;
+    deadlines_.emplace(p.deadline_ms, id);
   }
   if (Status s = Send(type, id, payload); !s.ok()) SendFailed(s);
 }
@@ -321,7 +330,8 @@ void Session::SendWaiting() {
       waiting_.pop_front();
       if (it == pending_.end()) continue;  // failed meanwhile
       outstanding_ += bytes;
-      deadlines_.emplace_back(NowMs() + call_timeout_ms_, next.id);
+      it->second.deadline_ms = NowMs() + call_timeout_ms_;
+      deadlines_.emplace(it->second.deadline_ms, next.id);
     }
     if (Status s = Send(next.type, next.id, next.payload); !s.ok()) {
       SendFailed(s);
@@ -337,10 +347,10 @@ int Session::ExpireDeadlines() {
     MutexLock lock(&mu_);
     const uint64_t now = NowMs();
     while (!deadlines_.empty()) {
-      const auto [deadline, id] = deadlines_.front();
+      const auto [deadline, id] = *deadlines_.begin();
       auto it = pending_.find(id);
-      if (it == pending_.end()) {  // answered
-        deadlines_.pop_front();
+      if (it == pending_.end() || it->second.deadline_ms != deadline) {  // answered, or moved on
+        deadlines_.erase(deadlines_.begin());
         continue;
       }
       if (deadline > now) {
@@ -350,7 +360,7 @@ int Session::ExpireDeadlines() {
       outstanding_ -= std::min(outstanding_, it->second.answer_bytes);
       expired.push_back(std::move(it->second.reply));
       pending_.erase(it);
-      deadlines_.pop_front();
+      deadlines_.erase(deadlines_.begin());
     }
   }
   if (!expired.empty()) {
@@ -396,6 +406,22 @@ void Session::Receive() {
 void Session::Dispatch(Message m) {
   if (m.type == MessageType::kShutdown || (m.type == MessageType::kError && m.request_id == 0)) {
     Die(Unavailable(DecodeStatus(m.payload).ToString()));
+    return;
+  }
+  if (m.type == MessageType::kGatherPart) {
+    Part part;
+    {
+      MutexLock lock(&mu_);
+      auto it = pending_.find(m.request_id);
+      if (it == pending_.end()) return;  // its deadline passed: the part comes too late
+      part = it->second.part;
+      // Progress: the request's deadline starts again.
+      it->second.deadline_ms = NowMs() + call_timeout_ms_;
+      deadlines_.emplace(it->second.deadline_ms, m.request_id);
+    }
+    // Only this thread dispatches, and a request's end comes after its
+    // parts: the request cannot end while its part is copied.
+    if (part) part(m);
     return;
   }
   Reply reply;
@@ -893,19 +919,31 @@ void NodeClientStore::Begin(const std::shared_ptr<RemoteGather>& g, size_t table
     const size_t count = std::min<size_t>(per_message, g->missed.size() - begin);
     RowsRequest req{static_cast<uint32_t>(table), {g->missed.begin() + begin, g->missed.begin() + begin + count}};
     const uint64_t answer_bytes = kSmallAnswerBytes + count * (uint64_t{g->record} + sizeof(uint64_t));
-    s.Call(MessageType::kGather, Encode(req), answer_bytes, [this, g, begin, count](Result<Message> answer) {
+    // Which of the chunk's rows arrived whole, as the answer's parts come.
+    auto arrived = std::make_shared<std::vector<uint8_t>>(count, 0);
+    auto part = [g, begin, count, arrived](const Message& m) {
+      auto decoded = DecodeGatherPart(m.payload, count, g->record);
+      if (!decoded.ok()) return;  // a malformed part: its rows count as failed at the end
+      const GatherPart& p = *decoded;
+      std::vector<uint8_t> failed(p.count, 0);
+      for (uint64_t f : p.failed) failed[f] = 1;
+      for (uint32_t k = 0; k < p.count; ++k) {
+        if (failed[k]) continue;
+        const size_t at = p.first + k;
+        const uint32_t d = g->missed_distinct[begin + at];
+        const uint8_t* row = p.rows + size_t{k} * g->record;
+        std::memcpy(g->dst + size_t{g->plan.first_pos[d]} * g->stride, row, g->record);
+        g->plan.ForEachDuplicate(d, [&](uint32_t q) { std::memcpy(g->dst + size_t{q} * g->stride, row, g->record); });
+        (*arrived)[at] = 1;
+      }
+    };
+    auto done = [this, g, begin, count, arrived](Result<Message> answer) {
       GatherResult part;
-      const uint8_t* rows = nullptr;
       if (!answer.ok()) {
         part.status = answer.status();
-      } else {
-        auto decoded = DecodeGatherDone(answer->payload, count, g->record, &part);
-        if (!decoded.ok()) {
-          part = GatherResult{};
-          part.status = decoded.status();
-        } else {
-          rows = *decoded;
-        }
+      } else if (Status decoded = DecodeGatherDone(answer->payload, count, &part); !decoded.ok()) {
+        part = GatherResult{};
+        part.status = decoded;
       }
       {
         MutexLock lock(&g->mu);
@@ -917,21 +955,21 @@ void NodeClientStore::Begin(const std::shared_ptr<RemoteGather>& g, size_t table
         r.read_ahead_used += part.read_ahead_used;
         r.blocks_read += part.blocks_read;
         r.bytes_read += part.bytes_read;
-        if (r.status.ok() && !part.status.ok()) r.status = part.status;
-        // Rows the service did not write (a failed block, or no answer at all).
-        std::vector<uint8_t> failed(count, rows == nullptr ? 1 : 0);
-        for (size_t p : part.failed_positions) failed[p] = 1;
+        // Rows that did not arrive (a failed block, a part or the whole answer
+        // missing) are failed, whatever the result says.
+        for (size_t p : part.failed_positions) (*arrived)[p] = 0;
+        bool missing = false;
         for (size_t k = 0; k < count; ++k) {
+          if ((*arrived)[k]) continue;
+          missing = true;
           const uint32_t d = g->missed_distinct[begin + k];
-          if (failed[k]) {
-            r.failed_positions.push_back(g->plan.first_pos[d]);
-            g->plan.ForEachDuplicate(d, [&](uint32_t p) { r.failed_positions.push_back(p); });
-            continue;
-          }
-          const uint8_t* row = rows + k * g->record;
-          std::memcpy(g->dst + size_t{g->plan.first_pos[d]} * g->stride, row, g->record);
-          g->plan.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(g->dst + size_t{p} * g->stride, row, g->record); });
+          r.failed_positions.push_back(g->plan.first_pos[d]);
+          g->plan.ForEachDuplicate(d, [&](uint32_t q) { r.failed_positions.push_back(q); });
         }
+        if (part.status.ok() && missing) {
+          part.status = Status::Internal("node: engram-served answered a gather without some of its rows");
+        }
+        if (r.status.ok() && !part.status.ok()) r.status = part.status;
       }
       if (g->chunks_left.fetch_sub(1) != 1) return;
       GatherResult& r = g->result;
@@ -941,7 +979,8 @@ void NodeClientStore::Begin(const std::shared_ptr<RemoteGather>& g, size_t table
       r.disk_nanoseconds = io::MonotonicNanos() - g->t1;
       g->Finish();
       GatherEnded();
-    });
+    };
+    s.Call(MessageType::kGather, Encode(req), answer_bytes, std::move(done), std::move(part));
   }
 }
 

@@ -74,14 +74,12 @@ void AddSaturating(ClientCounters& into, const ClientCounters& more) {
 // the rows go out as the answer's tail, straight from this buffer.
 struct GatherAnswer {
   GatherAnswer(uint64_t request_id, std::vector<uint64_t> ids, uint32_t record)
-      : request_id(request_id), ids(std::move(ids)), record(record), rows(this->ids.size() * size_t{record}) {}
+      : request_id(request_id), ids(std::move(ids)), record(record) {}
 
   const uint64_t request_id;
   const std::vector<uint64_t> ids;
   const uint32_t record;
-  UninitializedBytes rows;  // every row is written (or failed) before the answer goes
   std::atomic<uint32_t> units_left{0};
-  uint64_t reserved = 0;
 
   Mutex mu;
   GatherResult result GUARDED_BY(mu);
@@ -103,12 +101,15 @@ struct GatherAnswer {
     r.rows = ids.size();
     r.distinct_rows = ids.size();
     std::sort(failed.begin(), failed.end());
-    // A failed row was never written: it goes out as zeros, not as whatever
-    // the buffer held.
-    for (size_t p : failed) std::memset(rows.data() + p * size_t{record}, 0, record);
     r.failed_positions = std::move(failed);
     return r;
   }
+};
+
+// One unit's rows, read into this buffer and sent from it as a kGatherPart.
+struct UnitRows {
+  explicit UnitRows(size_t bytes) : bytes(bytes) {}
+  UninitializedBytes bytes;
 };
 
 // What a client connection has that the service keeps: its tables, its
@@ -185,7 +186,7 @@ class NodeServiceImpl final : public NodeService {
   std::vector<std::thread> gather_threads_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> next_client_id_{1};
-  std::atomic<uint64_t> failed_answers_{0};
+  std::atomic<uint64_t> failed_answers_{0};  // sends refused (over the limit), each failing its request
 
   Mutex stop_mu_;
   bool stopped_ GUARDED_BY(stop_mu_) = false;
@@ -268,6 +269,11 @@ class Client final : public ServiceConnection::Handler {
   uint64_t read_aheads_ GUARDED_BY(read_ahead_mu_) = 0;
   std::vector<std::function<void()>> after_read_aheads_ GUARDED_BY(read_ahead_mu_);
 };
+
+// What a gather's answer costs the client's connection besides its rows:
+// the done message, and a part's header.
+constexpr uint64_t kGatherDoneBytes = 4096;
+constexpr uint64_t kPartOverheadBytes = 64;
 
 OutgoingMessage ErrorAnswer(uint64_t request_id, const Status& s) {
   return OutgoingMessage(MessageType::kError, request_id, EncodeStatus(s));
@@ -410,6 +416,7 @@ void NodeServiceImpl::Admit(Local::socket socket) {
   limits.hello_timeout = std::chrono::milliseconds(options_.hello_timeout_ms);
   limits.send_timeout = std::chrono::milliseconds(options_.send_timeout_ms);
   limits.max_reserved_answer_bytes = options_.max_answer_bytes_per_client;
+  limits.failed_sends = &failed_answers_;
   const uint64_t id = next_client_id_.fetch_add(1);
   auto client = std::make_shared<Client>(this, id);
   client->conn = std::make_shared<ServiceConnection>(io_, std::move(socket), id, limits, client);
@@ -673,18 +680,21 @@ void NodeServiceImpl::GatherRows(Client& client, const std::shared_ptr<ServiceCo
   store_->ConsumeReadAheadPins(table, client.id(), ids, /*served=*/false);
   auto answer = std::make_shared<GatherAnswer>(request_id, std::move(ids), record);
   const size_t n = answer->ids.size();
-  answer->reserved = sizeof(FrameHeader) + 256 + n * sizeof(uint64_t) + answer->rows.size();
-  conn->Reserve(answer->reserved);
+  // What the answer will take until the client reads it: its rows (in
+  // parts) and their headers. Each part gives back its share once sent.
+  conn->Reserve(kGatherDoneBytes + n * (uint64_t{record} + sizeof(uint64_t)) + (n / 16 + 1) * kPartOverheadBytes);
   if (n == 0) {
     WireWriter w;
     EncodeGatherResult(answer->Final(), &w);
-    conn->Send(OutgoingMessage(MessageType::kGatherDone, request_id, std::move(w.bytes())), answer->reserved);
+    conn->Send(OutgoingMessage(MessageType::kGatherDone, request_id, std::move(w.bytes())), kGatherDoneBytes);
     return;
   }
   // Units of at most a quantum of rows, each ending at a block's end: a
   // client sends its misses in row order, so the rows of one block are
   // neighbours and one unit reads the block once for all of them.
-  const uint32_t quantum = scheduler_->quantum_rows();
+  // (And at most 16 MiB of rows, so that a part's message is within the
+  // protocol's limit whatever the record size.)
+  const uint32_t quantum = std::min(scheduler_->quantum_rows(), RowsPerMessage(record));
   const TableState& ts = store_->table_state(table);
   const bool by_block = ts.shard_files.empty();  // a reference table's rows lie in its shards' blocks
   std::vector<std::pair<size_t, size_t>> units;  // (begin, count)
@@ -723,28 +733,30 @@ void NodeServiceImpl::GatherLoop() {
 void NodeServiceImpl::GatherUnit(const std::shared_ptr<GatherAnswer>& answer,
                                  const std::shared_ptr<ServiceConnection>& connection, uint32_t table, size_t begin,
                                  size_t count) {
-  auto landed = [this, answer, connection, begin](const GatherResult& part) {
-    if (!answer->UnitDone(begin, part)) return;
+  const uint32_t record = answer->record;
+  auto rows = std::make_shared<UnitRows>(count * size_t{record});
+  auto landed = [answer, connection, begin, count, rows, record](const GatherResult& part) {
+    // The unit's rows go out now, as a part of the answer; a failed row as
+    // zeros, never as whatever the buffer held.
+    std::vector<uint64_t> failed(part.failed_positions.begin(), part.failed_positions.end());
+    for (uint64_t p : failed) std::memset(rows->bytes.data() + p * record, 0, record);
     WireWriter w;
-    EncodeGatherResult(answer->Final(), &w);
-    std::span<const uint8_t> rows(answer->rows);
-    if (w.bytes().size() + rows.size() > kMaxPayloadBytes) {
-      failed_answers_.fetch_add(1, std::memory_order_relaxed);
-      log::Warn("engram-served: an answer of {} B is over the protocol's limit; failing the gather",
-                w.bytes().size() + rows.size());
-      connection->Send(
-          ErrorAnswer(answer->request_id, Status::Internal("engram-served: the answer is over the protocol's limit")),
-          answer->reserved);
-      return;
-    }
-    connection->Send(OutgoingMessage(MessageType::kGatherDone, answer->request_id, std::move(w.bytes()), answer, rows),
-                     answer->reserved);
+    EncodeGatherPart(begin, static_cast<uint32_t>(count), failed, &w);
+    const std::span<const uint8_t> bytes(rows->bytes);
+    connection->Send(
+        OutgoingMessage(MessageType::kGatherPart, answer->request_id, std::move(w.bytes()), rows, bytes),
+        bytes.size() + count * sizeof(uint64_t) + kPartOverheadBytes);
+    if (!answer->UnitDone(begin, part)) return;
+    WireWriter done;
+    EncodeGatherResult(answer->Final(), &done);
+    connection->Send(OutgoingMessage(MessageType::kGatherDone, answer->request_id, std::move(done.bytes())),
+                     kGatherDoneBytes);
   };
   StoreImpl* store = store_.get();
   std::vector<uint64_t> ids(answer->ids.begin() + begin, answer->ids.begin() + begin + count);
   // Rows another unit is reading are taken from its read; the rest are
   // gathered here, on this thread.
-  inflight_[table]->Gather(std::move(ids), answer->record, answer->rows.data() + begin * size_t{answer->record},
+  inflight_[table]->Gather(std::move(ids), record, rows->bytes.data(),
                            [store, table](std::span<const uint64_t> unit, std::byte* dst, size_t stride,
                                           std::function<void(GatherResult)> done) {
                              done(store->GatherLeavingPins(table, unit, dst, stride));

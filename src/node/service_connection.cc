@@ -163,6 +163,18 @@ void ServiceConnection::Flush() {
     const size_t before = q.message.sent_bytes();
     auto done = q.message.SendSome(socket_.native_handle());
     if (!done.ok()) {
+      if (done.status().code() == StatusCode::kInvalidArgument) {
+        // Refused before a byte went out: the answer fails, and the client
+        // is told so rather than left waiting for it.
+        if (limits_.failed_sends != nullptr) limits_.failed_sends->fetch_add(1, std::memory_order_relaxed);
+        log::Warn("engram-served: an answer to {} could not be sent: {}", label_, done.status().ToString());
+        const uint64_t id = q.message.request_id();
+        const uint64_t reserved = q.reserved;
+        queue_.pop_front();
+        queue_.push_front({OutgoingMessage(MessageType::kError, id, EncodeStatus(done.status())), 0, false});
+        Released(reserved);
+        continue;
+      }
       // The client is gone (EPIPE, ECONNRESET): nothing to tell it.
       CloseNow("");
       return;

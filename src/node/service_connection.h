@@ -20,6 +20,7 @@
 // Descriptors a client sends are closed as they arrive.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -45,6 +46,9 @@ class ServiceConnection : public std::enable_shared_from_this<ServiceConnection>
     std::chrono::milliseconds hello_timeout{10000};
     std::chrono::milliseconds send_timeout{5000};
     uint64_t max_reserved_answer_bytes = uint64_t{64} << 20;
+    // Counts answers that could not be sent for a reason of the service's
+    // (a message over the protocol's limit), not the client's going away.
+    std::atomic<uint64_t>* failed_sends = nullptr;
   };
 
   // What the service does with the connection's messages. Both run in the

@@ -28,7 +28,7 @@ namespace engram::node {
 inline constexpr uint32_t kWireMagic = 0x4d524745;  // "EGRM"
 // Bumped whenever a message's layout changes: a client and a service of
 // different builds refuse each other at the hello.
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 // No message may be longer: a larger length in a header is garbage (and
 // could not be a request a client of this build sends: it splits gathers).
 inline constexpr uint32_t kMaxPayloadBytes = 64u << 20;
@@ -43,7 +43,7 @@ enum class MessageType : uint16_t {
   kWelcome,            // service -> client: the tables and caches (+ the cache memory's fd)
   kError,              // service -> client: why it refuses; the connection then closes
   kGather,             // client -> service: rows the client missed
-  kGatherDone,         // service -> client: their result and bytes
+  kGatherDone,         // service -> client: their result (after every kGatherPart)
   kReadAhead,          // client -> service: rows to read ahead and pin (no answer)
   kRelease,            // client -> service: ReleaseReadAhead; answered with kDone
   kWaitReadAheads,     // answered with kDone
@@ -56,6 +56,7 @@ enum class MessageType : uint16_t {
   kMetrics,            // answered with kMetricsReply (the service's exposition)
   kMetricsReply,
   kShutdown,           // service -> client: the service is stopping
+  kGatherPart,         // service -> client: some of a gather's rows, as soon as they are read
 };
 
 struct FrameHeader {
@@ -264,6 +265,7 @@ class OutgoingMessage {
   // false if the socket is full (wait until writable and call again).
   Result<bool> SendSome(int socket);
   size_t total_bytes() const { return sizeof(FrameHeader) + payload_.size() + tail_.size(); }
+  uint64_t request_id() const { return header_.request_id; }
   size_t sent_bytes() const { return sent_; }
 
  private:

@@ -206,10 +206,13 @@ write(N, "hello", bytes([0]) + hello)
 write(N, "gather", bytes([2]) + struct.pack("<I", 1) + u64s([5, 9, 1 << 40]))
 write(N, "hits", bytes([3]) + struct.pack("<I", 0) + u64s([1, 2, 3]) + bytes(64))
 write(N, "error", bytes([5]) + struct.pack("<I", 10) + string("engram-served is shutting down"))
-# A gather's answer: 2 rows (control >> 3) of 8 bytes, one failed; control 20: kind 20 % 7 = 6.
+# A gather's answer to a request of 2 rows (control >> 3) of 8 bytes; control
+# 20: kind 20 % 7 = 6. Its end, one row failed; and a part of both rows, the
+# second failed.
 fields = 12  # ENGRAM_GATHER_RESULT's fields
-done = struct.pack("<I", 0) + string("") + bytes(8 * fields) + u64s([1]) + bytes(16)
+done = struct.pack("<I", 0) + string("") + bytes(8 * fields) + u64s([1])
 write(N, "gather-done", bytes([20]) + done)
+write(N, "gather-part", bytes([20]) + struct.pack("<QI", 0, 2) + u64s([1]) + bytes(16))
 # The receiver's checks (control 0xf0..0xf3): a client name, a byte stream
 # as the service frames it, a welcome against its memory, row IDs against a
 # table.

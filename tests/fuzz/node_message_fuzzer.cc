@@ -2,8 +2,8 @@
 // service decodes from untrusted clients and a client from the service.
 //
 // Input: one control byte, then a payload. The control byte picks the
-// message kind (c % 7) and, for a gather's answer, how many rows of how
-// many bytes it must carry. A decoder must refuse a payload or accept it
+// message kind (c % 7) and, for a gather's answer (its parts and its end),
+// how many rows of how many bytes the request had. A decoder must refuse a payload or accept it
 // whole; an accepted message must encode back to the same bytes.
 //
 // Control bytes 0xf0..0xf3 fuzz the checks a receiver makes before it acts
@@ -124,14 +124,20 @@ int FuzzNodeMessage(const uint8_t* data, size_t size) {
       break;
     }
     case 6: {
+      // A gather's answer: its parts and its end, for a request of `rows`
+      // rows of 8 bytes.
       const size_t rows = control >> 3;  // 0..31
       const uint32_t record = 8;
       GatherResult r;
-      auto at = node::DecodeGatherDone(p, rows, record, &r);
-      if (at.ok()) {
-        // The rows lie inside the payload, and every failed position is a row.
-        FUZZ_CHECK(*at >= p.data() && *at + rows * record <= p.data() + p.size());
+      if (node::DecodeGatherDone(p, rows, &r).ok()) {
         for (size_t f : r.failed_positions) FUZZ_CHECK(f < rows);
+      }
+      if (auto part = node::DecodeGatherPart(p, rows, record); part.ok()) {
+        // The part's rows lie inside the payload and inside the request, and
+        // every failed position is one of its rows.
+        FUZZ_CHECK(part->first + part->count <= rows);
+        FUZZ_CHECK(part->rows >= p.data() && part->rows + size_t{part->count} * record <= p.data() + p.size());
+        for (uint64_t f : part->failed) FUZZ_CHECK(f < part->count);
       }
       break;
     }
