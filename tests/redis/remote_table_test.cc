@@ -231,7 +231,9 @@ TEST_F(RemoteTableTest, DamagedAndMissingBlocksFailOnlyTheirRowsAndAreNeverCache
           ASSERT_EQ(std::memcmp(dst.data() + i * kRecord, ExpectedRow(kSeed, ids[i], kRecord).data(), kRecord), 0);
         }
       }
-      if (attempt == 1) EXPECT_EQ(r.misses, kRowsPerBlock) << "only the bad block's rows miss again";
+      if (attempt == 1) {
+        EXPECT_EQ(r.misses, kRowsPerBlock) << "only the bad block's rows miss again";
+      }
     }
   }
   const TableStats s = store->Stats(0);
