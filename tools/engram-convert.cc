@@ -92,13 +92,19 @@ int main(int argc, char** argv) {
   bool progress = false, in_place = false;
   size_t chunk_mib = 8;
   uint64_t salt = 0;
+  // The shard lists take one word each (comma separated): OUT is optional
+  // (--to names a cluster instead), so a list that took every word would
+  // swallow it.
   auto* st = app.add_option("--safetensors", st_files, "safetensors shard(s), comma separated, in row order")
-                 ->delimiter(',');
+                 ->delimiter(',')
+                 ->allow_extra_args(false);
   auto* npy = app.add_option("--npy", npy_files, ".npy weight shard(s), comma separated, in row order")
                   ->delimiter(',')
+                  ->allow_extra_args(false)
                   ->excludes(st);
   app.add_option("--npy-scale", npy_scale_files, ".npy scale shard(s), one per --npy file")
       ->delimiter(',')
+      ->allow_extra_args(false)
       ->needs(npy);
   app.add_option("--weight", weight, "weight tensor name in each safetensors shard")->needs(st);
   app.add_option("--scale", scale, "scale tensor name in each safetensors shard (appended to each row)")->needs(st);
