@@ -337,7 +337,12 @@ class ClusterClient::Loop {
       }
     }
     if (n.conn->connecting()) return;
-    while (!n.queue.empty() && n.commands_in_flight < options_.pipeline_depth) {
+    // The window is refilled once half of it has been answered, not reply by
+    // reply: a node then reads many commands a call and writes their replies
+    // together, where a few commands a round trip cost it a read and a write
+    // each time.
+    const bool refill = n.commands_in_flight <= options_.pipeline_depth / 2;
+    while (refill && !n.queue.empty() && n.commands_in_flight < options_.pipeline_depth) {
       Pending p = n.queue.front();
       n.queue.pop_front();
       if (p.asking) {
