@@ -19,6 +19,7 @@ struct RemoteArgs {
   uint32_t repeats = 5;         // rounds of each rate measurement (median and spread)
   uint32_t large_gathers = 40;  // 4096-row gathers per round
   uint32_t small_gathers = 2000;  // 24-row gathers for the latency figures
+  uint64_t benchmark_requests = 2000000;  // redis-benchmark GETs per round (at least)
   double failover_seconds = 1.0;  // gathering before the kill
   std::string chart;            // PNG to draw (and its .dat beside it); empty: none
 };
