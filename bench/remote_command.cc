@@ -409,7 +409,7 @@ int RunRemoteCommand(const RemoteArgs& a) {
     out.close();
     Status s = RunGnuplot(
         "set terminal pngcairo size 900,420\nset output ARG1\nset title ARG3\nset xlabel 'seconds after kill -9 of a "
-        "master'\nset ylabel 'gathers per 100 ms'\nset style fill solid 0.6\nset key top left\n"
+        "master'\nset ylabel 'gathers per 100 ms'\nset style fill solid 0.6\nset key outside bottom center horizontal\n"
         "plot ARG2 using 1:2 with boxes title 'succeeded', ARG2 using 1:3 with boxes title 'failed (Unavailable)'\n",
         {a.chart, dat, "engram-bench remote: 4 threads of 24-row gathers through a master's failover"}, a.chart);
     if (!s.ok()) return fail(s);
