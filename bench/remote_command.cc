@@ -16,6 +16,7 @@
 
 #include "engram/store.h"
 #include "src/common/child_process.h"
+#include "src/common/exit_codes.h"
 #include "src/common/gnuplot.h"
 #include "src/common/local_redis_cluster.h"
 #include "src/tablegen/row_generator.h"
@@ -225,7 +226,7 @@ CLI::App* RegisterRemoteCommand(CLI::App& app, RemoteArgs& a) {
 int RunRemoteCommand(const RemoteArgs& a) {
   auto fail = [](const Status& s) {
     std::fprintf(stderr, "engram-bench remote: %s\n", s.ToString().c_str());
-    return s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kNotFound ? 2 : 1;
+    return ExitCodeFor(s);
   };
   if (a.rows < 4096 || a.repeats < 1) return fail(Status::InvalidArgument("--rows >= 4096 and --repeats >= 1"));
   auto started = LocalRedisCluster::Start();
