@@ -14,7 +14,8 @@
 //     takes over its slots without anyone reopening anything.
 //   - One connection per master, made when first needed (AUTH first when
 //     there are credentials), pipelined: at most pipeline_depth commands in
-//     flight on it; the rest wait their turn.
+//     flight on it; the rest wait their turn, and are sent once half of the
+//     window has been answered (so a node reads and answers many at a time).
 //   - Timeouts: a command not answered within timeout_ms of its submission
 //     fails, and the connection it waited on is closed (its other commands
 //     fail too: their answers can no longer be told apart).
