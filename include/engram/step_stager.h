@@ -211,15 +211,19 @@ class StepStager {
   // OutOfRange naming the first ID past its table: both before anything is
   // gathered.
   StageResult GatherStep(std::span<const uint64_t> ids, std::byte* out, const StepCompletion& completion = {}) const;
+  // OK, or why `completion` is refused for this stager's steps: words not
+  // one per layer, or a sequence number outside 1..kMaxStepSequence.
+  Status CheckCompletion(const StepCompletion& completion) const;
   // OK, or why `ids` are not a step's [tokens][layers][slots] row IDs of
   // these tables (what GatherStep refuses); allocates nothing unless it
   // refuses them.
   Status CheckGatherStepIds(std::span<const uint64_t> ids) const;
   // GatherStep started as Start starts a stage: layer by layer, with a
-  // ticket answering each layer's readiness. The IDs are copied: only out
-  // and the completion words must stay valid until the ticket is waited for
-  // or destroyed.
-  StageTicket StartGatherStep(std::span<const uint64_t> ids, std::byte* out, StepCompletion completion = {}) const;
+  // ticket answering each layer's readiness (and `done`, if given, as for
+  // Start). The IDs are copied: only out and the completion words must stay
+  // valid until the ticket is waited for or destroyed.
+  StageTicket StartGatherStep(std::span<const uint64_t> ids, std::byte* out,
+                              std::function<void(StageResult)> done = nullptr, StepCompletion completion = {}) const;
 
   // Hashes on the calling thread, starts layer 0's gathers and returns the
   // step's ticket; each later layer's gathers start once the layer before it

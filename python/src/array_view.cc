@@ -1,5 +1,6 @@
 #include "python/src/array_view.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -226,6 +227,18 @@ RowIds::RowIds(py::handle obj, const char* what) : view_(ArrayView::Borrow(obj, 
   if (view_.kind() == ElementKind::kUnsignedInt && w == 8 && view_.contiguous()) {
     data_ = reinterpret_cast<const uint64_t*>(view_.data());
     return;
+  }
+  // int64 (torch's index type, what a GPU kernel writing IDs usually
+  // makes): read in place when none is negative, as uint64 has the same
+  // bits for those.
+  if (view_.kind() == ElementKind::kSignedInt && w == 8 && view_.contiguous()) {
+    const int64_t* ids = reinterpret_cast<const int64_t*>(view_.data());
+    int64_t lowest = 0;
+    for (size_t i = 0; i < size_; ++i) lowest = std::min(lowest, ids[i]);
+    if (lowest >= 0) {
+      data_ = reinterpret_cast<const uint64_t*>(ids);
+      return;
+    }
   }
   switch (view_.kind()) {
     case ElementKind::kUnsignedInt:

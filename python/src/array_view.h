@@ -74,6 +74,7 @@ class RowIds {
   RowIds(pybind11::handle obj, const char* what);
   const uint64_t* data() const { return data_; }
   size_t size() const { return size_; }
+  const std::vector<int64_t>& shape() const { return view_.shape(); }
 
  private:
   ArrayView view_;

@@ -150,19 +150,23 @@ RowDestination StepStager::LayerDestination(std::byte* out, size_t layer) const 
   return RowDestination{out + layer * slot_bytes, record_bytes_, rows_per_token_, layers() * slot_bytes};
 }
 
-Status StepStager::CheckStep(size_t tokens, const std::byte* out, const StepCompletion& completion) const {
-  if (!completion.words.empty() || completion.sequence != 0) {
-    if (completion.words.size() != layers()) {
-      return Status::InvalidArgument("step completion: " + std::to_string(completion.words.size()) +
-                                     " words given, the step has " + std::to_string(layers()) +
-                                     " layers (one word per layer)");
-    }
-    if (completion.sequence == 0 || completion.sequence > kMaxStepSequence) {
-      return Status::InvalidArgument("step completion: sequence number " + std::to_string(completion.sequence) +
-                                     " is not in 1.." + std::to_string(kMaxStepSequence) +
-                                     " (the words' high bit tells a failed layer)");
-    }
+Status StepStager::CheckCompletion(const StepCompletion& completion) const {
+  if (completion.words.empty() && completion.sequence == 0) return Status::OK();
+  if (completion.words.size() != layers()) {
+    return Status::InvalidArgument("step completion: " + std::to_string(completion.words.size()) +
+                                   " words given, the step has " + std::to_string(layers()) +
+                                   " layers (one word per layer)");
   }
+  if (completion.sequence == 0 || completion.sequence > kMaxStepSequence) {
+    return Status::InvalidArgument("step completion: sequence number " + std::to_string(completion.sequence) +
+                                   " is not in 1.." + std::to_string(kMaxStepSequence) +
+                                   " (a word's high bit tells a failed layer)");
+  }
+  return Status::OK();
+}
+
+Status StepStager::CheckStep(size_t tokens, const std::byte* out, const StepCompletion& completion) const {
+  ENGRAM_RETURN_IF_ERROR(CheckCompletion(completion));
   if (tokens > 0 && out == nullptr) return Status::InvalidArgument("stage output buffer is null");
   return Status::OK();
 }
@@ -227,13 +231,6 @@ void CompleteLayer(const StepCompletion& completion, size_t layer, const StageLa
   std::atomic_ref<uint32_t>(completion.words[layer]).store(word, std::memory_order_release);
 }
 
-// Whether `completion` can be told of a failure: its words, if any, are
-// one per layer with a sequence number to store.
-bool CanTell(const StepCompletion& completion, size_t layers) {
-  if (completion.words.empty()) return completion.sequence == 0;
-  return completion.words.size() == layers && completion.sequence != 0 && completion.sequence <= kMaxStepSequence;
-}
-
 }  // namespace
 
 StageResult StepStager::FailedStep(Status why, size_t tokens, const StepCompletion& completion) const {
@@ -242,7 +239,9 @@ StageResult StepStager::FailedStep(Status why, size_t tokens, const StepCompleti
   failed.tokens = tokens;
   failed.rows = tokens * layers() * rows_per_token_;
   failed.layers = NewLayerResults(failed);
-  if (CanTell(completion, layers())) {
+  // Words that cannot be told (not one per layer, no sequence number) are
+  // not written at all.
+  if (CheckCompletion(completion).ok()) {
     for (size_t l = 0; l < layers(); ++l) CompleteLayer(completion, l, failed.layers[l]);
   }
   return failed;
@@ -522,7 +521,7 @@ std::shared_ptr<StageTicket::State> StepStager::Launch(Result<std::shared_ptr<Pl
     step.rows = tokens * layers() * rows_per_token_;
     // Completion words that cannot be told (the wrong count, no sequence
     // number) are not written at all.
-    if (!CanTell(completion, layers())) completion = StepCompletion();
+    if (!CheckCompletion(completion).ok()) completion = StepCompletion();
   }
   auto state = std::make_shared<StageTicket::State>(layers(), step, NewLayerResults(step), start,
                                                     std::move(completion));
@@ -609,10 +608,10 @@ void StepStager::StartStage(std::span<const uint32_t> history, std::span<const u
 }
 
 StageTicket StepStager::StartGatherStep(std::span<const uint64_t> ids, std::byte* out,
-                                        StepCompletion completion) const {
+                                        std::function<void(StageResult)> done, StepCompletion completion) const {
   auto plan = PlanGatherStep(ids, out, completion);
   const size_t tokens = ids.size() / (layers() * size_t(rows_per_token_));
-  return StageTicket(Launch(std::move(plan), tokens, nullptr, std::move(completion)));
+  return StageTicket(Launch(std::move(plan), tokens, std::move(done), std::move(completion)));
 }
 
 }  // namespace engram
