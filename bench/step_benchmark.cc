@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -11,11 +12,13 @@
 #include <memory>
 #include <random>
 #include <span>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "engram/engram.h"
 #include "engram/hasher.h"
+#include "engram/step_ring.h"
 #include "engram/step_stager.h"
 #include "engram/store.h"
 #include "src/ngram/scaled_layout.h"
@@ -64,8 +67,10 @@ bool AcceptsDirectIo(const std::string& path) {
 
 struct Step {
   std::span<const uint32_t> history, tokens;
-  // Per layer, the step's row IDs [token][slot] (for the modes given IDs).
+  // Per layer, the step's row IDs [token][slot] (flat gathers), and all of
+  // them [token][layer][slot] (the modes given IDs).
   std::vector<std::vector<uint64_t>> layer_ids;
+  std::vector<uint64_t> step_ids;
 };
 
 // What one mode did over a run of steps.
@@ -97,8 +102,10 @@ struct Bench {
   std::vector<std::byte> out;                      // [tokens, layers, slots, record]
   std::vector<std::vector<std::byte>> layer_rows;  // per layer [tokens * slots, record]
   std::vector<uint64_t> ids;                       // hash_gather's scratch
+  std::unique_ptr<StepRing> ring;                  // the ring mode's
 
   ~Bench() {
+    ring.reset();
     engram_stager_destroy(c_stager);
     engram_store_close(c_store);
   }
@@ -123,6 +130,54 @@ std::map<std::string, Mode> Modes() {
   modes["stage"] = [](Bench& b, const Step& s, Tally& t) { t.Add(b.stager->Stage(s.history, s.tokens, b.out.data())); };
   modes["stage_start"] = [](Bench& b, const Step& s, Tally& t) {
     t.Add(b.stager->Start(s.history, s.tokens, b.out.data()).Wait());
+  };
+  modes["gather_step"] = [](Bench& b, const Step& s, Tally& t) {
+    t.Add(b.stager->GatherStep(s.step_ids, b.out.data()));
+  };
+  modes["gather_step_start"] = [](Bench& b, const Step& s, Tally& t) {
+    t.Add(b.stager->StartGatherStep(s.step_ids, b.out.data()).Wait());
+  };
+  // Start, then wait as a GPU stream would: spinning on the slot's words.
+  modes["ring"] = [](Bench& b, const Step& s, Tally& t) {
+    auto started = b.ring->StartGatherStep(s.step_ids);
+    if (!started.ok()) {
+      if (t.failed.ok()) t.failed = started.status();
+      return;
+    }
+    const uint32_t* words = b.ring->words(started->slot);
+    for (size_t l = 0; l < b.ring->layers(); ++l) {
+      while ((std::atomic_ref<const uint32_t>(words[l]).load(std::memory_order_acquire) & ~kStepWordFailed) !=
+             started->sequence) {
+      }
+    }
+    t.Add(b.ring->Wait(started->slot));
+    if (Status st = b.ring->Release(started->slot); !st.ok() && t.failed.ok()) t.failed = st;
+  };
+  modes["c_stage_rows"] = [](Bench& b, const Step& s, Tally& t) {
+    engram_stage_result r{};
+    r.size = sizeof r;
+    if (engram_stage_rows(b.c_stager, s.history.data(), s.history.size(), s.tokens.data(), s.tokens.size(),
+                          b.out.data(), nullptr, &r) != ENGRAM_OK &&
+        t.failed.ok()) {
+      t.failed = Status::Internal(std::string("C API: ") + engram_last_error());
+    }
+    t.rows += r.rows;
+    t.distinct += r.distinct_rows;
+    t.hits += r.hits;
+    t.misses += r.misses;
+  };
+  modes["c_gather_step"] = [](Bench& b, const Step& s, Tally& t) {
+    engram_stage_result r{};
+    r.size = sizeof r;
+    if (engram_gather_step(b.c_stager, s.step_ids.data(), s.step_ids.size(), b.out.data(), nullptr, &r) !=
+            ENGRAM_OK &&
+        t.failed.ok()) {
+      t.failed = Status::Internal(std::string("C API: ") + engram_last_error());
+    }
+    t.rows += r.rows;
+    t.distinct += r.distinct_rows;
+    t.hits += r.hits;
+    t.misses += r.misses;
   };
   modes["c_stage"] = [](Bench& b, const Step& s, Tally& t) {
     engram_stage* stage = nullptr;
@@ -177,6 +232,10 @@ Result<std::unique_ptr<Bench>> OpenBench(const StepBenchConfig& c, const std::ve
       return Status::Internal(std::string("C API stager: ") + engram_last_error());
     }
   }
+  StepRingOptions ro;
+  ro.slots = 2;
+  ro.max_tokens = max_tokens;
+  ENGRAM_ASSIGN_OR_RETURN(b->ring, StepRing::Create(*b->stager, ro));
   b->out.resize(b->stager->OutputBytes(max_tokens));
   const size_t layer_bytes = size_t(max_tokens) * b->stager->rows_per_token() * b->stager->record_bytes();
   b->layer_rows.assign(b->stager->layers(), std::vector<std::byte>(layer_bytes));
@@ -193,9 +252,12 @@ std::vector<Step> CutSteps(const StepStager& stager, std::span<const uint32_t> t
     Step s;
     s.history = text.subspan(begin - history, history);
     s.tokens = text.subspan(begin, tokens);
-    for (size_t l = 0; l < stager.layers(); ++l) {
-      std::vector<uint64_t> ids(size_t(tokens) * stager.rows_per_token());
+    const size_t slots = stager.rows_per_token(), layers = stager.layers();
+    s.step_ids.resize(size_t(tokens) * layers * slots);
+    for (size_t l = 0; l < layers; ++l) {
+      std::vector<uint64_t> ids(size_t(tokens) * slots);
       (void)stager.hasher(l).Hash(s.history, s.tokens, ids);
+      for (size_t t = 0; t < tokens; ++t) std::copy_n(&ids[t * slots], slots, &s.step_ids[(t * layers + l) * slots]);
       s.layer_ids.push_back(std::move(ids));
     }
     steps.push_back(std::move(s));
@@ -208,6 +270,62 @@ std::vector<uint32_t> RandomTokens(size_t n, uint32_t vocabulary, uint64_t seed)
   std::vector<uint32_t> t(n);
   for (uint32_t& x : t) x = static_cast<uint32_t>(rng() % vocabulary);
   return t;
+}
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+// Stages `count` steps (cycling over `steps`) with GatherStep on this thread
+// while another spins on the words; each sample is the time from a layer's
+// rows being in out to the spinning thread seeing its word.
+Result<WordLatency> MeasureWordLatency(Bench& b, const std::vector<Step>& steps, size_t count) {
+  const size_t layers = b.stager->layers();
+  std::vector<uint32_t> words(layers, 0);
+  std::vector<std::atomic<int64_t>> landed(layers);
+  std::vector<double> samples;
+  samples.reserve(count * layers);
+  std::atomic<uint32_t> seen{0};
+  std::atomic<bool> failed{false};
+  std::thread reader([&] {
+    for (uint32_t seq = 1; seq <= count; ++seq) {
+      for (size_t l = 0; l < layers; ++l) {
+        uint32_t w;
+        while (((w = std::atomic_ref<uint32_t>(words[l]).load(std::memory_order_acquire)) & ~kStepWordFailed) != seq) {
+        }
+        const int64_t now = NowNs();
+        if (w != seq) failed = true;
+        samples.push_back(double(now - landed[l].load(std::memory_order_relaxed)));
+      }
+      seen.store(seq, std::memory_order_release);
+    }
+  });
+  Status status;
+  for (uint32_t seq = 1; seq <= count; ++seq) {
+    StepCompletion c;
+    c.words = words;
+    c.sequence = seq;
+    c.layer_done = [&](size_t layer, const StageLayerResult&) {
+      landed[layer].store(NowNs(), std::memory_order_relaxed);  // the word's release store publishes it
+    };
+    StageResult r = b.stager->GatherStep(steps[(seq - 1) % steps.size()].step_ids, b.out.data(), c);
+    if (!r.status.ok() && status.ok()) status = r.status;
+    // The reader is spinning again before the next word changes.
+    while (seen.load(std::memory_order_acquire) != seq) {
+    }
+  }
+  reader.join();
+  ENGRAM_RETURN_IF_ERROR(status);
+  if (failed) return Status::Internal("step: a word told a failed layer");
+  std::sort(samples.begin(), samples.end());
+  auto at = [&](double q) { return samples[std::min(samples.size() - 1, size_t(q * double(samples.size())))]; };
+  WordLatency w;
+  w.samples = samples.size();
+  w.p50_ns = at(0.5);
+  w.p90_ns = at(0.9);
+  w.p99_ns = at(0.99);
+  w.max_ns = samples.back();
+  return w;
 }
 
 }  // namespace
@@ -319,6 +437,21 @@ Result<StepBenchReport> RunStepBenchmark(const StepBenchConfig& c, const StepPro
         }
       }
       for (const std::string& m : modes) report.points.push_back(std::move(points[m]));
+      if (c.word_steps > 0) {
+        std::unique_ptr<Bench> fresh;
+        Bench* b = warm.get();
+        if (!hit) {
+          ENGRAM_ASSIGN_OR_RETURN(fresh, OpenBench(c, tables, 256ull << 20, direct_io, false, max_tokens));
+          b = fresh.get();
+          text = RandomTokens(c.history + count * tokens, vocabulary, c.seed * 1000 + c.rounds);
+          steps = CutSteps(*b->stager, text, c.history, tokens, count);
+        }
+        ENGRAM_ASSIGN_OR_RETURN(WordLatency w,
+                                MeasureWordLatency(*b, steps, hit ? c.word_steps : std::min(c.word_steps, count)));
+        w.case_name = kind;
+        w.tokens = tokens;
+        report.word_latency.push_back(w);
+      }
       if (log) log("step: " + kind + " " + std::to_string(tokens) + " tokens done");
     }
   }

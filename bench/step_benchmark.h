@@ -16,7 +16,16 @@
 //   stage        StepStager::Stage (tokens in, [tokens, layers, slots,
 //                record] out, on the calling thread)
 //   stage_start  StepStager::Start(...).Wait()
+//   gather_step  StepStager::GatherStep: the step's [tokens, layers, slots]
+//                row IDs in (hashed beforehand), on the calling thread
+//   gather_step_start  StepStager::StartGatherStep(...).Wait()
+//   ring         StepRing::StartGatherStep, then spinning on the slot's
+//                completion words until every layer's is set, Wait, Release
 //   c_stage      the C API's engram_stage_start + engram_stage_wait
+//   c_stage_rows the C API's engram_stage_rows (synchronous)
+//   c_gather_step the C API's engram_gather_step
+//
+// And the completion words' latency (WordLatency).
 //
 // Each mode's time per step is reported as ns per row (rows = tokens *
 // layers * slots) per round, and as the median of per-round ratios to flat
@@ -51,6 +60,9 @@ struct StepBenchConfig {
   uint64_t miss_rows = 200'000;
   std::string io_backend = "auto";
   uint64_t seed = 1;
+  // Steps whose words' latency is measured per case and step size (0: none;
+  // all misses: at most a round's steps).
+  size_t word_steps = 2000;
 };
 
 struct StepBenchPoint {
@@ -63,9 +75,21 @@ struct StepBenchPoint {
   std::vector<double> ratio_to_hash_gather;
 };
 
+// A completion word's latency: from the moment a layer's last row is in
+// `out` (StepCompletion::layer_done, right before the word is stored) to the
+// moment a thread spinning on the word sees it change, for GatherStep's
+// steps; one sample per layer and step.
+struct WordLatency {
+  std::string case_name;
+  uint32_t tokens = 0;
+  size_t samples = 0;
+  double p50_ns = 0, p90_ns = 0, p99_ns = 0, max_ns = 0;
+};
+
 struct StepBenchReport {
   std::string io_description;
   std::vector<StepBenchPoint> points;
+  std::vector<WordLatency> word_latency;
 };
 
 using StepProgressLog = std::function<void(const std::string&)>;

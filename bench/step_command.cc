@@ -44,6 +44,9 @@ CLI::App* RegisterStepCommand(CLI::App& app, StepArgs& a) {
   cmd->add_option("--miss-rows", a.config.miss_rows, "Rows an all-miss round of one mode stages")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30))
       ->capture_default_str();
+  cmd->add_option("--word-steps", a.config.word_steps,
+                  "Steps whose completion words' latency is measured per case and step size (0: none)")
+      ->capture_default_str();
   cmd->add_option("--backend", a.config.io_backend, "I/O backend: auto, io_uring, pread, mmap")->capture_default_str();
   cmd->add_option("--seed", a.config.seed, "Token seed")->capture_default_str();
   cmd->add_flag("--json", a.json, "One JSON object per line");
@@ -91,6 +94,23 @@ int RunStepCommand(const StepArgs& args) {
                   "hit_rate=%.3f\n",
                   p.case_name.c_str(), p.tokens, p.mode.c_str(), median, lo, hi, StepMedian(p.ratio_to_flat),
                   StepMedian(p.ratio_to_hash_gather), hit_rate);
+    }
+  }
+  for (const WordLatency& w : report->word_latency) {
+    if (args.json) {
+      std::printf("%s\n", nlohmann::json({{"case", w.case_name},
+                                           {"tokens", w.tokens},
+                                           {"mode", "word_latency"},
+                                           {"samples", w.samples},
+                                           {"p50_ns", w.p50_ns},
+                                           {"p90_ns", w.p90_ns},
+                                           {"p99_ns", w.p99_ns},
+                                           {"max_ns", w.max_ns}})
+                              .dump()
+                              .c_str());
+    } else {
+      std::printf("step %-4s tokens=%-4u word_latency     samples=%zu p50_ns=%.0f p90_ns=%.0f p99_ns=%.0f max_ns=%.0f\n",
+                  w.case_name.c_str(), w.tokens, w.samples, w.p50_ns, w.p90_ns, w.p99_ns, w.max_ns);
     }
   }
   if (StdoutWritten()) return 0;
