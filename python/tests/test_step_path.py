@@ -2,6 +2,9 @@
 completion words, the step ring's address-stable buffers, and their
 argument mistakes."""
 
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -9,6 +12,8 @@ import pytest
 
 import engram_store
 from conftest import RECORD_BYTES, TOKEN_MAP
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "serve_graph_ready.py")
 
 
 def step_ids(tables, tokens, history, layers=(0, 1), dtype=np.uint64):
@@ -204,3 +209,12 @@ def test_ring_mistakes_are_clear_errors(store, tables, deepspeed_tokens):
 
     with pytest.raises(MemoryError, match="no pinned memory left"):
         store.step_ring(max_tokens=1, register=refuse)
+
+
+@pytest.mark.parametrize("step_tokens", [1, 8])
+def test_serve_graph_ready_example_sees_each_layers_rows_when_its_word_is_set(tables, step_tokens):
+    r = subprocess.run([sys.executable, EXAMPLE, "--tables", *tables["layers"], "--layout", tables["layout"],
+                        "--token-map", TOKEN_MAP, "--steps", "40", "--step-tokens", str(step_tokens),
+                        "--io-backend", "pread"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"40 steps of {step_tokens} tokens over 2 layers: every layer's rows equal the private store's" in r.stdout
