@@ -113,30 +113,36 @@ GatherResult ReceiveGatherAnswer(int fd, uint64_t request_id, std::vector<std::b
 // ---- One rank does not stall the others ----
 
 // A decode step's few hundred missed rows, asked for after another client
-// has put a prefill of 120,000 missed rows in flight, are read before any of
-// the prefill's gathers is done: the service takes each client's misses in
+// has put a prefill of 300,000 missed rows in flight, are read long before
+// the prefill's second gather is done: the service takes each client's misses in
 // turn, not in the order they came. Even rows the prefill asked for too:
 // only rows whose reads have started are shared, so the decode step waits
 // for a unit of the prefill at most, never for a whole prefill gather.
 TEST_F(NodeServiceTest, ASmallGatherFinishesBeforeAnotherClientsBulkThatCameFirst) {
-  constexpr uint64_t kBigRows = 160000;
+  constexpr uint64_t kBigRows = 330000;
   const std::string big = dir_.File("big.engram");
   ASSERT_TRUE(testing::WriteGeneratedTable(big, kBigRows, kRecord, kSeedA).ok());
-  ChildProcess service = ChildProcess::Start(
-      {Tool("engram-served"), "--socket", socket_, "--table", big, "--cache-bytes", "8MiB", "--log-level", "warn"});
-  ASSERT_TRUE(service.WaitForLine("engram-served: ready", 30s));
+  // One gather thread: the prefill takes long enough to be caught with most
+  // of its rows still queued, however loaded the machine.
+  ChildProcess service = StartServiceOf(big, "8MiB", {"--gather-threads", "1"});
   StoreOptions o;
   o.node = socket_;
   o.tables = {{big, "", 0}};
   auto decode = Store::Open(o);
   ASSERT_TRUE(decode.ok()) << decode.status().ToString();
-  ChildProcess bulk = ChildProcess::Start({Tool("tests/node_test_client"), socket_, "bulk", "0", "40000", "3",
+  ChildProcess bulk = ChildProcess::Start({Tool("tests/node_test_client"), socket_, "bulk", "0", "100000", "3",
                                            std::to_string(kSeedA), big});
-  // Its 120,000 rows are on their way to the service once it says so.
-  ASSERT_TRUE(bulk.WaitForLine("started", 60s)) << "the bulk client did not start its gathers";
-  std::this_thread::sleep_for(20ms);
+  // The decode step asks while the service has a good part of the prefill
+  // queued (a client keeps at most 48 MiB of answers outstanding: about
+  // three of its messages of 63,550 rows), long before the prefill's second
+  // gather can be done.
+  const std::string queued = "engram_node_miss_rows_queued";
+  const auto give_up = std::chrono::steady_clock::now() + 60s;
+  while (MetricValue((*decode)->MetricsText(), queued) < 60000 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(1ms);
+  }
   std::vector<uint64_t> ids;
-  for (uint64_t i = 0; i < 256; ++i) ids.push_back(80000 + i * 150);  // rows of the prefill's last gather
+  for (uint64_t i = 0; i < 256; ++i) ids.push_back(200000 + i * 390);  // rows of the prefill's last gather
   std::vector<std::byte> out(ids.size() * kRecord);
   GatherResult r = (*decode)->Gather(0, ids, out.data(), kRecord);
   const uint64_t decoded_at = MonotonicNs();
@@ -146,10 +152,11 @@ TEST_F(NodeServiceTest, ASmallGatherFinishesBeforeAnotherClientsBulkThatCameFirs
     auto expected = testing::ExpectedRow(kSeedA, ids[i], kRecord);
     ASSERT_EQ(std::memcmp(out.data() + i * kRecord, expected.data(), kRecord), 0) << "row " << ids[i];
   }
-  auto first_done = bulk.WaitForLine("done ", 120s);
-  ASSERT_TRUE(first_done) << "the bulk client's gathers did not finish";
-  const uint64_t bulk_done_at = std::stoull(first_done->substr(5));
-  EXPECT_LT(decoded_at, bulk_done_at) << "the 256-row gather waited for a whole 40,000-row gather of another client";
+  ASSERT_TRUE(bulk.WaitForLine("done ", 120s)) << "the bulk client's gathers did not finish";
+  auto second_done = bulk.WaitForLine("done ", 120s);
+  ASSERT_TRUE(second_done) << "the bulk client's gathers did not finish";
+  const uint64_t bulk_done_at = std::stoull(second_done->substr(5));
+  EXPECT_LT(decoded_at, bulk_done_at) << "the 256-row gather waited for a whole 100,000-row gather of another client";
   auto status = bulk.Wait(120s);
   ASSERT_TRUE(status);
   EXPECT_EQ(WEXITSTATUS(*status), 0) << "the bulk client saw a failed gather or a wrong row";
@@ -624,9 +631,7 @@ TEST_F(NodeServiceTest, AGatherOfManyLargeRecordsReturnsEveryRow) {
   constexpr uint64_t kWideRows = 40000;
   const std::string wide = dir_.File("wide.engram");
   ASSERT_TRUE(testing::WriteGeneratedTable(wide, kWideRows, kWide, kSeedB).ok());
-  ChildProcess service = ChildProcess::Start(
-      {Tool("engram-served"), "--socket", socket_, "--table", wide, "--cache-bytes", "16MiB", "--log-level", "warn"});
-  ASSERT_TRUE(service.WaitForLine("engram-served: ready", 30s));
+  ChildProcess service = StartServiceOf(wide, "16MiB");
   StoreOptions o;
   o.node = socket_;
   o.tables = {{wide, "", 0}};

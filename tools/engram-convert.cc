@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "src/common/exit_codes.h"
 #include "src/common/logging.h"
 #include "src/common/progress_meter.h"
 #include "storage/embedded_hash_layout.h"
@@ -18,27 +19,13 @@
 
 namespace {
 
-// Exit status of a failure, as the other tools have it: 2 for bad input (a
+// Exit status of a failure (src/common/exit_codes.h): 2 for bad input (a
 // usage error, a missing shard or tensor, a wrong dtype or shape, a bad
-// layout file: what the Status codes for the caller's mistakes say), 1 for
-// a failure of the conversion itself (an I/O error, no memory). The same
-// for a rewritten and an in-place table.
-int ExitCode(const engram::Status& s) {
-  switch (s.code()) {
-    case engram::StatusCode::kInvalidArgument:
-    case engram::StatusCode::kNotFound:
-    case engram::StatusCode::kCorruption:
-    case engram::StatusCode::kOutOfRange:
-    case engram::StatusCode::kUnsupported:
-      return 2;
-    default:
-      return 1;
-  }
-}
-
+// layout file), 1 for a failure of the conversion itself (an I/O error, no
+// memory). The same for a rewritten and an in-place table.
 int Fail(const engram::Status& s) {
   std::fprintf(stderr, "engram-convert: %s\n", s.ToString().c_str());
-  return ExitCode(s);
+  return engram::ExitCodeFor(s);
 }
 
 int ReportRanks(const engram::RankManifest& m, const std::string& out) {

@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 
 #include "src/common/cli_checks.h"
+#include "src/common/exit_codes.h"
 #include "src/common/logging.h"
 #include "src/node/node_service.h"
 #include "src/replay/cli_values.h"
@@ -28,18 +29,7 @@ int Fail(const std::string& message, int code = 2) {
   return code;
 }
 
-int ExitCode(const engram::Status& s) {
-  switch (s.code()) {
-    case engram::StatusCode::kInvalidArgument:
-    case engram::StatusCode::kNotFound:
-    case engram::StatusCode::kCorruption:
-    case engram::StatusCode::kOutOfRange:
-    case engram::StatusCode::kUnsupported:
-      return 2;
-    default:
-      return 1;
-  }
-}
+
 
 }  // namespace
 
@@ -138,7 +128,7 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   auto service = engram::node::NodeService::Start(options);
-  if (!service.ok()) return Fail(service.status().ToString(), ExitCode(service.status()));
+  if (!service.ok()) return Fail(service.status().ToString(), engram::ExitCodeFor(service.status()));
   if ((*service)->metrics_port() != 0) engram::log::Info("engram-served: metrics on port {}", (*service)->metrics_port());
   // Readiness for scripts and service managers: one line on stdout.
   std::printf("engram-served: ready on %s\n", options.socket_path.c_str());

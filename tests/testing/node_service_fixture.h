@@ -48,6 +48,18 @@ class NodeServiceTest : public ::testing::Test {
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
+  // Starts engram-served serving one table (another than the fixture's two)
+  // with a cache of `cache` and `extra` arguments, and waits for its ready
+  // line.
+  ChildProcess StartServiceOf(const std::string& table, const std::string& cache,
+                              std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {Tool("engram-served"), "--socket", socket_,     "--table",
+                                     table,                 "--cache-bytes", cache, "--log-level", "warn"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ChildProcess service = ChildProcess::Start(args);
+    EXPECT_TRUE(service.WaitForLine("engram-served: ready", 30s)) << "engram-served did not start";
+    return service;
+  }
   // Starts engram-served and waits for its ready line.
   ChildProcess StartService(std::vector<std::string> extra = {}) {
     ChildProcess service = ChildProcess::Start(ServiceArgs(socket_, std::move(extra)));
