@@ -8,24 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "src/common/cli_checks.h"
+#include "src/common/exit_codes.h"
 #include "src/common/stdout_written.h"
 
 namespace engram::bench {
 namespace {
-
-// Bad input is exit 2 (nothing was measured); anything else that fails is 1.
-int ExitCodeFor(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kNotFound:
-    case StatusCode::kUnsupported:
-    case StatusCode::kCorruption:
-    case StatusCode::kOutOfRange:
-      return 2;
-    default:
-      return 1;
-  }
-}
 
 int Fail(const char* command, const Status& s, int code) {
   std::fprintf(stderr, "engram-bench %s: %s\n", command, s.ToString().c_str());
@@ -130,7 +117,7 @@ int RunHitCommand(const HitArgs& args) {
   if (auto shape = CheckBenchTable(c.file); !shape.ok()) return Fail("hit", shape.status(), 2);
   if (args.cache_mib > 0) c.cache_bytes = uint64_t(args.cache_mib * 1048576.0);
   auto report = RunHitBenchmark(c, StderrLog());
-  if (!report.ok()) return Fail("hit", report.status(), ExitCodeFor(report.status()));
+  if (!report.ok()) return Fail("hit", report.status(), engram::ExitCodeFor(report.status()));
   std::fprintf(stderr, "hit: %s, cache %.0f MiB\n", report->io_description.c_str(),
                double(report->cache_bytes) / 1048576.0);
   for (const HitBenchPoint& p : report->points) {
@@ -172,7 +159,7 @@ int RunMissCommand(const MissArgs& args) {
   if (Status s = CheckDirectIo(c.file); !s.ok()) return Fail("miss", s, 2);
   c.cache_bytes = uint64_t(args.cache_mib * 1048576.0);
   auto report = RunMissBenchmark(c, StderrLog());
-  if (!report.ok()) return Fail("miss", report.status(), ExitCodeFor(report.status()));
+  if (!report.ok()) return Fail("miss", report.status(), engram::ExitCodeFor(report.status()));
   std::fprintf(stderr, "miss: %s; fio %s\n", report->io_description.c_str(),
                report->fio_version.empty() ? "not run" : report->fio_version.c_str());
   for (const MissBenchPoint& p : report->points) {

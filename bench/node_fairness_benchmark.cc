@@ -70,7 +70,7 @@ uint64_t NoEvictionBytes(uint64_t rows, uint32_t record_bytes) {
 
 std::string Command(const std::string& verb, std::initializer_list<uint64_t> args) {
   std::string s = verb;
-  for (uint64_t a : args) s += " " + std::to_string(a);
+  for (uint64_t a : args) s.append(" ").append(std::to_string(a));
   return s;
 }
 

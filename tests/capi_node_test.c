@@ -40,7 +40,7 @@ static void StopProcess(pid_t pid) {
     if (d == NULL) return;
     for (struct dirent* e; (e = readdir(d)) != NULL;) {
       if (e->d_name[0] == '.') continue;
-      char path[128], buf[512] = {0};
+      char path[sizeof tasks + sizeof e->d_name + sizeof "//stat"], buf[512] = {0};
       snprintf(path, sizeof path, "%s/%s/stat", tasks, e->d_name);
       FILE* f = fopen(path, "r");
       if (f == NULL) continue;

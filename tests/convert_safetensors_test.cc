@@ -306,7 +306,8 @@ TEST(SafetensorsHeader, LargeHeaderCostsASmallMultipleOfItsSize) {
     std::string header = "{\"__metadata__\":{\"format\":\"pt\"}";
     header.reserve(32u << 20);
     for (uint64_t i = 0; i < kUnrelated; ++i) {
-      header += "," + TensorJson("model.layers." + std::to_string(i) + ".mlp.experts.weight", "U8", "[1]", i, i + 1);
+      header.append(",").append(
+          TensorJson("model.layers." + std::to_string(i) + ".mlp.experts.weight", "U8", "[1]", i, i + 1));
     }
     header += "," + TensorJson("engram.weight", "U8", "[4,8]", kUnrelated, kUnrelated + 32) + "}";
     header_bytes = header.size();

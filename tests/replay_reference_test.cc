@@ -109,7 +109,7 @@ GatherTrace ToTrace(const std::vector<Gather>& gathers, size_t requests) {
   for (size_t i = 0; i < gathers.size(); ++i) {
     t.AddGather(gathers[i].rows);
     if ((i + 1) * requests / gathers.size() != i * requests / gathers.size() || i + 1 == gathers.size())
-      t.EndRequest("r" + std::to_string(t.requests() + 1));
+      t.EndRequest(std::string("r").append(std::to_string(t.requests() + 1)));
   }
   return t;
 }

@@ -38,7 +38,7 @@ GatherTrace SyntheticTrace() {
       }
       t.AddGather(gather);
     }
-    t.EndRequest("r" + std::to_string(request + 1));
+    t.EndRequest(std::string("r").append(std::to_string(request + 1)));
   }
   return t;
 }

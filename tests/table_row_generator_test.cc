@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include <set>
+#include <string>
 #include <vector>
 
 namespace engram {
@@ -46,9 +47,12 @@ TEST(RowGenerator, MatchesTheDocumentedDefinition) {
 }
 
 TEST(RowGenerator, RowsAndSeedsGiveDistinctBytes) {
-  std::set<std::vector<uint8_t>> seen;
-  for (uint64_t row = 0; row < 1000; ++row) seen.insert(Gen(1, row, 264));
-  for (uint64_t seed = 2; seed < 100; ++seed) seen.insert(Gen(seed, 0, 264));
+  // The rows' bytes as strings: over a set of byte vectors GCC 12 at -O3
+  // reports a memcmp bound it cannot prove (-Wstringop-overread).
+  std::set<std::string> seen;
+  auto add = [&](const std::vector<uint8_t>& row) { seen.emplace(row.begin(), row.end()); };
+  for (uint64_t row = 0; row < 1000; ++row) add(Gen(1, row, 264));
+  for (uint64_t seed = 2; seed < 100; ++seed) add(Gen(seed, 0, 264));
   EXPECT_EQ(seen.size(), 1000u + 98u);
 }
 

@@ -211,12 +211,12 @@ class SetAssociativeRowCache final : public RowCache {
   // caller has done the tick's upkeep, TickUpkeep, after counting the row in
   // the sketch: see Lookup); the outcome is added to *counts.
   // way_hint: the way of the first set the row was seen in without the lock
-  // (FindWayHint), or -1; checked under the lock before it is used.
+  // (StagedSetProbe), or -1; checked under the lock before it is used.
   template <uint32_t kWays = 0>
   bool LookupHashed(uint64_t row_id, uint64_t hash, uint64_t first_set, int way_hint, uint32_t now,
                     std::span<std::byte> dst, PinAction pin, LookupCounts* counts);
   // A hit on (set, way) if that way still holds row_id once the set is
-  // locked (a hint read without the lock, FindWayHint); else false, with
+  // locked (a hint read without the lock, StagedSetProbe); else false, with
   // nothing changed. A row is served from whichever candidate set holds it,
   // so a hit found here is the one Lookup would find.
   template <uint32_t kWays = 0>
@@ -291,10 +291,6 @@ class SetAssociativeRowCache final : public RowCache {
   // Prefetches one set's index lines (always inlined: see ARCHITECTURE.md).
   template <uint32_t kWays>
   void PrefetchSet(uint64_t set) const;
-  // The way of `set` that holds the row, read without the lock (-1: none).
-  // A hint for prefetching only: it may be stale by the time it is used.
-  template <uint32_t kWays>
-  int FindWayHint(uint64_t set, uint64_t row_id) const;
   // LookupBatch with direct placement: a row whose residency bit is set is
   // copied from its slot, a group's payloads prefetched first; any
   // other row takes the ordinary lookup (a miss, or a row placed meanwhile).

@@ -1,7 +1,8 @@
 // Probing a set without its lock, shared by the cache's own batch lookup
 // (set_associative_batch_lookup.cc) and the read-only reader of a shared
 // cache (shared_row_cache_reader.cc): the key compare, fixed per set shape,
-// the prefetch of a row's payload lines, and the grouping of a batch's rows.
+// the prefetch of a set's index lines and of a row's payload lines, and the
+// grouping of a batch's rows. The stages built from them: staged_set_probe.h.
 #pragma once
 
 #include <bit>
@@ -10,6 +11,7 @@
 
 #include "src/cache/row_copy.h"
 #include "src/cache/set_layout.h"
+#include "src/cache/set_storage.h"
 
 namespace engram::cache {
 
@@ -93,6 +95,22 @@ template <uint32_t kWays>
   }
   for (uintptr_t line = first; line <= last; line += 64) {
     __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 3);
+  }
+}
+
+// Prefetches the index lines of one set. With the shape fixed (kWays != 0)
+// these are whole lines from the set's start, a constant number of them: the
+// stride is a multiple of 64 and the index is page-aligned. Always inlined,
+// as PrefetchRange.
+template <uint32_t kWays>
+[[gnu::always_inline]] inline void PrefetchSetLines(const SetStorage& storage, uint64_t set) {
+  if constexpr (kWays != 0) {
+    constexpr uint32_t kStride = SetLayout::For(kWays).stride;
+    static_assert(kStride % 64 == 0);
+    const uint8_t* base = storage.index + set * kStride;
+    for (uint32_t off = 0; off < kStride; off += 64) __builtin_prefetch(base + off, 0, 3);
+  } else {
+    PrefetchRange(storage.index + set * storage.layout->stride, storage.layout->stride);
   }
 }
 }  // namespace set_associative_internal

@@ -20,6 +20,7 @@
 #include "engram/status.h"
 #include "src/cache/set_hasher.h"
 #include "src/cache/set_layout.h"
+#include "src/cache/set_storage.h"
 #include "src/cache/shared_cache_geometry.h"
 
 namespace engram::cache {
@@ -35,7 +36,7 @@ class SharedRowCacheReader {
   // Looks the rows up: hit[i] = 1 and row i copied to dsts[i] (row_bytes)
   // when it was served, else 0 (dsts[i] may then hold bytes to ignore).
   // Returns the hits. In stages over groups of rows, like
-  // SetAssociativeRowCache::LookupBatch (set_probe.h).
+  // SetAssociativeRowCache::LookupBatch (staged_set_probe.h).
   size_t LookupBatch(std::span<const uint64_t> row_ids, std::span<std::byte* const> dsts,
                      std::span<uint8_t> hit) const;
 
@@ -54,17 +55,17 @@ class SharedRowCacheReader {
                        std::span<uint8_t> hit) const;
   template <uint32_t kWays>
   const SetLayout& LayoutFor() const;
-  // The set's header as a view. Only SetView's reading members are used on
-  // it: the memory may be mapped read-only.
+  // The sets and payloads, addressed with one shape's layout. Only their
+  // reading members are used (SetView's hints and version, Payload): the
+  // memory may be mapped read-only.
+  template <uint32_t kWays>
+  SetStorage StorageIn() const {
+    return {const_cast<uint8_t*>(index_), const_cast<uint8_t*>(slab_), &LayoutFor<kWays>(), row_bytes_};
+  }
   template <uint32_t kWays>
   SetView ViewOf(uint64_t set) const {
-    return SetView(const_cast<uint8_t*>(index_) + set * LayoutFor<kWays>().stride, LayoutFor<kWays>());
+    return StorageIn<kWays>().View(set);
   }
-  const uint8_t* Payload(uint64_t set, uint32_t way, uint32_t ways) const {
-    return slab_ + (set * ways + way) * uint64_t{row_bytes_};
-  }
-  template <uint32_t kWays>
-  int FindWayHint(uint64_t set, uint64_t row_id) const;
   // One validated read of the row from (set, way): true if it was there,
   // unpinned, and no writer came between.
   template <uint32_t kWays>

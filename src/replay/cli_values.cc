@@ -11,7 +11,7 @@ Result<double> ParseNumber(std::string_view text, std::string_view whole) {
   double v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !(v >= 0) || !std::isfinite(v))
-    return Status::InvalidArgument("'" + std::string(whole) + "' is not a non-negative number");
+    return Status::InvalidArgument(std::string("'").append(whole).append("' is not a non-negative number"));
   return v;
 }
 

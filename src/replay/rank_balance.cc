@@ -183,7 +183,7 @@ std::string FormatRankBalanceTable(const RankBalanceReport& report) {
                 report.requests, report.layers.size(), report.policy.c_str());
   out += line;
   out += "unsharded cache per layer (rows):";
-  for (uint64_t c : report.unsharded_capacity_rows) out += " " + std::to_string(c);
+  for (uint64_t c : report.unsharded_capacity_rows) out.append(" ").append(std::to_string(c));
   out += "; rank r's cache = that x its share of the layer's rows\n";
   std::snprintf(line, sizeof line, "%5s  %-10s  %9s  %12s  %s\n", "ranks", "slots", "max/mean", "total",
                 "missed rows per rank (rank 0, 1, ...)");
@@ -193,7 +193,8 @@ std::string FormatRankBalanceTable(const RankBalanceReport& report) {
                   (unsigned long long)s.total_misses());
     out += line;
     for (size_t r = 0; r < s.per_rank.size(); ++r) {
-      out += (r ? " " : "") + std::to_string(s.per_rank[r].misses);
+      if (r != 0) out += ' ';
+      out += std::to_string(s.per_rank[r].misses);
     }
     out += "\n";
   };

@@ -128,8 +128,8 @@ std::string FormatSweepCsv(std::span<const PolicyRun> runs) {
   for (const auto& [capacity, ratios] : table) {
     out += std::to_string(capacity);
     for (const std::string& p : policies) {
-      auto it = ratios.find(p);
-      out += "," + (it == ratios.end() ? std::string() : Fixed(it->second, 6));
+      out += ',';
+      if (auto it = ratios.find(p); it != ratios.end()) out += Fixed(it->second, 6);
     }
     out += "\n";
   }

@@ -21,7 +21,7 @@ Result<SplitSpec> SplitSpec::Parse(std::string_view text) {
 }
 
 std::string SplitSpec::ToString() const {
-  return (kind == Kind::kEqualChunks ? "x" : "") + std::to_string(value);
+  return std::string(kind == Kind::kEqualChunks ? "x" : "").append(std::to_string(value));
 }
 
 std::vector<size_t> SplitSpec::Boundaries(size_t length) const {
