@@ -12,6 +12,8 @@
 //   miss    all-miss gathers on a fresh store vs raw reads and fio
 //           (miss_ratio_raw, miss_ratio_fio, latency at QD 1); both in
 //           bench/hit_miss_command.h
+//   step    a runtime's step through the step path vs its rows' own cost
+//           (bench/step_command.h)
 //   ranks   missed-row reads per tensor-parallel rank on the report's
 //           requests, strided against contiguous slot assignment
 //           (src/replay/rank_balance.h)
@@ -33,6 +35,7 @@
 
 #include "bench/hit_miss_command.h"
 #include "bench/node_command.h"
+#include "bench/step_command.h"
 #include "bench/in_place_command.h"
 #include "bench/remote_command.h"
 #include "engram/store.h"
@@ -579,6 +582,8 @@ int main(int argc, char** argv) {
   CLI::App* node_client = engram::bench::RegisterNodeClientCommand(app, node_client_role);
   engram::bench::RemoteArgs remote_args;
   CLI::App* remote = engram::bench::RegisterRemoteCommand(app, remote_args);
+  engram::bench::StepArgs step_args;
+  CLI::App* step = engram::bench::RegisterStepCommand(app, step_args);
   std::string log_level;
   engram::AddLogLevelOption(app, log_level);
   // A usage error (a bad value such as a depth of 0, a missing option) is
@@ -601,6 +606,7 @@ int main(int argc, char** argv) {
   if (*ranks) return RunRanks(ranks_args);
   if (*node) return engram::bench::RunNodeCommand(node_args);
   if (*remote) return engram::bench::RunRemoteCommand(remote_args);
+  if (*step) return engram::bench::RunStepCommand(step_args);
   if (*node_client) return engram::bench::RunNodeClientRole(node_client_role);
   return 2;
 }

@@ -18,6 +18,7 @@
 #include <random>
 #include <thread>
 
+#include "engram/step_stager.h"
 #include "engram/store.h"
 #include "src/common/sanitizers.h"
 #include "src/node/messages.h"
@@ -25,6 +26,7 @@
 #include "src/node/wire.h"
 #include "tests/testing/http_client.h"
 #include "tests/testing/node_service_fixture.h"
+#include "tests/testing/step_tables.h"
 
 namespace engram {
 namespace {
@@ -465,6 +467,47 @@ TEST_F(NodeServiceTest, MetricsShowNodeTotalsAndEachClientByName) {
   EXPECT_NE(text.find("engram_row_cache_hits_total{table=\"a\"} 40"), std::string::npos);
   // The client's metrics text is the service's.
   EXPECT_NE(alpha->MetricsText().find("engram_node_clients"), std::string::npos);
+}
+
+// A client's step is one gather per layer, as a private store's: the rows a
+// layer misses go to the service in one message (a step's misses fit one),
+// not in one per token or slot.
+TEST_F(NodeServiceTest, AClientsStepIsOneGatherPerLayerWithTheStepsRows) {
+  const testing::StepTables t = testing::WriteStepTables(dir_);
+  ChildProcess service =
+      StartServiceOf(t.paths[0], "32MiB", {"--table", t.paths[1], "--metrics-listen", "127.0.0.1:0"});
+  StoreOptions o;
+  o.node = socket_;
+  o.node_client_name = "stepper";
+  o.tables = {{t.paths[0], "", 0}, {t.paths[1], "", 0}};
+  auto client = Store::Open(o);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto stager = StepStager::Create(**client, {0, 1}, t.map);
+  ASSERT_TRUE(stager.ok()) << stager.status().ToString();
+  const StepStager& s = **stager;
+  const std::vector<uint32_t> text = testing::StepTokens(400, 5);  // steps at 20 + 2n: apart, past the history
+  const std::span<const uint32_t> all(text);
+  uint64_t gathers = 0, misses = 0;
+  for (size_t n : {1, 8, 64}) {
+    const auto history = all.first(20), tokens = all.subspan(20 + 2 * n, n);
+    const std::vector<uint64_t> ids = testing::StepIds(s, history, tokens);
+    std::vector<std::byte> staged(s.OutputBytes(n)), by_ids(s.OutputBytes(n));
+    const StageResult a = s.Stage(history, tokens, staged.data());
+    const StageResult b = s.StartGatherStep(ids, by_ids.data()).Wait();
+    ASSERT_TRUE(a.status.ok() && b.status.ok()) << a.status.ToString() << " " << b.status.ToString();
+    for (size_t layer = 0; layer < 2; ++layer) {
+      EXPECT_TRUE(testing::LayerHoldsRows(staged.data(), ids, 2, s.rows_per_token(), layer)) << n << " " << layer;
+      EXPECT_TRUE(testing::LayerHoldsRows(by_ids.data(), ids, 2, s.rows_per_token(), layer)) << n << " " << layer;
+    }
+    gathers += 2 * 2;
+    misses += a.misses;
+  }
+  EXPECT_GT(misses, 0u) << "the steps went to the service";
+  std::this_thread::sleep_for(200ms);  // clients report every 20 ms
+  const std::string text_metrics = testing::Get((*client)->metrics_port(), "/metrics");
+  EXPECT_NE(text_metrics.find("engram_node_client_gathers_total{client=\"stepper\"} " + std::to_string(gathers)),
+            std::string::npos)
+      << text_metrics;
 }
 
 TEST_F(NodeServiceTest, ClientsMissingTheSameRowsAtOnceCauseOneRead) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -452,6 +454,248 @@ TEST_F(StepStagerTest, LayersHoldingDifferentSlotsAreRefused) {
   ASSERT_EQ(unsharded.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(unsharded.status().message().find("every slot"), std::string::npos) << unsharded.status().ToString();
   EXPECT_TRUE(StepStager::Create(*store, {1}, map_).ok());
+}
+
+// The IDs a GPU hash kernel writes for the step: [token][layer][slot].
+std::vector<uint64_t> InterleavedIds(const StepStager& stager, std::span<const uint32_t> history,
+                                     std::span<const uint32_t> tokens) {
+  const size_t slots = stager.rows_per_token(), layers = stager.layers();
+  std::vector<uint64_t> ids(tokens.size() * layers * slots), layer_ids(tokens.size() * slots);
+  for (size_t l = 0; l < layers; ++l) {
+    EXPECT_TRUE(stager.hasher(l).Hash(history, tokens, layer_ids).ok());
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      std::copy_n(&layer_ids[t * slots], slots, &ids[(t * layers + l) * slots]);
+    }
+  }
+  return ids;
+}
+
+TEST_F(StepStagerTest, EachLayerOfAStepIsOneGather) {
+  auto stager = StepStager::Create(*store_, {0, 1}, map_);
+  ASSERT_TRUE(stager.ok());
+  std::span<const uint32_t> all(tokens_);
+  for (size_t n : {1, 8, 64}) {
+    const uint64_t before0 = store_->Stats(0).gathers, before1 = store_->Stats(1).gathers;
+    std::vector<std::byte> out((*stager)->OutputBytes(n));
+    ASSERT_TRUE((*stager)->Stage(all.first(50), all.subspan(50, n), out.data()).status.ok());
+    ASSERT_TRUE((*stager)->Start(all.first(50), all.subspan(50, n), out.data()).Wait().status.ok());
+    const std::vector<uint64_t> ids = InterleavedIds(**stager, all.first(50), all.subspan(50, n));
+    ASSERT_TRUE((*stager)->GatherStep(ids, out.data()).status.ok());
+    ASSERT_TRUE((*stager)->StartGatherStep(ids, out.data()).Wait().status.ok());
+    EXPECT_EQ(store_->Stats(0).gathers - before0, 4u) << n << " tokens";
+    EXPECT_EQ(store_->Stats(1).gathers - before1, 4u) << n << " tokens";
+  }
+}
+
+TEST_F(StepStagerTest, GatherStepOfAStepsIdsEqualsItsStage) {
+  auto stager = StepStager::Create(*store_, {0, 1}, map_);
+  ASSERT_TRUE(stager.ok());
+  std::span<const uint32_t> all(tokens_);
+  std::span<const uint32_t> history = all.first(100), step = all.subspan(100, 300);
+  const std::vector<std::byte> expected = Reference(**stager, history, step);
+  const std::vector<uint64_t> ids = InterleavedIds(**stager, history, step);
+  std::vector<std::byte> out((*stager)->OutputBytes(step.size()), std::byte{0xee});
+  StageResult r = (*stager)->GatherStep(ids, out.data());
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.tokens, step.size());
+  EXPECT_EQ(r.rows, ids.size());
+  EXPECT_EQ(r.hits + r.misses, r.distinct_rows);
+  EXPECT_TRUE(out == expected);
+  // Started: per layer, and the IDs may go as soon as it returns.
+  std::vector<std::byte> started((*stager)->OutputBytes(step.size()), std::byte{0xee});
+  std::vector<uint64_t> copy = ids;
+  StageTicket ticket = (*stager)->StartGatherStep(copy, started.data());
+  std::fill(copy.begin(), copy.end(), 0);
+  ASSERT_TRUE(ticket.WaitLayer(0).status.ok());
+  EXPECT_TRUE(LayerBytes(started, **stager, 0) == LayerBytes(expected, **stager, 0));
+  ASSERT_TRUE(ticket.Wait().status.ok());
+  EXPECT_TRUE(started == expected);
+}
+
+TEST_F(StepStagerTest, GatherStepRefusesIdsOfTheWrongCountOrPastTheirTableBeforeGathering) {
+  auto stager = StepStager::Create(*store_, {0, 1}, map_);
+  ASSERT_TRUE(stager.ok());
+  std::span<const uint32_t> all(tokens_);
+  std::vector<uint64_t> ids = InterleavedIds(**stager, {}, all.first(3));
+  std::vector<std::byte> out((*stager)->OutputBytes(3), std::byte{0x5a});
+  const uint64_t gathers = store_->Stats(0).gathers + store_->Stats(1).gathers;
+
+  StageResult r = (*stager)->GatherStep(std::span<const uint64_t>(ids).first(ids.size() - 1), out.data());
+  EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status.message().find("not a whole number of tokens of 2 layers x 24 slots"), std::string::npos)
+      << r.status.ToString();
+  ids[(2 * 2 + 1) * 24 + 5] = store_->row_count(1);  // token 2, layer 1, slot 5: one past the end
+  r = (*stager)->GatherStep(ids, out.data());
+  EXPECT_EQ(r.status.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(r.status.message().find("at [token 2, layer 1, slot 5] is past the end of its table"), std::string::npos)
+      << r.status.ToString();
+  EXPECT_EQ((*stager)->StartGatherStep(ids, out.data()).Wait().status.code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(std::count(out.begin(), out.end(), std::byte{0x5a}), ptrdiff_t(out.size())) << "nothing is written";
+  EXPECT_EQ(store_->Stats(0).gathers + store_->Stats(1).gathers, gathers) << "nothing is gathered";
+}
+
+TEST_F(StepStagerTest, EachLayersWordIsStoredAfterItsRowsAndItsHook) {
+  auto stager = StepStager::Create(*store_, {0, 1}, map_);
+  ASSERT_TRUE(stager.ok());
+  std::span<const uint32_t> all(tokens_);
+  std::span<const uint32_t> history = all.first(20), step = all.subspan(20, 40);
+  const std::vector<std::byte> expected = Reference(**stager, history, step);
+  for (int form = 0; form < 4; ++form) {
+    SCOPED_TRACE(form);
+    std::vector<std::byte> out((*stager)->OutputBytes(step.size()));
+    std::vector<uint32_t> words = {0, 0};
+    const uint32_t sequence = 7 + form;
+    std::vector<std::string> seen;  // what each hook call saw
+    StepCompletion c;
+    c.words = words;
+    c.sequence = sequence;
+    c.layer_done = [&](size_t layer, const StageLayerResult& r) {
+      // Its rows are in; its word is not yet stored.
+      const bool rows = LayerBytes(out, **stager, layer) == LayerBytes(expected, **stager, layer);
+      const uint32_t word = std::atomic_ref<uint32_t>(words[layer]).load(std::memory_order_acquire);
+      seen.push_back(std::to_string(layer) + (r.status.ok() ? " ok" : " failed") + (rows ? " rows" : " no rows") +
+                     " word " + std::to_string(word));
+    };
+    const std::vector<uint64_t> ids = InterleavedIds(**stager, history, step);
+    StageResult r;
+    if (form == 0) r = (*stager)->Stage(history, step, out.data(), c);
+    if (form == 1) r = (*stager)->Start(history, step, out.data(), nullptr, c).Wait();
+    if (form == 2) r = (*stager)->GatherStep(ids, out.data(), c);
+    if (form == 3) r = (*stager)->StartGatherStep(ids, out.data(), nullptr, c).Wait();
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_EQ(seen, (std::vector<std::string>{"0 ok rows word 0", "1 ok rows word 0"}));
+    EXPECT_EQ(words, (std::vector<uint32_t>{sequence, sequence}));
+  }
+}
+
+TEST_F(StepStagerTest, CompletionWordsNotOnePerLayerOrWithoutASequenceAreRefusedUntouched) {
+  auto stager = StepStager::Create(*store_, {0, 1}, map_);
+  ASSERT_TRUE(stager.ok());
+  std::vector<std::byte> out((*stager)->OutputBytes(2), std::byte{0x5a});
+  const std::vector<uint32_t> step = {5, 6};
+  struct Case {
+    size_t words;
+    uint32_t sequence;
+    const char* message;
+  };
+  for (const Case& k : {Case{3, 1, "3 words given, the step has 2 layers"},
+                        Case{1, 1, "1 words given, the step has 2 layers"},
+                        Case{0, 4, "0 words given, the step has 2 layers"},
+                        Case{2, 0, "sequence number 0 is not in 1..2147483647"},
+                        Case{2, kStepWordFailed, "sequence number 2147483648 is not in 1..2147483647"}}) {
+    SCOPED_TRACE(k.message);
+    std::vector<uint32_t> words(k.words, 99);
+    StepCompletion c;
+    c.words = words;
+    c.sequence = k.sequence;
+    int hooks = 0;
+    c.layer_done = [&](size_t, const StageLayerResult&) { ++hooks; };
+    EXPECT_EQ((*stager)->CheckCompletion(c).code(), StatusCode::kInvalidArgument);
+    for (int form = 0; form < 3; ++form) {
+      StageResult r = form == 0   ? (*stager)->Stage({}, step, out.data(), c)
+                      : form == 1 ? (*stager)->Start({}, step, out.data(), nullptr, c).Wait()
+                                  : (*stager)->GatherStep(InterleavedIds(**stager, {}, step), out.data(), c);
+      EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(r.status.message().find(k.message), std::string::npos) << r.status.ToString();
+    }
+    EXPECT_EQ(words, std::vector<uint32_t>(k.words, 99)) << "words that cannot be told stay as they were";
+    EXPECT_EQ(hooks, 0);
+  }
+  EXPECT_EQ(std::count(out.begin(), out.end(), std::byte{0x5a}), ptrdiff_t(out.size()));
+}
+
+// An engine whose reads of one file all fail with EIO, at once.
+class FailingEngine final : public io::IoEngine {
+ public:
+  FailingEngine(std::unique_ptr<io::IoEngine> inner, std::string failed_path)
+      : inner_(std::move(inner)), failed_path_(std::move(failed_path)) {}
+  io::IoBackend backend() const override { return inner_->backend(); }
+  std::string Describe() const override { return "failing(" + inner_->Describe() + ")"; }
+  Result<io::FileId> OpenFile(const std::string& path) override {
+    auto id = inner_->OpenFile(path);
+    if (id.ok() && path == failed_path_) failed_file_ = *id;
+    return id;
+  }
+  Status CloseFile(io::FileId file) override { return inner_->CloseFile(file); }
+  Result<uint64_t> FileSize(io::FileId file) const override { return inner_->FileSize(file); }
+  io::IoStatsSnapshot Stats() const override { return inner_->Stats(); }
+  void SubmitBatch(std::span<io::BlockRead> reads, io::IoCallback done) override {
+    if (reads.empty() || reads[0].file != failed_file_) return inner_->SubmitBatch(reads, std::move(done));
+    for (io::BlockRead& r : reads) r.status = Status::IOError("injected: the device failed");
+    done();
+  }
+  void Shutdown() override { inner_->Shutdown(); }
+
+ private:
+  std::unique_ptr<io::IoEngine> inner_;
+  const std::string failed_path_;
+  std::atomic<io::FileId> failed_file_{~io::FileId{0}};
+};
+
+TEST_F(StepStagerTest, AFailedLayersWordHoldsTheSequenceWithTheHighBit) {
+  StoreOptions options;
+  for (const char* name : {"layer0.engram", "layer1.engram"}) options.tables.push_back({dir_.File(name), "", 0});
+  options.io_backend = "pread";
+  auto store = StoreImpl::Open(options, [&](const io::IoOptions& io) -> Result<std::unique_ptr<io::IoEngine>> {
+    ENGRAM_ASSIGN_OR_RETURN(std::unique_ptr<io::IoEngine> inner, io::CreateIoEngine(io));
+    return std::unique_ptr<io::IoEngine>(std::make_unique<FailingEngine>(std::move(inner), dir_.File("layer1.engram")));
+  });
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto stager = StepStager::Create(**store, {0, 1}, map_);
+  ASSERT_TRUE(stager.ok());
+  std::span<const uint32_t> all(tokens_);
+  for (int form = 0; form < 3; ++form) {
+    SCOPED_TRACE(form);
+    std::span<const uint32_t> step = all.subspan(form * 10, 10);  // misses: each form's own tokens
+    std::vector<std::byte> out((*stager)->OutputBytes(step.size()));
+    std::vector<uint32_t> words = {0, 0};
+    StepCompletion c;
+    c.words = words;
+    c.sequence = 41;
+    StageResult r = form == 0   ? (*stager)->Stage({}, step, out.data(), c)
+                    : form == 1 ? (*stager)->Start({}, step, out.data(), nullptr, c).Wait()
+                                : (*stager)->GatherStep(InterleavedIds(**stager, {}, step), out.data(), c);
+    EXPECT_EQ(r.status.code(), StatusCode::kIOError) << r.status.ToString();
+    ASSERT_EQ(r.layers.size(), 2u);
+    EXPECT_TRUE(r.layers[0].status.ok());
+    EXPECT_EQ(r.layers[1].status.code(), StatusCode::kIOError);
+    EXPECT_EQ(words[0], 41u);
+    EXPECT_EQ(words[1], 41u | kStepWordFailed);
+  }
+  // A step that fails before its gathers (a token outside the map) tells every layer.
+  std::vector<uint32_t> words = {0, 0};
+  std::vector<std::byte> out((*stager)->OutputBytes(2));
+  StepCompletion c;
+  c.words = words;
+  c.sequence = 5;
+  const std::vector<uint32_t> bad = {5, 4000000000u};
+  EXPECT_EQ((*stager)->Stage({}, bad, out.data(), c).status.code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(words, (std::vector<uint32_t>{5 | kStepWordFailed, 5 | kStepWordFailed}));
+  words = {0, 0};
+  EXPECT_EQ((*stager)->Start({}, bad, out.data(), nullptr, c).Wait().status.code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(words, (std::vector<uint32_t>{5 | kStepWordFailed, 5 | kStepWordFailed}));
+}
+
+TEST_F(StepStagerTest, ARanksGatherStepTakesItsOwnSlotsIds) {
+  const uint32_t ranks = 3, rank = 1;
+  auto store = OpenTables({WriteRankTable(0, ranks, rank), WriteRankTable(1, ranks, rank)});
+  ASSERT_NE(store, nullptr);
+  auto stager = StepStager::Create(*store, {0, 1}, map_);
+  ASSERT_TRUE(stager.ok()) << stager.status().ToString();
+  ASSERT_EQ((*stager)->rows_per_token(), 8u);
+  std::span<const uint32_t> all(tokens_);
+  std::span<const uint32_t> history = all.first(30), step = all.subspan(30, 50);
+  std::vector<std::byte> staged((*stager)->OutputBytes(step.size()));
+  ASSERT_TRUE((*stager)->Stage(history, step, staged.data()).status.ok());
+  const std::vector<uint64_t> ids = InterleavedIds(**stager, history, step);  // the rank hasher's IDs
+  ASSERT_EQ(ids.size(), step.size() * 2 * 8);
+  std::vector<std::byte> out((*stager)->OutputBytes(step.size()));
+  StageResult r = (*stager)->GatherStep(ids, out.data());
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_TRUE(out == staged);
+  // One token of one full layer (24 slots) is not a whole token of this rank's 2 x 8.
+  const std::vector<uint64_t> full(24, 0);
+  EXPECT_EQ((*stager)->GatherStep(full, out.data()).status.code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "src/common/resident_memory.h"
+#include "tests/testing/gated_engine.h"
 #include "src/store/budget_split.h"
 #include "src/store/store_impl.h"
 #include "storage/file_util.h"
@@ -716,86 +717,55 @@ TEST_F(StoreTest, PinsAndTheReadAheadSetAgreeUnderConcurrentReadAheadGatherAndRe
   EXPECT_EQ(s.read_ahead_rows, s.read_ahead_used_rows + s.read_ahead_wasted_rows);
 }
 
-// Holds the completions of one file's batches until Open() (the reads
-// themselves run; only the callbacks wait). Everything else passes through.
-class GatedEngine final : public io::IoEngine {
- public:
-  GatedEngine(std::unique_ptr<io::IoEngine> inner, std::string gated_path)
-      : inner_(std::move(inner)), gated_path_(std::move(gated_path)) {}
-  ~GatedEngine() override { Shutdown(); }
-
-  io::IoBackend backend() const override { return inner_->backend(); }
-  std::string Describe() const override { return "gated(" + inner_->Describe() + ")"; }
-  Result<io::FileId> OpenFile(const std::string& path) override {
-    auto id = inner_->OpenFile(path);
-    if (id.ok() && path == gated_path_) gated_file_ = *id;
-    return id;
-  }
-  Status CloseFile(io::FileId file) override { return inner_->CloseFile(file); }
-  Result<uint64_t> FileSize(io::FileId file) const override { return inner_->FileSize(file); }
-  io::IoStatsSnapshot Stats() const override { return inner_->Stats(); }
-  void SubmitBatch(std::span<io::BlockRead> reads, io::IoCallback done) override {
-    const bool gated = !reads.empty() && reads[0].file == gated_file_;
-    if (!gated) return inner_->SubmitBatch(reads, std::move(done));
-    if (on_submit) on_submit(reads.size());
-    const uint64_t seq = next_seq_.fetch_add(1);
-    inner_->SubmitBatch(reads, [this, seq, done = std::move(done)]() mutable {
-      std::unique_lock lock(mu_);
-      if (open_) {
-        lock.unlock();
-        done();
-        return;
+// A gather into groups (one layer of a step's [tokens][layers][slots][record]
+// buffer) writes each row where a flat gather placed by hand would, and
+// nothing between the groups: misses and hits, repeats within the gather,
+// in every form of the gather and on every backend.
+TEST_F(StoreTest, AGatherIntoGroupsPutsEachRowAtItsGroupAndSlot) {
+  constexpr size_t kSlots = 24, kLayers = 3, kTokens = 9;
+  for (const std::string backend : {"pread", "io_uring"}) {
+    if (backend == "io_uring" && !io::testing::IoUringAvailable()) continue;
+    SCOPED_TRACE(backend);
+    auto store = Store::Open(Options(backend));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    std::vector<uint64_t> ids = RandomRows(kTokens * kSlots, 77);
+    ids[30] = ids[5];  // a repeat, in another group
+    const size_t group_stride = kLayers * kSlots * kRecord;
+    for (int form = 0; form < 3; ++form) {
+      for (size_t layer = 0; layer < kLayers; ++layer) {
+        SCOPED_TRACE(::testing::Message() << "form " << form << " layer " << layer);
+        std::vector<std::byte> out(kTokens * group_stride, std::byte{0x5a});
+        const RowDestination d{out.data() + layer * kSlots * kRecord, kRecord, kSlots, group_stride};
+        GatherResult r;
+        if (form == 0) {
+          r = (*store)->Gather(0, ids, d);
+        } else if (form == 1) {
+          r = (*store)->StartGather(0, ids, d).Wait();
+        } else {
+          std::promise<GatherResult> done;
+          (*store)->StartGather(0, ids, d, [&](GatherResult g) { done.set_value(std::move(g)); });
+          r = done.get_future().get();
+        }
+        ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+        for (size_t t = 0; t < kTokens; ++t) {
+          for (size_t l = 0; l < kLayers; ++l) {
+            for (size_t s = 0; s < kSlots; ++s) {
+              const std::byte* row = out.data() + t * group_stride + (l * kSlots + s) * kRecord;
+              if (l != layer) {
+                ASSERT_EQ(std::count(row, row + kRecord, std::byte{0x5a}), kRecord) << "written outside the layer";
+                continue;
+              }
+              const auto want = testing::ExpectedRow(kSeed, ids[t * kSlots + s], kRecord);
+              ASSERT_EQ(std::memcmp(row, want.data(), kRecord), 0) << "token " << t << " slot " << s;
+            }
+          }
+        }
       }
-      held_.emplace(seq, std::move(done));
-    });
-    if (after_submit) after_submit();
-  }
-  void Shutdown() override {
-    Open();
-    inner_->Shutdown();
-    Open();  // batches that completed during the inner shutdown
-  }
-  // Lets the held completions run (here) and every later one pass.
-  void Open() {
-    std::map<uint64_t, io::IoCallback> run;
-    {
-      std::lock_guard lock(mu_);
-      open_ = true;
-      run.swap(held_);
     }
-    for (auto& [seq, done] : run) done();
   }
-  size_t held() {
-    std::lock_guard lock(mu_);
-    return held_.size();
-  }
-  // Called on the submitting thread with each gated batch's size, before the
-  // batch goes on, and after it went on (set them before the batches they
-  // should see).
-  std::function<void(size_t reads)> on_submit;
-  std::function<void()> after_submit;
-  // Lets the held completion of the earliest submitted batch run (here); the
-  // gate stays shut.
-  void RunOldestHeld() {
-    io::IoCallback done;
-    {
-      std::lock_guard lock(mu_);
-      if (held_.empty()) return;
-      done = std::move(held_.begin()->second);
-      held_.erase(held_.begin());
-    }
-    done();
-  }
+}
 
- private:
-  std::unique_ptr<io::IoEngine> inner_;
-  std::string gated_path_;
-  io::FileId gated_file_ = ~io::FileId{0};
-  std::mutex mu_;
-  bool open_ = false;
-  std::atomic<uint64_t> next_seq_{0};
-  std::map<uint64_t, io::IoCallback> held_;  // by submission order
-};
+using testing::GatedEngine;
 
 // Holds every batch back from the real engine it wraps until Shutdown, which
 // shuts that engine down first and then hands it the held batches: the real

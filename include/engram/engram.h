@@ -247,6 +247,99 @@ engram_status engram_stage_wait_layer(engram_stage* stage, size_t layer, engram_
  * engram_stage_wait_layer call on it has returned. */
 engram_status engram_stage_wait(engram_stage* stage, engram_stage_result* result);
 
+/* Completion words for a step (engram/step_stager.h, StepCompletion): once
+ * layer k's rows are all in out, words[k] is set to `sequence` with release
+ * ordering (to sequence | ENGRAM_STEP_WORD_FAILED for a layer that failed).
+ * A GPU stream waits for it with cuStreamWaitValue32(word, sequence,
+ * CU_STREAM_WAIT_VALUE_GEQ). count must be the stager's layers, sequence
+ * 1..ENGRAM_MAX_STEP_SEQUENCE; the words must stay valid until the step's
+ * last layer is in. Pass NULL for no words. */
+#define ENGRAM_STEP_WORD_FAILED 0x80000000u
+#define ENGRAM_MAX_STEP_SEQUENCE 0x7fffffffu
+typedef struct engram_step_words {
+  size_t size; /* sizeof(engram_step_words) */
+  uint32_t* words;
+  size_t count;
+  uint32_t sequence;
+} engram_step_words;
+
+/* engram_stage_start with completion words. */
+engram_status engram_stage_start_with_words(const engram_stager* stager, const uint32_t* history,
+                                            size_t history_count, const uint32_t* tokens, size_t token_count,
+                                            void* out, const engram_step_words* words, engram_stage** stage);
+/* The synchronous stage: hashes and gathers every layer on the calling
+ * thread (which reads its own misses), setting each layer's word (if words
+ * is not NULL) as the layer lands; returns once every row is in out, with
+ * the step's figures in result (NULL to skip). */
+engram_status engram_stage_rows(const engram_stager* stager, const uint32_t* history, size_t history_count,
+                                const uint32_t* tokens, size_t token_count, void* out,
+                                const engram_step_words* words, engram_stage_result* result);
+
+/* A step's row IDs in, as a GPU hash kernel writes them: `ids` holds id_count
+ * = tokens * layers * rows_per_token IDs, [token][layer][slot] (each layer's
+ * IDs index its own table; a rank's, the rank's table), out as for a stage.
+ * An id_count that is not a whole number of tokens is
+ * ENGRAM_INVALID_ARGUMENT, an ID past its table ENGRAM_OUT_OF_RANGE (the
+ * message names it), before anything is gathered. engram_gather_step runs
+ * on the calling thread; engram_gather_step_start returns a stage handle
+ * (engram_stage_ready / _wait_layer / _wait) and copies the IDs, so only
+ * out and the words must stay valid until the wait. */
+engram_status engram_gather_step(const engram_stager* stager, const uint64_t* ids, size_t id_count, void* out,
+                                 const engram_step_words* words, engram_stage_result* result);
+engram_status engram_gather_step_start(const engram_stager* stager, const uint64_t* ids, size_t id_count, void* out,
+                                       const engram_step_words* words, engram_stage** stage);
+
+/* A step ring (engram/step_ring.h): `slots` out buffers of
+ * engram_stager_output_bytes(stager, max_tokens) bytes and their completion
+ * words (one uint32 per layer), allocated once at creation and never moved,
+ * for a runtime whose forward pass is a CUDA graph. A start copies the
+ * step's IDs (or tokens) into the ring, picks the next free slot, queues the
+ * step for the ring's own thread and returns the slot and the step's
+ * sequence number: it never allocates, never does I/O and never waits for
+ * a gather, so it may run in a CUDA host callback. The ring's thread sets
+ * the slot's words as each layer lands. Release a slot once its step's
+ * compute is done. The stager must outlive the ring. */
+typedef struct engram_step_ring engram_step_ring;
+typedef struct engram_step_ring_options {
+  size_t size;       /* sizeof(engram_step_ring_options) */
+  size_t slots;      /* 0 = 2 */
+  size_t max_tokens; /* the most tokens of a step: 1 or more */
+  int huge_pages;    /* nonzero: 2 MiB pages where the kernel allows */
+  /* Called once per buffer at creation (each slot's out, then the words of
+   * every slot as one array), e.g. to cudaHostRegister it; a status other
+   * than ENGRAM_OK fails the creation. NULL: none. */
+  engram_status (*register_buffer)(void* user, void* address, size_t bytes);
+  /* Called for each registered buffer when the ring is destroyed, after its
+   * last step (cudaHostUnregister). NULL: none. */
+  void (*unregister_buffer)(void* user, void* address, size_t bytes);
+  void* user; /* passed to both */
+} engram_step_ring_options;
+
+engram_status engram_step_ring_create(const engram_stager* stager, const engram_step_ring_options* options,
+                                      engram_step_ring** out);
+/* Stages the steps already started, unregisters and frees the buffers. */
+void engram_step_ring_destroy(engram_step_ring* ring);
+size_t engram_step_ring_slots(const engram_step_ring* ring);
+size_t engram_step_ring_buffer_bytes(const engram_step_ring* ring);
+/* Slot `slot`'s out, and its words (engram_stager_layers of them); NULL for a
+ * slot past the last. */
+void* engram_step_ring_buffer(const engram_step_ring* ring, size_t slot);
+uint32_t* engram_step_ring_words(const engram_step_ring* ring, size_t slot);
+/* Starts a step of row IDs ([token][layer][slot], as engram_gather_step) or
+ * of tokens after history; *slot and *sequence say where and with what.
+ * ENGRAM_RESOURCE_EXHAUSTED when every slot holds a step not yet released. */
+engram_status engram_step_ring_start_ids(engram_step_ring* ring, const uint64_t* ids, size_t id_count, size_t* slot,
+                                         uint32_t* sequence);
+engram_status engram_step_ring_start_tokens(engram_step_ring* ring, const uint32_t* history, size_t history_count,
+                                            const uint32_t* tokens, size_t token_count, size_t* slot,
+                                            uint32_t* sequence);
+/* Blocks until the slot's step is staged; its figures (NULL to skip) and
+ * status. ENGRAM_INVALID_ARGUMENT for a slot with no step. */
+engram_status engram_step_ring_wait(engram_step_ring* ring, size_t slot, engram_stage_result* result);
+/* Frees the slot for a later step. ENGRAM_INVALID_ARGUMENT for a slot with
+ * no step (released twice) or a step still being staged. */
+engram_status engram_step_ring_release(engram_step_ring* ring, size_t slot);
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,19 +20,40 @@
 // (the manifest's maps; for the strided assignment slot_to_rank[s] = s % R
 // and slot_index_in_rank[s] = s / R).
 //
-// Deduplication: the rows of one (order, head) slot lie in their own range of
-// the table ([offset, offset + prime)), so rows of different slots never
-// coincide. Each slot's rows for all tokens of the step go to the store as
-// one gather (which looks each distinct row up once) writing with stride
-// layers * rows_per_token * record_bytes straight into `out`: no row is
-// looked up twice within a step and nothing is copied twice.
+// Row IDs in: a runtime that hashes on the GPU (a kernel writing the step's
+// [tokens, layers, slots] row IDs) stages the step with GatherStep or
+// StartGatherStep instead, into the same `out`. A rank's IDs are its own
+// table's (the rank's slots only, numbered as its hasher numbers them).
+//
+// Each layer of a step is one gather: the layer's row IDs, [token][slot] as
+// the hasher writes them, go to the store with a destination of groups of a
+// token's slots (RowDestination), straight into `out`. The gather looks each
+// distinct row of the layer up once and writes each row where it goes, with
+// no copy in between. A node client sends one message per layer (none when
+// every row is a hit).
 //
 // Per-layer readiness: a runtime stages the whole step at its start and runs
-// layer k as soon as layer k's rows are in `out`. Start() (and StartStage)
-// gather the layers one after another in table order: layer k+1's gathers
-// start when layer k is ready, so layer 0's reads never wait behind a later
-// layer's. The returned StageTicket answers Ready(k) and WaitLayer(k) for
-// each layer on its own.
+// layer k as soon as layer k's rows are in `out`. Every form gathers the
+// layers one after another in table order, so layer 0's reads never wait
+// behind a later layer's. Start, StartStage and StartGatherStep start layer
+// k+1's gather when layer k is ready and return a StageTicket that answers
+// Ready(k) and WaitLayer(k) for each layer on its own; Stage and GatherStep
+// gather every layer on the calling thread, which reads its own misses as
+// Store::Gather does.
+//
+// Completion words (StepCompletion): a step may be given an array of uint32
+// words, one per layer, that the caller owns (say, in host memory a GPU
+// stream waits on). Once layer k's rows are all in `out` (and after
+// StepCompletion::layer_done, which may dequantize them elsewhere), the
+// stager stores the step's sequence number into word k with release
+// ordering; a layer that failed gets the sequence number with its high bit
+// (kStepWordFailed) set. A reader that loads word k with acquire ordering
+// and sees the sequence number sees every row of layer k. Sequence numbers
+// run 1..kMaxStepSequence. CUDA's CU_STREAM_WAIT_VALUE_GEQ compares
+// cyclically ((int32_t)(word - value) >= 0), so a failed layer's word never
+// satisfies a stream's wait for its sequence number: the stream stays
+// blocked until the host, told of the failure, deals with it and stores the
+// sequence number itself.
 //
 // Thread safety: a StepStager is immutable after Create; any number of
 // threads may stage through it at once. The Store must outlive it.
@@ -96,6 +117,25 @@ struct StageResult {
   std::vector<StageLayerResult> layers;
 };
 
+// A step's completion words and what runs as each layer lands (see the
+// header comment). Default: neither.
+inline constexpr uint32_t kStepWordFailed = 0x80000000u;
+inline constexpr uint32_t kMaxStepSequence = 0x7fffffffu;
+
+struct StepCompletion {
+  // One word per layer of the stager, or empty for none. They must stay
+  // valid until the step's last layer is ready.
+  std::span<uint32_t> words;
+  // What is stored into each word: 1..kMaxStepSequence.
+  uint32_t sequence = 0;
+  // Runs once for each layer of the step (a failed one too), on the thread
+  // that finished the layer, after its rows are in `out` and before its word
+  // is stored and its readiness told: e.g. to dequantize the layer into
+  // another buffer. It must return promptly (the next layer's start may
+  // wait for it) and must not stage.
+  std::function<void(size_t layer, const StageLayerResult& result)> layer_done;
+};
+
 class StepStager;
 
 // A started step: what StepStager::Start returns. Move-only. Every layer can
@@ -155,10 +195,35 @@ class StepStager {
   // Bytes `out` must hold for a step of `tokens` tokens.
   size_t OutputBytes(size_t tokens) const { return tokens * layers() * rows_per_token_ * record_bytes_; }
 
-  // Hashes and gathers; returns when every row is in out (OutputBytes(tokens)
-  // bytes). `history` is the request's tokens before `tokens` (only the last
-  // history_tokens() matter), so n-grams reach back across steps.
-  StageResult Stage(std::span<const uint32_t> history, std::span<const uint32_t> tokens, std::byte* out) const;
+  // Hashes and gathers on the calling thread (which reads its own misses);
+  // returns when every row is in out (OutputBytes(tokens) bytes). `history`
+  // is the request's tokens before `tokens` (only the last history_tokens()
+  // matter), so n-grams reach back across steps. Completion words of the
+  // wrong count or a sequence number out of range are InvalidArgument, and
+  // then nothing is written, words included.
+  StageResult Stage(std::span<const uint32_t> history, std::span<const uint32_t> tokens, std::byte* out,
+                    const StepCompletion& completion = {}) const;
+
+  // The step's row IDs in, as a GPU hash kernel writes them: `ids` is
+  // [tokens][layers][rows_per_token()] (each layer's IDs index its own
+  // table: a rank's, the rank's table); `out` and the rest as for Stage.
+  // InvalidArgument when ids.size() is not a whole number of tokens,
+  // OutOfRange naming the first ID past its table: both before anything is
+  // gathered.
+  StageResult GatherStep(std::span<const uint64_t> ids, std::byte* out, const StepCompletion& completion = {}) const;
+  // OK, or why `completion` is refused for this stager's steps: words not
+  // one per layer, or a sequence number outside 1..kMaxStepSequence.
+  Status CheckCompletion(const StepCompletion& completion) const;
+  // OK, or why `ids` are not a step's [tokens][layers][slots] row IDs of
+  // these tables (what GatherStep refuses); allocates nothing unless it
+  // refuses them.
+  Status CheckGatherStepIds(std::span<const uint64_t> ids) const;
+  // GatherStep started as Start starts a stage: layer by layer, with a
+  // ticket answering each layer's readiness (and `done`, if given, as for
+  // Start). The IDs are copied: only out and the completion words must stay
+  // valid until the ticket is waited for or destroyed.
+  StageTicket StartGatherStep(std::span<const uint64_t> ids, std::byte* out,
+                              std::function<void(StageResult)> done = nullptr, StepCompletion completion = {}) const;
 
   // Hashes on the calling thread, starts layer 0's gathers and returns the
   // step's ticket; each later layer's gathers start once the layer before it
@@ -171,17 +236,17 @@ class StepStager {
   // layer is ready, under StartStage's rules (for an adapter that signals
   // the whole step elsewhere, e.g. an event loop).
   StageTicket Start(std::span<const uint32_t> history, std::span<const uint32_t> tokens, std::byte* out,
-                    std::function<void(StageResult)> done = nullptr) const;
+                    std::function<void(StageResult)> done = nullptr, StepCompletion completion = {}) const;
 
   // For adapters: hashes on the calling thread, starts the gathers and returns; `done` runs
   // once with the result on a store completion thread (or on the calling
   // thread, if everything completed at once or hashing failed). out must stay
   // valid until then; history and tokens need not.
   void StartStage(std::span<const uint32_t> history, std::span<const uint32_t> tokens, std::byte* out,
-                  std::function<void(StageResult)> done) const;
+                  std::function<void(StageResult)> done, StepCompletion completion = {}) const;
 
  private:
-  struct Plan;  // the step's row IDs, one run per (layer, slot)
+  struct Plan;  // a started step's row IDs
   struct LayerStarter;  // the thread that starts a step's later layers
   StepStager(Store& store, std::vector<size_t> tables, std::vector<NgramHasher> hashers, uint32_t rows_per_token,
              uint32_t record_bytes)
@@ -189,17 +254,40 @@ class StepStager {
         tables_(std::move(tables)),
         hashers_(std::move(hashers)),
         rows_per_token_(rows_per_token),
-        record_bytes_(record_bytes) {}
-  Result<std::shared_ptr<Plan>> Hash(std::span<const uint32_t> history, std::span<const uint32_t> tokens,
-                                     std::byte* out) const;
-  // Start and StartStage: hashes, then starts every gather with a callback
-  // into the returned completion state.
-  // Each layer's result before its gathers: rows, and the step's status.
-  std::vector<StageLayerResult> NewLayerResults(const StageResult& step) const;
-  std::shared_ptr<StageTicket::State> Launch(std::span<const uint32_t> history, std::span<const uint32_t> tokens,
-                                             std::byte* out, std::function<void(StageResult)> done) const;
+        record_bytes_(record_bytes) {
+    for (size_t t : tables_) table_rows_.push_back(store_.row_count(t));
+  }
 
-  // Starts `layer`'s gathers of a launched step.
+  // Where layer `layer` of a step's rows go in out.
+  RowDestination LayerDestination(std::byte* out, size_t layer) const;
+  // OK, or why a step of `tokens` tokens into out with `completion` is refused.
+  Status CheckStep(size_t tokens, const std::byte* out, const StepCompletion& completion) const;
+  // Hashes every layer of the step into ids, [layer][token][slot].
+  Status HashLayers(std::span<const uint32_t> history, std::span<const uint32_t> tokens,
+                    std::vector<uint64_t>& ids) const;
+  // [token][layer][slot] IDs into ids, [layer][token][slot].
+  void SplitByLayer(std::span<const uint64_t> step_ids, std::vector<uint64_t>& ids) const;
+  // A started step's plan, hashed or from the caller's IDs, or why the step
+  // is refused.
+  Result<std::shared_ptr<Plan>> PlanStage(std::span<const uint32_t> history, std::span<const uint32_t> tokens,
+                                          std::byte* out, const StepCompletion& completion) const;
+  Result<std::shared_ptr<Plan>> PlanGatherStep(std::span<const uint64_t> ids, std::byte* out,
+                                               const StepCompletion& completion) const;
+  // Stage and GatherStep after their checks: gathers each layer of `ids`
+  // ([layer][token][slot]) in turn on this thread.
+  StageResult GatherLayers(std::span<const uint64_t> ids, std::byte* out, const StepCompletion& completion,
+                           StageResult step, uint64_t start) const;
+  // A step that failed before its gathers: every layer failed with `why`
+  // (and, when the words can tell, told so).
+  StageResult FailedStep(Status why, size_t tokens, const StepCompletion& completion) const;
+  // Each layer's result before its gather: rows, and the step's status.
+  std::vector<StageLayerResult> NewLayerResults(const StageResult& step) const;
+  // Start, StartStage and StartGatherStep after their checks: layer 0's
+  // gather, with a callback into the returned state.
+  std::shared_ptr<StageTicket::State> Launch(Result<std::shared_ptr<Plan>> plan, size_t tokens,
+                                             std::function<void(StageResult)> done,
+                                             StepCompletion completion) const;
+  // Starts `layer`'s gather of a launched step.
   void StartLayer(const std::shared_ptr<Plan>& plan, const std::shared_ptr<StageTicket::State>& state,
                   size_t layer) const;
   LayerStarter& starter() const;
@@ -211,6 +299,7 @@ class StepStager {
   Store& store_;
   std::vector<size_t> tables_;
   std::vector<NgramHasher> hashers_;
+  std::vector<uint64_t> table_rows_;  // per layer, its table's rows
   uint32_t rows_per_token_ = 0;
   uint32_t record_bytes_ = 0;
 };

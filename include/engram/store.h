@@ -33,6 +33,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <algorithm>
@@ -126,6 +127,24 @@ inline constexpr GatherResultFieldInfo kGatherResultFields[] = {
 #undef ENGRAM_X
 };
 
+// Where a gather writes its rows: row i of the gather at
+//
+//   dst + (i / group_rows) * group_stride + (i % group_rows) * stride
+//
+// group_rows = 0 is one group (row i at dst + i * stride), what the
+// (dst, stride) forms of the gather write. Groups let one gather fill one
+// layer of a step's [tokens][layers][slots][record] buffer: the layer's row
+// IDs in [token][slot] order go in groups of `slots` rows (a token's), a
+// record apart, each group layers * slots * record after the one before.
+// A destination's rows never overlap: stride >= the table's record_bytes,
+// and with groups, group_stride >= (group_rows - 1) * stride + record_bytes.
+struct RowDestination {
+  std::byte* dst = nullptr;
+  size_t stride = 0;
+  size_t group_rows = 0;    // rows per group; 0: a single group
+  size_t group_stride = 0;  // bytes from one group's first row to the next's
+};
+
 // A started gather: what Store::StartGather returns. Opaque and move-only.
 // Wait() on it exactly once: that is how a gather is waited for. Wait()
 // returns when every row of the gather is in dst (or the gather failed) and
@@ -185,14 +204,20 @@ class Store {
   // the gather completes. A thread in Wait() does its own gather's disk phase
   // (verify the blocks, copy rows out, fill the cache) once the reads land;
   // a gather nobody waits on yet is finished by the completion pool.
-  virtual GatherTicket StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
-                                   size_t stride) = 0;
+  GatherTicket StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride) {
+    return StartGather(table, row_ids, RowDestination{dst, stride});
+  }
+  // The same into a destination of groups (RowDestination).
+  virtual GatherTicket StartGather(size_t table, std::span<const uint64_t> row_ids, const RowDestination& dst) = 0;
   // StartGather(...).Wait() in one call. Since the calling thread waits for
   // the reads anyway, a store on io_uring submits and reaps them on a ring of
   // that thread's own, checking each block as it lands: no engine thread
   // between the caller and the device.
-  virtual GatherResult Gather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride) {
-    return StartGather(table, row_ids, dst, stride).Wait();
+  GatherResult Gather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride) {
+    return Gather(table, row_ids, RowDestination{dst, stride});
+  }
+  virtual GatherResult Gather(size_t table, std::span<const uint64_t> row_ids, const RowDestination& dst) {
+    return StartGather(table, row_ids, dst).Wait();
   }
 
   // Read-ahead: reads the rows (cached ones too, which are then pinned in
@@ -237,7 +262,11 @@ class Store {
   // calling thread if the gather completes at once; `done` must only hand the
   // result off, and must not drop the last reference to the Store (its
   // teardown waits for that pool).
-  virtual void StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
+  void StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
+                   std::function<void(GatherResult)> done) {
+    StartGather(table, row_ids, RowDestination{dst, stride}, std::move(done));
+  }
+  virtual void StartGather(size_t table, std::span<const uint64_t> row_ids, const RowDestination& dst,
                            std::function<void(GatherResult)> done) = 0;
 };
 

@@ -1,7 +1,9 @@
 #include "python/src/array_view.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include <pybind11/numpy.h>
@@ -226,6 +228,18 @@ RowIds::RowIds(py::handle obj, const char* what) : view_(ArrayView::Borrow(obj, 
     data_ = reinterpret_cast<const uint64_t*>(view_.data());
     return;
   }
+  // int64 (torch's index type, what a GPU kernel writing IDs usually
+  // makes): read in place when none is negative, as uint64 has the same
+  // bits for those.
+  if (view_.kind() == ElementKind::kSignedInt && w == 8 && view_.contiguous()) {
+    const int64_t* ids = reinterpret_cast<const int64_t*>(view_.data());
+    int64_t lowest = 0;
+    for (size_t i = 0; i < size_; ++i) lowest = std::min(lowest, ids[i]);
+    if (lowest >= 0) {
+      data_ = reinterpret_cast<const uint64_t*>(ids);
+      return;
+    }
+  }
   switch (view_.kind()) {
     case ElementKind::kUnsignedInt:
       if (w == 1) CopyAs<uint8_t>(view_, copy_, what);
@@ -287,6 +301,98 @@ std::vector<uint32_t> TokenIds(py::handle obj, const char* what) {
     tokens[i] = static_cast<uint32_t>(ids.data()[i]);
   }
   return tokens;
+}
+
+namespace {
+
+// Token `position` of a Python sequence, checked as TokenIds checks it.
+uint32_t TokenOfItem(py::handle item, size_t position, const char* what) {
+  const std::string at = " at position " + std::to_string(position);
+  // True is an int to Python, and numpy's bool_ still converts to one.
+  if (PyBool_Check(item.ptr()) || std::string(TypeName(item)) == "numpy.bool_") {
+    throw py::type_error(std::string(what) + " must hold ints, not bools (" + std::string(py::repr(item)) + at + ")");
+  }
+  if (!py::isinstance<py::int_>(item)) throw py::value_error(std::string(what) + " must hold ints, got " + TypeName(item) + at);
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(item.ptr(), &overflow);
+  if (overflow != 0 || v < 0 || v > 0xffffffffLL) {
+    throw py::value_error(std::string(what) + ": token " + std::string(py::str(item)) + at + " is not a uint32");
+  }
+  return static_cast<uint32_t>(v);
+}
+
+// Element `i` (in row-major order) of an integer array, checked as
+// TokenIds (through RowIds) checks it.
+uint32_t TokenOfElement(const ArrayView& v, size_t i, const char* what) {
+  const std::byte* p = v.data();
+  size_t rest = i;
+  for (size_t d = v.shape().size(); d-- > 0;) {
+    const size_t extent = size_t(v.shape()[d]);
+    p += int64_t(rest % extent) * v.strides()[d];
+    rest /= extent;
+  }
+  uint64_t value = 0;
+  auto read = [&](auto typed) {
+    decltype(typed) x;
+    std::memcpy(&x, p, sizeof x);
+    if constexpr (std::numeric_limits<decltype(typed)>::is_signed) {
+      if (x < 0) {
+        throw py::value_error(std::string(what) + ": negative ID " + std::to_string(x) + " at position " +
+                              std::to_string(i));
+      }
+    }
+    value = static_cast<uint64_t>(x);
+  };
+  const size_t w = v.itemsize();
+  if (v.kind() == ElementKind::kUnsignedInt && (w == 1 || w == 2 || w == 4 || w == 8)) {
+    if (w == 1) read(uint8_t{});
+    else if (w == 2) read(uint16_t{});
+    else if (w == 4) read(uint32_t{});
+    else read(uint64_t{});
+  } else if (v.kind() == ElementKind::kSignedInt && (w == 1 || w == 2 || w == 4 || w == 8)) {
+    if (w == 1) read(int8_t{});
+    else if (w == 2) read(int16_t{});
+    else if (w == 4) read(int32_t{});
+    else read(int64_t{});
+  } else if (v.kind() == ElementKind::kBool) {
+    throw py::type_error(std::string(what) + " must hold integers, not bools (got " + v.Describe() + ")");
+  } else if (v.kind() == ElementKind::kSignedInt || v.kind() == ElementKind::kUnsignedInt) {
+    throw py::value_error(std::string(what) + ": unsupported integer width");
+  } else {
+    throw py::value_error(std::string(what) + " must hold integers, got " + v.Describe());
+  }
+  if (value > 0xffffffffull) {
+    throw py::value_error(std::string(what) + ": token " + std::to_string(value) + " at position " +
+                          std::to_string(i) + " is not a uint32");
+  }
+  return static_cast<uint32_t>(value);
+}
+
+}  // namespace
+
+HistoryTokens::HistoryTokens(py::handle obj, const char* what, size_t keep) {
+  if (obj.is_none()) return;
+  std::optional<ArrayView> view;
+  if (PyObject_CheckBuffer(obj.ptr()) || py::hasattr(obj, "__dlpack__")) {
+    view.emplace(ArrayView::Borrow(obj, /*writable=*/false, what));
+    size_ = view->size();
+  } else {
+    if (!py::isinstance<py::sequence>(obj) || py::isinstance<py::str>(obj)) {
+      throw py::type_error(std::string(what) + " must be an integer array or a sequence of ints, not " +
+                           TypeName(obj));
+    }
+    size_ = py::len(obj);
+  }
+  if (size_ == 0) return;
+  data_.reset(static_cast<uint32_t*>(std::calloc(size_, sizeof(uint32_t))));
+  if (data_ == nullptr) throw std::bad_alloc();
+  const size_t first = size_ - std::min(keep, size_);
+  if (view) {
+    for (size_t i = first; i < size_; ++i) data_[i] = TokenOfElement(*view, i, what);
+    return;
+  }
+  py::sequence seq = py::reinterpret_borrow<py::sequence>(obj);
+  for (size_t i = first; i < size_; ++i) data_[i] = TokenOfItem(seq[i], i, what);
 }
 
 }  // namespace engram::python

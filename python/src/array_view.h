@@ -10,6 +10,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -71,6 +74,7 @@ class RowIds {
   RowIds(pybind11::handle obj, const char* what);
   const uint64_t* data() const { return data_; }
   size_t size() const { return size_; }
+  const std::vector<int64_t>& shape() const { return view_.shape(); }
 
  private:
   ArrayView view_;
@@ -83,6 +87,28 @@ class RowIds {
 // None = empty. A value outside uint32 is a ValueError naming its position;
 // bools (True is an int to Python) and str are a TypeError.
 std::vector<uint32_t> TokenIds(pybind11::handle obj, const char* what);
+
+// A request's history tokens, of which a hasher reads only the last `keep`
+// (NgramHasher::history_tokens()): only those are converted and checked
+// (errors name their positions in the whole history, as TokenIds does), and
+// the others read as 0, so a long history costs what a short one does. The
+// span has the history's full length, as the hasher's positions count from
+// its start. Holds no Python object: it may outlive the GIL.
+class HistoryTokens {
+ public:
+  HistoryTokens() = default;
+  HistoryTokens(pybind11::handle obj, const char* what, size_t keep);
+  std::span<const uint32_t> span() const { return {data_.get(), size_}; }
+
+ private:
+  struct Free {
+    void operator()(uint32_t* p) const { std::free(p); }
+  };
+  // calloc: a long history's pages are the kernel's zero pages, never
+  // written (only the last few tokens are).
+  std::unique_ptr<uint32_t[], Free> data_;
+  size_t size_ = 0;
+};
 
 // The type name of obj for an error message ("numpy.ndarray", "Tensor").
 std::string TypeName(pybind11::handle obj);

@@ -1,5 +1,6 @@
 // engram_store._engram_store: the extension module behind the engram_store
 // package (python/engram_store/__init__.py documents the API).
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -10,6 +11,7 @@
 #include "python/src/errors.h"
 #include "python/src/log_level.h"
 #include "python/src/py_hasher.h"
+#include "python/src/py_step_ring.h"
 #include "python/src/py_store.h"
 
 namespace py = pybind11;
@@ -179,15 +181,65 @@ PYBIND11_MODULE(_engram_store, m) {
       .def("wait_for_cache_memory", &PyStore::WaitForCacheMemory)
       .def("wait_for_warm_up", &PyStore::WaitForWarmUp)
       .def("stage", &PyStore::Stage, py::arg("tokens"), py::arg("history"), py::arg("out"), py::kw_only(),
-           py::arg("layers") = py::none())
+           py::arg("layers") = py::none(), py::arg("words") = py::none(), py::arg("sequence") = 0)
       .def("stage_async", &PyStore::StageAsync, py::arg("tokens"), py::arg("history"), py::arg("out"), py::kw_only(),
-           py::arg("layers") = py::none())
+           py::arg("layers") = py::none(), py::arg("words") = py::none(), py::arg("sequence") = 0)
+      .def("gather_step", &PyStore::GatherStep, py::arg("ids"), py::arg("out"), py::kw_only(),
+           py::arg("layers") = py::none(), py::arg("words") = py::none(), py::arg("sequence") = 0)
+      .def("gather_step_async", &PyStore::GatherStepAsync, py::arg("ids"), py::arg("out"), py::kw_only(),
+           py::arg("layers") = py::none(), py::arg("words") = py::none(), py::arg("sequence") = 0)
+      .def(
+          "step_ring",
+          [](PyStore& s, size_t slots, size_t max_tokens, py::handle layers, bool huge_pages, py::object reg,
+             py::object unreg) {
+            return std::make_unique<PyStepRing>(s.store(), s.Stager(layers), slots, max_tokens, huge_pages,
+                                                std::move(reg), std::move(unreg));
+          },
+          py::kw_only(), py::arg("slots") = 2, py::arg("max_tokens"), py::arg("layers") = py::none(),
+          py::arg("huge_pages") = false, py::arg("register") = py::none(), py::arg("unregister") = py::none())
       .def("stage_rows_per_token",
            [](PyStore& s, py::handle layers) { return s.Stager(layers)->rows_per_token(); },
            py::arg("layers") = py::none())
       .def("stage_layers", [](PyStore& s, py::handle layers) { return s.Stager(layers)->layers(); },
            py::arg("layers") = py::none())
       .def("history_tokens", &PyStore::history_tokens, py::arg("layers") = py::none());
+
+  py::class_<PyStepRing>(m, "StepRing",
+                         "Address-stable step buffers and their completion words (engram/step_ring.h); made by "
+                         "Store.step_ring.")
+      .def_property_readonly("slots", [](const PyStepRing& r) { return r.ring().slots(); })
+      .def_property_readonly("max_tokens", [](const PyStepRing& r) { return r.ring().max_tokens(); })
+      .def_property_readonly("layers", [](const PyStepRing& r) { return r.ring().layers(); })
+      .def(
+          "buffer",
+          [](py::object self, py::handle slot) {
+            PyStepRing& r = self.cast<PyStepRing&>();
+            const size_t s = r.Slot(slot);
+            const std::vector<py::ssize_t> shape = {py::ssize_t(r.ring().max_tokens()), py::ssize_t(r.ring().layers()),
+                                                    py::ssize_t(r.stager().rows_per_token()),
+                                                    py::ssize_t(r.stager().record_bytes())};
+            // The array's base is the ring: the memory lives as long as any view of it.
+            return py::array(py::dtype::of<uint8_t>(), shape, r.ring().buffer(s), self);
+          },
+          py::arg("slot"),
+          "Slot `slot`'s out, uint8 [max_tokens, layers, slots, record_bytes], at a fixed address (a step of n "
+          "tokens fills [:n]); torch.from_numpy shares it.")
+      .def(
+          "words",
+          [](py::object self, py::handle slot) {
+            PyStepRing& r = self.cast<PyStepRing&>();
+            const size_t s = r.Slot(slot);
+            return py::array(py::dtype::of<uint32_t>(), {py::ssize_t(r.ring().layers())}, r.ring().words(s), self);
+          },
+          py::arg("slot"), "Slot `slot`'s completion words, uint32 [layers].")
+      .def("start_gather_step", &PyStepRing::StartGatherStep, py::arg("ids"),
+           "Starts a step of row IDs [tokens, layers, slots] in the next free slot; returns (slot, sequence). "
+           "Never blocks.")
+      .def("start_stage", &PyStepRing::StartStage, py::arg("tokens"), py::arg("history") = py::none(),
+           "Starts a step of tokens (after history) in the next free slot; returns (slot, sequence). Never blocks.")
+      .def("wait", &PyStepRing::Wait, py::arg("slot"), "Waits (GIL released) for the slot's step; its StageResult.")
+      .def("done", &PyStepRing::Done, py::arg("slot"))
+      .def("release", &PyStepRing::Release, py::arg("slot"), "Frees the slot for a later step.");
 
   py::class_<PyHasher>(m, "Hasher")
       .def(py::init<const std::string&, uint32_t, py::handle, std::vector<uint32_t>>(), py::arg("layout_path"),

@@ -25,14 +25,14 @@ PyHasher::PyHasher(const std::string& layout_path, uint32_t layer, py::handle to
 
 py::array_t<uint64_t> PyHasher::RowIds(py::handle tokens, py::handle history) const {
   const std::vector<uint32_t> step = TokenIds(tokens, "tokens");
-  const std::vector<uint32_t> before = TokenIds(history, "history");
+  const HistoryTokens before(history, "history", hasher_.history_tokens());
   const size_t per_token = hasher_.rows_per_token();
   py::array_t<uint64_t> out({step.size(), size_t(per_token)});
   uint64_t* data = out.mutable_data();
   Status st;
   {
     py::gil_scoped_release release;
-    st = hasher_.Hash(before, step, std::span<uint64_t>(data, step.size() * per_token));
+    st = hasher_.Hash(before.span(), step, std::span<uint64_t>(data, step.size() * per_token));
   }
   ThrowIfError(st);
   return out;

@@ -144,7 +144,6 @@ const StageTicket* TicketSlot::Get() {
 }
 
 void StageHandle::DequantizeLayer(size_t layer) {
-  if (layer_dequantized_[layer]) return;
   // raw_ is [token][layer][slot][record], out [token][layer][slot][value]:
   // one run of rows_per_token records per token.
   const size_t per_token = stager_->rows_per_token(), layers = stager_->layers();
@@ -160,19 +159,29 @@ void StageHandle::DequantizeLayer(size_t layer) {
                  reinterpret_cast<float*>(out_->data()) + first * values);
     }
   }
-  layer_dequantized_[layer] = true;
+}
+
+StepCompletion StageHandle::StepCompletionFor(uint32_t sequence) {
+  StepCompletion c;
+  if (words_) {
+    c.words = std::span<uint32_t>(reinterpret_cast<uint32_t*>(words_->data()), words_->size());
+    c.sequence = sequence;
+  }
+  // The handle outlives the step: dropping it waits for the step first.
+  if (fp8_) {
+    c.layer_done = [this](size_t layer, const StageLayerResult& r) {
+      if (r.status.ok()) DequantizeLayer(layer);
+    };
+  }
+  return c;
 }
 
 StageResult& StageHandle::Finish() {
   StageResult& r = completion_->Wait();
-  // Under a lock: two threads may wait on one handle, and only one may
-  // dequantize (and then free the raw records).
+  // Under a lock: two threads may wait on one handle, and only one frees
+  // the raw records (every layer was dequantized as it landed).
   std::lock_guard<std::mutex> lock(finish_mu_);
-  if (r.status.ok() && fp8_ && !dequantized_) {
-    for (size_t l = 0; l < stager_->layers(); ++l) DequantizeLayer(l);
-    dequantized_ = true;
-    std::vector<std::byte>().swap(raw_);
-  }
+  std::vector<std::byte>().swap(raw_);
   return r;
 }
 
@@ -210,9 +219,7 @@ StageLayerResult StageHandle::WaitLayer(py::handle layer) {
       StageResult& step = Finish();
       r = l < step.layers.size() ? step.layers[l] : StageLayerResult{step.status};
     } else {
-      r = ticket_->Wait().WaitLayer(l);
-      std::lock_guard<std::mutex> lock(finish_mu_);
-      if (r.status.ok() && fp8_ && !dequantized_) DequantizeLayer(l);
+      r = ticket_->Wait().WaitLayer(l);  // dequantized, if out is float, before it is ready
     }
   }
   if (!r.status.ok()) RaiseStatus(r.status);
@@ -227,6 +234,8 @@ StageResult StageHandle::Wait() {
   }
   out_.reset();
   out_obj_ = py::object();
+  words_.reset();
+  words_obj_ = py::object();
   if (!r->status.ok()) RaiseStatus(r->status);
   return *r;
 }
@@ -487,15 +496,14 @@ std::shared_ptr<const StepStager> PyStore::Stager(py::handle layers) {
   return stager;
 }
 
-std::unique_ptr<StageHandle> PyStore::StartStage(py::handle tokens, py::handle history, py::object out,
-                                                 py::handle layers, bool async) {
+std::unique_ptr<StageHandle> PyStore::NewStepHandle(const std::shared_ptr<const StepStager>& stager, size_t n,
+                                                    py::object out, py::object words, uint64_t sequence, bool async,
+                                                    std::byte** dst) {
   std::shared_ptr<Store> s = store();
-  std::shared_ptr<const StepStager> stager = Stager(layers);
   auto handle = std::make_unique<StageHandle>(s, stager, out);
   handle->out_.emplace(ArrayView::Borrow(out, /*writable=*/true, "out"));
   const ArrayView& v = *handle->out_;
-  const std::vector<uint32_t> step = TokenIds(tokens, "tokens");
-  const size_t n = step.size(), layer_count = stager->layers(), slots = stager->rows_per_token();
+  const size_t layer_count = stager->layers(), slots = stager->rows_per_token();
   size_t width = stager->record_bytes();
   if (v.kind() == ElementKind::kFloat && (v.itemsize() == 2 || v.itemsize() == 4)) {
     handle->fp8_ = ValueOrRaise(Fp8RecordLayoutFromMetadata(s->metadata_json(stager->tables()[0]), stager->record_bytes()));
@@ -518,44 +526,126 @@ std::unique_ptr<StageHandle> PyStore::StartStage(py::handle tokens, py::handle h
   }
   if (!v.contiguous()) throw py::value_error("out must be C-contiguous: rows are written in place");
   if (async) RefuseMovableOut(v, "stage_async");
-  const std::vector<uint32_t> before = TokenIds(history, "history");
-  std::byte* dst = v.data();
+  if (!words.is_none()) {
+    handle->words_.emplace(ArrayView::Borrow(words, /*writable=*/true, "words"));
+    const ArrayView& w = *handle->words_;
+    if (w.kind() != ElementKind::kUnsignedInt || w.itemsize() != 4 || w.shape().size() != 1 || !w.contiguous()) {
+      throw py::value_error("words must be a contiguous 1-D uint32 array (one word per layer), got " + w.Describe());
+    }
+    if (async && w.from_dlpack()) {
+      throw py::type_error("words must be a numpy array (or another buffer-protocol object), not a DLPack/torch "
+                           "tensor: the store writes them after the call returns");
+    }
+    handle->words_obj_ = std::move(words);
+  } else if (sequence != 0) {
+    throw py::value_error("sequence= is what the completion words are set to: give words= too");
+  }
+  StepCompletion check;
+  if (handle->words_) {
+    check.words = std::span<uint32_t>(reinterpret_cast<uint32_t*>(handle->words_->data()), handle->words_->size());
+    check.sequence = sequence > kMaxStepSequence ? 0 : static_cast<uint32_t>(sequence);
+  }
+  ThrowIfError(stager->CheckCompletion(check));
+  *dst = v.data();
   if (handle->fp8_) {
     handle->raw_.resize(stager->OutputBytes(n));
-    handle->layer_dequantized_.assign(layer_count, false);
-    dst = handle->raw_.data();
-  }
-  if (async) {
-    // Under mu_ with the GIL held: Close() (on another thread) cannot take
-    // the staging thread away between the check and the Post. Post only
-    // queues the job, so holding the GIL here blocks nobody for long.
-    std::lock_guard<std::mutex> lock(mu_);
-    if (store_ == nullptr) throw py::value_error("the store is closed");
-    if (stage_thread_ == nullptr) stage_thread_ = std::make_unique<JobThread>();
-    handle->started_ = true;
-    // The staging thread only hashes and starts the gathers (layer by
-    // layer); the store's completion pool finishes them, so the handle can
-    // tell each layer's readiness on its own.
-    stage_thread_->Post([store = s, stager, before, step, dst, completion = handle->completion_,
-                         ticket = handle->ticket_] {
-      ticket->Set(stager->Start(before, step, dst, [completion](StageResult r) { completion->Deliver(std::move(r)); }));
-    });
-  } else {
-    // The calling thread does its own gathers' disk phase.
-    handle->started_ = true;
-    py::gil_scoped_release release;
-    handle->completion_->Deliver(stager->Stage(before, step, dst));
+    *dst = handle->raw_.data();
   }
   return handle;
 }
 
-StageResult PyStore::Stage(py::handle tokens, py::handle history, py::object out, py::handle layers) {
-  return StartStage(tokens, history, std::move(out), layers, /*async=*/false)->Wait();
+void PyStore::PostStep(std::function<void()> job) {
+  // Under mu_ with the GIL held: Close() (on another thread) cannot take
+  // the staging thread away between the check and the Post. Post only
+  // queues the job, so holding the GIL here blocks nobody for long.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (store_ == nullptr) throw py::value_error("the store is closed");
+  if (stage_thread_ == nullptr) stage_thread_ = std::make_unique<JobThread>();
+  stage_thread_->Post(std::move(job));
+}
+
+std::unique_ptr<StageHandle> PyStore::StartStage(py::handle tokens, py::handle history, py::object out,
+                                                 py::handle layers, py::object words, uint64_t sequence,
+                                                 bool async) {
+  std::shared_ptr<const StepStager> stager = Stager(layers);
+  const std::vector<uint32_t> step = TokenIds(tokens, "tokens");
+  std::byte* dst = nullptr;
+  std::unique_ptr<StageHandle> handle =
+      NewStepHandle(stager, step.size(), std::move(out), std::move(words), sequence, async, &dst);
+  // Only the history's last tokens are hashed: only those are converted.
+  auto before = std::make_shared<HistoryTokens>(history, "history", stager->history_tokens());
+  StepCompletion completion = handle->StepCompletionFor(static_cast<uint32_t>(sequence));
+  handle->started_ = true;
+  if (async) {
+    // The staging thread only hashes and starts the gathers (layer by
+    // layer); the store finishes them, so the handle can tell each layer's
+    // readiness on its own.
+    PostStep([store = store(), stager, before, step, dst, completion = handle->completion_,
+              ticket = handle->ticket_, step_completion = std::move(completion)]() mutable {
+      ticket->Set(stager->Start(
+          before->span(), step, dst, [completion](StageResult r) { completion->Deliver(std::move(r)); },
+          std::move(step_completion)));
+    });
+  } else {
+    // The calling thread gathers every layer and reads its own misses.
+    py::gil_scoped_release release;
+    handle->completion_->Deliver(stager->Stage(before->span(), step, dst, completion));
+  }
+  return handle;
+}
+
+std::unique_ptr<StageHandle> PyStore::StartGatherStep(py::handle ids, py::object out, py::handle layers,
+                                                      py::object words, uint64_t sequence, bool async) {
+  std::shared_ptr<const StepStager> stager = Stager(layers);
+  RowIds rows(ids, "ids");
+  const std::vector<int64_t>& shape = rows.shape();
+  const size_t layer_count = stager->layers(), slots = stager->rows_per_token();
+  if (shape.size() != 3 || size_t(shape[1]) != layer_count || size_t(shape[2]) != slots) {
+    std::string got = "[";
+    for (size_t d = 0; d < shape.size(); ++d) got += (d ? ", " : "") + std::to_string(shape[d]);
+    throw py::value_error("ids must have shape [tokens, " + std::to_string(layer_count) + ", " +
+                          std::to_string(slots) + "] (tokens, layers, slots), got " + got + "]");
+  }
+  const size_t n = size_t(shape[0]);
+  std::byte* dst = nullptr;
+  std::unique_ptr<StageHandle> handle =
+      NewStepHandle(stager, n, std::move(out), std::move(words), sequence, async, &dst);
+  const std::span<const uint64_t> span(rows.data(), rows.size());
+  ThrowIfError(stager->CheckGatherStepIds(span));
+  StepCompletion completion = handle->StepCompletionFor(static_cast<uint32_t>(sequence));
+  handle->started_ = true;
+  if (async) {
+    std::vector<uint64_t> copy(span.begin(), span.end());
+    PostStep([stager, copy = std::move(copy), dst, completion = handle->completion_, ticket = handle->ticket_,
+              step_completion = std::move(completion)]() mutable {
+      ticket->Set(stager->StartGatherStep(
+          copy, dst, [completion](StageResult r) { completion->Deliver(std::move(r)); }, std::move(step_completion)));
+    });
+  } else {
+    py::gil_scoped_release release;
+    handle->completion_->Deliver(stager->GatherStep(span, dst, completion));
+  }
+  return handle;
+}
+
+StageResult PyStore::Stage(py::handle tokens, py::handle history, py::object out, py::handle layers, py::object words,
+                           uint64_t sequence) {
+  return StartStage(tokens, history, std::move(out), layers, std::move(words), sequence, /*async=*/false)->Wait();
 }
 
 std::unique_ptr<StageHandle> PyStore::StageAsync(py::handle tokens, py::handle history, py::object out,
-                                                 py::handle layers) {
-  return StartStage(tokens, history, std::move(out), layers, /*async=*/true);
+                                                 py::handle layers, py::object words, uint64_t sequence) {
+  return StartStage(tokens, history, std::move(out), layers, std::move(words), sequence, /*async=*/true);
+}
+
+StageResult PyStore::GatherStep(py::handle ids, py::object out, py::handle layers, py::object words,
+                                uint64_t sequence) {
+  return StartGatherStep(ids, std::move(out), layers, std::move(words), sequence, /*async=*/false)->Wait();
+}
+
+std::unique_ptr<StageHandle> PyStore::GatherStepAsync(py::handle ids, py::object out, py::handle layers,
+                                                      py::object words, uint64_t sequence) {
+  return StartGatherStep(ids, std::move(out), layers, std::move(words), sequence, /*async=*/true);
 }
 
 }  // namespace engram::python

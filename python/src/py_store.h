@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -81,29 +82,36 @@ class StageHandle {
   bool Ready(pybind11::handle layer);
   bool done() { return completion_->done(); }
   int EventFd() { return completion_->EventFd(); }
+  // The step's completion in the store: the caller's words, and for a
+  // dequantized out each layer's dequantization before its word.
+  StepCompletion StepCompletionFor(uint32_t sequence);
 
   std::shared_ptr<Store> store_;
   std::shared_ptr<const StepStager> stager_;
   pybind11::object out_obj_;
   std::optional<ArrayView> out_;
-  std::vector<std::byte> raw_;  // dequantized output: the records, dequantized on Wait
+  // The caller's completion words, held until the step is done.
+  pybind11::object words_obj_;
+  std::optional<ArrayView> words_;
+  // Dequantized output: the step's records, each layer dequantized into out
+  // as it lands (StepCompletion::layer_done), freed once the step is done.
+  std::vector<std::byte> raw_;
   std::optional<Fp8RecordLayout> fp8_;
   bool half_ = false;
-  std::mutex finish_mu_;
-  bool dequantized_ = false;
-  std::vector<bool> layer_dequantized_;  // under finish_mu_
+  std::mutex finish_mu_;  // raw_ is freed once, by whichever waiter is first
   bool started_ = false;
   std::shared_ptr<Completion<StageResult>> completion_ = std::make_shared<Completion<StageResult>>();
   // Set by stage_async's staging thread once the gathers are started.
   std::shared_ptr<TicketSlot> ticket_ = std::make_shared<TicketSlot>();
 
  private:
-  // Waits for the step and dequantizes it into out (once). Call without the
+  // Waits for the step and frees the raw records (once). Call without the
   // GIL; both Wait() and dropping the handle finish the step.
   StageResult& Finish();
   // The layer index `layer` names, or IndexError / TypeError.
   size_t LayerIndex(pybind11::handle layer) const;
-  // Dequantizes one layer's rows into out (once). Call with finish_mu_ held.
+  // Dequantizes one layer's rows into out: on the thread that finished the
+  // layer, before its word is stored.
   void DequantizeLayer(size_t layer);
 };
 
@@ -145,10 +153,18 @@ class PyStore {
   void WaitForCacheMemory();
   void WaitForWarmUp();
 
-  StageResult Stage(pybind11::handle tokens, pybind11::handle history, pybind11::object out,
-                    pybind11::handle layers);
+  // words: None, or a writable uint32 array of one word per layer, with
+  // sequence (1..2^31-1) what each word is set to (StepCompletion).
+  StageResult Stage(pybind11::handle tokens, pybind11::handle history, pybind11::object out, pybind11::handle layers,
+                    pybind11::object words, uint64_t sequence);
   std::unique_ptr<StageHandle> StageAsync(pybind11::handle tokens, pybind11::handle history, pybind11::object out,
-                                          pybind11::handle layers);
+                                          pybind11::handle layers, pybind11::object words, uint64_t sequence);
+  // ids: [tokens, layers, slots] row IDs (uint64 or int64, as a GPU hash
+  // kernel writes them); out and words as for Stage.
+  StageResult GatherStep(pybind11::handle ids, pybind11::object out, pybind11::handle layers, pybind11::object words,
+                         uint64_t sequence);
+  std::unique_ptr<StageHandle> GatherStepAsync(pybind11::handle ids, pybind11::object out, pybind11::handle layers,
+                                               pybind11::object words, uint64_t sequence);
   // The stager over `layers` (None = every table, in order).
   std::shared_ptr<const StepStager> Stager(pybind11::handle layers);
   uint32_t history_tokens(pybind11::handle layers) { return Stager(layers)->history_tokens(); }
@@ -157,7 +173,20 @@ class PyStore {
   // Checks out, hashes and starts the gathers (async) or runs them to the
   // end on this thread; returns the step's handle.
   std::unique_ptr<StageHandle> StartStage(pybind11::handle tokens, pybind11::handle history, pybind11::object out,
-                                          pybind11::handle layers, bool async);
+                                          pybind11::handle layers, pybind11::object words, uint64_t sequence,
+                                          bool async);
+  // The same for a step's row IDs.
+  std::unique_ptr<StageHandle> StartGatherStep(pybind11::handle ids, pybind11::object out, pybind11::handle layers,
+                                               pybind11::object words, uint64_t sequence, bool async);
+  // A handle for a step of `tokens` tokens into out (checked: its shape,
+  // dtype and layout) with `words` (checked against sequence); dst is where
+  // the store writes the step's records (out, or the raw records of a
+  // dequantized out).
+  std::unique_ptr<StageHandle> NewStepHandle(const std::shared_ptr<const StepStager>& stager, size_t tokens,
+                                             pybind11::object out, pybind11::object words, uint64_t sequence,
+                                             bool async, std::byte** dst);
+  // Posts a step's start to the staging thread (stage_async, gather_step_async).
+  void PostStep(std::function<void()> job);
 
   std::shared_ptr<Store> store_;
   std::shared_ptr<const TokenMap> token_map_;

@@ -12,6 +12,7 @@
 #include <new>
 #include <string>
 
+#include "engram/step_ring.h"
 #include "engram/step_stager.h"
 #include "engram/store.h"
 
@@ -35,6 +36,10 @@ struct engram_stager {
 struct engram_stage {
   engram::StageTicket ticket;
   uint64_t tokens = 0;
+};
+
+struct engram_step_ring {
+  std::unique_ptr<engram::StepRing> ring;
 };
 
 namespace {
@@ -119,6 +124,20 @@ void FillStage(const Figures& r, uint64_t tokens, uint64_t hash_nanoseconds, eng
   full.cache_nanoseconds = r.cache_nanoseconds;
   full.disk_nanoseconds = r.disk_nanoseconds;
   WriteSized(full, out);
+}
+
+// A caller's completion words (NULL: none) as the stager takes them.
+engram::Result<engram::StepCompletion> StepWords(const engram_step_words* words, const char* what) {
+  engram::StepCompletion c;
+  if (words == nullptr) return c;
+  if (auto st = CheckSize(*words, "engram_step_words"); !st.ok()) return st;
+  const engram_step_words w = ReadSized(*words);
+  if (w.count > 0 && w.words == nullptr) {
+    return engram::Status::InvalidArgument(std::string(what) + ": engram_step_words.words is NULL");
+  }
+  c.words = std::span<uint32_t>(w.words, w.count);
+  c.sequence = w.sequence;
+  return c;
 }
 
 }  // namespace
@@ -408,6 +427,179 @@ engram_status engram_stage_start(const engram_stager* stager, const uint32_t* hi
     *stage = s.release();
     return Report(engram::Status::OK());
   });
+}
+
+engram_status engram_stage_start_with_words(const engram_stager* stager, const uint32_t* history,
+                                            size_t history_count, const uint32_t* tokens, size_t token_count,
+                                            void* out, const engram_step_words* words, engram_stage** stage) {
+  if (!stager || !stage || (history_count > 0 && !history) || (token_count > 0 && !tokens)) {
+    return Report(engram::Status::InvalidArgument("engram_stage_start_with_words: null argument"));
+  }
+  *stage = nullptr;
+  return Guarded("engram_stage_start_with_words", [&] {
+    auto completion = StepWords(words, "engram_stage_start_with_words");
+    if (!completion.ok()) return Report(completion.status());
+    if (auto st = stager->stager->CheckCompletion(*completion); !st.ok()) return Report(st);
+    auto s = std::make_unique<engram_stage>();
+    s->tokens = token_count;
+    s->ticket = stager->stager->Start(std::span<const uint32_t>(history, history_count),
+                                      std::span<const uint32_t>(tokens, token_count), static_cast<std::byte*>(out),
+                                      nullptr, std::move(completion).value());
+    *stage = s.release();
+    return Report(engram::Status::OK());
+  });
+}
+
+engram_status engram_stage_rows(const engram_stager* stager, const uint32_t* history, size_t history_count,
+                                const uint32_t* tokens, size_t token_count, void* out,
+                                const engram_step_words* words, engram_stage_result* result) {
+  if (!stager || (history_count > 0 && !history) || (token_count > 0 && !tokens)) {
+    return Report(engram::Status::InvalidArgument("engram_stage_rows: null argument"));
+  }
+  if (result) {
+    if (auto st = CheckSize(*result, "engram_stage_result"); !st.ok()) return Report(st);
+  }
+  return Guarded("engram_stage_rows", [&] {
+    auto completion = StepWords(words, "engram_stage_rows");
+    if (!completion.ok()) return Report(completion.status());
+    engram::StageResult r = stager->stager->Stage(std::span<const uint32_t>(history, history_count),
+                                                  std::span<const uint32_t>(tokens, token_count),
+                                                  static_cast<std::byte*>(out), *completion);
+    FillStage(r, r.tokens, r.hash_nanoseconds, result);
+    return Report(r.status);
+  });
+}
+
+engram_status engram_gather_step(const engram_stager* stager, const uint64_t* ids, size_t id_count, void* out,
+                                 const engram_step_words* words, engram_stage_result* result) {
+  if (!stager || (id_count > 0 && !ids)) return Report(engram::Status::InvalidArgument("engram_gather_step: null argument"));
+  if (result) {
+    if (auto st = CheckSize(*result, "engram_stage_result"); !st.ok()) return Report(st);
+  }
+  return Guarded("engram_gather_step", [&] {
+    auto completion = StepWords(words, "engram_gather_step");
+    if (!completion.ok()) return Report(completion.status());
+    engram::StageResult r = stager->stager->GatherStep(std::span<const uint64_t>(ids, id_count),
+                                                       static_cast<std::byte*>(out), *completion);
+    FillStage(r, r.tokens, r.hash_nanoseconds, result);
+    return Report(r.status);
+  });
+}
+
+engram_status engram_gather_step_start(const engram_stager* stager, const uint64_t* ids, size_t id_count, void* out,
+                                       const engram_step_words* words, engram_stage** stage) {
+  if (!stager || !stage || (id_count > 0 && !ids)) {
+    return Report(engram::Status::InvalidArgument("engram_gather_step_start: null argument"));
+  }
+  *stage = nullptr;
+  return Guarded("engram_gather_step_start", [&] {
+    auto completion = StepWords(words, "engram_gather_step_start");
+    if (!completion.ok()) return Report(completion.status());
+    const std::span<const uint64_t> span(ids, id_count);
+    // Refused here rather than by the waits: the caller learns at once.
+    if (auto st = stager->stager->CheckCompletion(*completion); !st.ok()) return Report(st);
+    if (auto st = stager->stager->CheckGatherStepIds(span); !st.ok()) return Report(st);
+    auto s = std::make_unique<engram_stage>();
+    s->tokens = id_count / (stager->stager->layers() * size_t(stager->stager->rows_per_token()));
+    s->ticket = stager->stager->StartGatherStep(span, static_cast<std::byte*>(out), nullptr,
+                                                std::move(completion).value());
+    *stage = s.release();
+    return Report(engram::Status::OK());
+  });
+}
+
+engram_status engram_step_ring_create(const engram_stager* stager, const engram_step_ring_options* options,
+                                      engram_step_ring** out) {
+  if (!stager || !options || !out) return Report(engram::Status::InvalidArgument("engram_step_ring_create: null argument"));
+  *out = nullptr;
+  if (auto st = CheckSize(*options, "engram_step_ring_options"); !st.ok()) return Report(st);
+  return Guarded("engram_step_ring_create", [&] {
+    const engram_step_ring_options o = ReadSized(*options);
+    engram::StepRingOptions ro;
+    ro.slots = o.slots == 0 ? 2 : o.slots;
+    ro.max_tokens = o.max_tokens;
+    ro.huge_pages = o.huge_pages != 0;
+    if (o.register_buffer) {
+      ro.register_buffer = [fn = o.register_buffer, user = o.user](void* address, size_t bytes) {
+        const engram_status st = fn(user, address, bytes);
+        if (st == ENGRAM_OK) return engram::Status::OK();
+        return engram::Status(static_cast<engram::StatusCode>(st),
+                              "the register_buffer callback returned " + std::string(engram_status_string(st)));
+      };
+    }
+    if (o.unregister_buffer) {
+      ro.unregister_buffer = [fn = o.unregister_buffer, user = o.user](void* address, size_t bytes) {
+        fn(user, address, bytes);
+      };
+    }
+    auto ring = engram::StepRing::Create(*stager->stager, std::move(ro));
+    if (!ring.ok()) return Report(ring.status());
+    *out = new engram_step_ring{std::move(ring).value()};
+    return Report(engram::Status::OK());
+  });
+}
+
+void engram_step_ring_destroy(engram_step_ring* ring) { delete ring; }
+size_t engram_step_ring_slots(const engram_step_ring* ring) { return ring ? ring->ring->slots() : 0; }
+size_t engram_step_ring_buffer_bytes(const engram_step_ring* ring) { return ring ? ring->ring->buffer_bytes() : 0; }
+void* engram_step_ring_buffer(const engram_step_ring* ring, size_t slot) {
+  return ring ? ring->ring->buffer(slot) : nullptr;
+}
+uint32_t* engram_step_ring_words(const engram_step_ring* ring, size_t slot) {
+  return ring ? ring->ring->words(slot) : nullptr;
+}
+
+namespace {
+
+// A ring start's outcome into the caller's slot and sequence number.
+engram_status ReportStarted(const engram::Result<engram::StepRing::Started>& started, size_t* slot,
+                            uint32_t* sequence) {
+  if (!started.ok()) return Report(started.status());
+  *slot = started->slot;
+  *sequence = started->sequence;
+  return Report(engram::Status::OK());
+}
+
+}  // namespace
+
+engram_status engram_step_ring_start_ids(engram_step_ring* ring, const uint64_t* ids, size_t id_count, size_t* slot,
+                                         uint32_t* sequence) {
+  if (!ring || !slot || !sequence || (id_count > 0 && !ids)) {
+    return Report(engram::Status::InvalidArgument("engram_step_ring_start_ids: null argument"));
+  }
+  return Guarded("engram_step_ring_start_ids", [&] {
+    return ReportStarted(ring->ring->StartGatherStep(std::span<const uint64_t>(ids, id_count)), slot, sequence);
+  });
+}
+
+engram_status engram_step_ring_start_tokens(engram_step_ring* ring, const uint32_t* history, size_t history_count,
+                                            const uint32_t* tokens, size_t token_count, size_t* slot,
+                                            uint32_t* sequence) {
+  if (!ring || !slot || !sequence || (history_count > 0 && !history) || (token_count > 0 && !tokens)) {
+    return Report(engram::Status::InvalidArgument("engram_step_ring_start_tokens: null argument"));
+  }
+  return Guarded("engram_step_ring_start_tokens", [&] {
+    return ReportStarted(ring->ring->StartStage(std::span<const uint32_t>(history, history_count),
+                                                std::span<const uint32_t>(tokens, token_count)),
+                         slot, sequence);
+  });
+}
+
+engram_status engram_step_ring_wait(engram_step_ring* ring, size_t slot, engram_stage_result* result) {
+  if (!ring) return Report(engram::Status::InvalidArgument("engram_step_ring_wait: null ring"));
+  if (result) {
+    if (auto st = CheckSize(*result, "engram_stage_result"); !st.ok()) return Report(st);
+  }
+  return Guarded("engram_step_ring_wait", [&] {
+    engram::StageResult r = ring->ring->Wait(slot);
+    FillStage(r, r.tokens, r.hash_nanoseconds, result);
+    return Report(r.status);
+  });
+}
+
+engram_status engram_step_ring_release(engram_step_ring* ring, size_t slot) {
+  if (!ring) return Report(engram::Status::InvalidArgument("engram_step_ring_release: null ring"));
+  return Guarded("engram_step_ring_release", [&] { return Report(ring->ring->Release(slot)); });
 }
 
 int engram_stage_ready(const engram_stage* stage, size_t layer) {

@@ -25,6 +25,7 @@
 #include "src/node/wire.h"
 #include "src/store/gather_arguments.h"
 #include "src/store/gather_plan.h"
+#include "src/store/row_placement.h"
 #include "src/store/gather_ticket_access.h"
 #include "storage/io/io_stats.h"
 #include "storage/log.h"
@@ -480,8 +481,7 @@ void Session::Die(Status why) {
 // last one once nobody holds it, as a private store's gathers do.
 struct RemoteGather final : GatherTicket::State {
   // The gather.
-  std::byte* dst = nullptr;
-  size_t stride = 0;
+  RowPlacement dst;  // where each position's row goes
   uint32_t record = 0;
   GatherPlan plan;
   std::vector<std::byte*> outs;
@@ -637,16 +637,17 @@ class NodeClientStore final : public Store {
   }
   std::string io_description() const override { return "node(" + options_.node + ": " + io_description_ + ")"; }
 
-  GatherTicket StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride) override {
+  using Store::StartGather;
+  GatherTicket StartGather(size_t table, std::span<const uint64_t> row_ids, const RowDestination& dst) override {
     std::shared_ptr<RemoteGather> g = RemoteGather::Acquire();
-    Begin(g, table, row_ids, dst, stride);
+    Begin(g, table, row_ids, dst);
     return GatherTicketAccess::Make(std::move(g));
   }
-  void StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
+  void StartGather(size_t table, std::span<const uint64_t> row_ids, const RowDestination& dst,
                    std::function<void(GatherResult)> done) override {
     auto g = std::make_shared<RemoteGather>();
     g->done = done ? std::move(done) : [](GatherResult) {};
-    Begin(g, table, row_ids, dst, stride);
+    Begin(g, table, row_ids, dst);
   }
 
   Status ReadAhead(size_t table, std::span<const uint64_t> row_ids) override {
@@ -740,7 +741,7 @@ class NodeClientStore final : public Store {
   Result<std::shared_ptr<Session>> Current() EXCLUDES(connect_mu_);
   Status Adopt(std::unique_ptr<Session> s);
   void Begin(const std::shared_ptr<RemoteGather>& g, size_t table, std::span<const uint64_t> row_ids,
-             std::byte* dst, size_t stride);
+             const RowDestination& dst);
   void Account(const GatherResult& r) EXCLUDES(counters_mu_);
   void ReportHits() EXCLUDES(counters_mu_);
   void ReporterLoop() EXCLUDES(reporter_mu_);
@@ -848,7 +849,7 @@ Result<std::shared_ptr<Session>> NodeClientStore::Current() {
 }
 
 void NodeClientStore::Begin(const std::shared_ptr<RemoteGather>& g, size_t table, std::span<const uint64_t> row_ids,
-                            std::byte* dst, size_t stride) {
+                            const RowDestination& dst) {
   g->t0 = io::MonotonicNanos();
   g->account = [this](const GatherResult& r) { Account(r); };
   GatherResult& result = g->result;
@@ -859,7 +860,7 @@ void NodeClientStore::Begin(const std::shared_ptr<RemoteGather>& g, size_t table
     target.row_count = tables_[table].row_count;
     target.name = &tables_[table].name;
   }
-  result.status = CheckGatherArguments(target, table, row_ids, dst, stride);
+  result.status = CheckGatherArguments(target, table, row_ids, dst);
   if (!result.status.ok()) return g->Finish();
   auto session = Current();
   if (!session.ok()) {
@@ -867,8 +868,7 @@ void NodeClientStore::Begin(const std::shared_ptr<RemoteGather>& g, size_t table
     return g->Finish();
   }
   Session& s = **session;
-  g->dst = dst;
-  g->stride = stride;
+  g->dst = RowPlacement(dst);
   g->record = tables_[table].record_bytes;
   // The cache phase: distinct rows, looked up in the shared cache.
   g->plan.Build(row_ids);
@@ -876,7 +876,7 @@ void NodeClientStore::Begin(const std::shared_ptr<RemoteGather>& g, size_t table
   result.distinct_rows = n;
   g->outs.resize(n);
   g->hit.resize(n);
-  for (size_t d = 0; d < n; ++d) g->outs[d] = dst + size_t{g->plan.first_pos[d]} * stride;
+  for (size_t d = 0; d < n; ++d) g->outs[d] = g->dst.At(g->plan.first_pos[d]);
   const size_t hits = s.reader(table).LookupBatch(g->plan.distinct, g->outs, g->hit);
   result.hits = hits;
   HitBuffer& buffer = *hits_[table];
@@ -888,7 +888,7 @@ void NodeClientStore::Begin(const std::shared_ptr<RemoteGather>& g, size_t table
         if (room) buffer.rows.push_back(g->plan.distinct[d]);
         if (g->plan.has_duplicates()) {
           g->plan.ForEachDuplicate(
-              d, [&](uint32_t p) { std::memcpy(dst + size_t{p} * stride, g->outs[d], g->record); });
+              d, [&](uint32_t p) { std::memcpy(g->dst.At(p), g->outs[d], g->record); });
         }
       } else {
         g->missed.push_back(g->plan.distinct[d]);
@@ -932,8 +932,8 @@ void NodeClientStore::Begin(const std::shared_ptr<RemoteGather>& g, size_t table
         const size_t at = p.first + k;
         const uint32_t d = g->missed_distinct[begin + at];
         const uint8_t* row = p.rows + size_t{k} * g->record;
-        std::memcpy(g->dst + size_t{g->plan.first_pos[d]} * g->stride, row, g->record);
-        g->plan.ForEachDuplicate(d, [&](uint32_t q) { std::memcpy(g->dst + size_t{q} * g->stride, row, g->record); });
+        std::memcpy(g->dst.At(g->plan.first_pos[d]), row, g->record);
+        g->plan.ForEachDuplicate(d, [&](uint32_t q) { std::memcpy(g->dst.At(q), row, g->record); });
         (*arrived)[at] = 1;
       }
     };

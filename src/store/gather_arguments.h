@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engram/status.h"
+#include "engram/store.h"
 
 namespace engram {
 
@@ -21,8 +22,8 @@ struct GatherTarget {
   const std::string* name = nullptr;
 };
 
-// OK, or why a gather of row_ids from `table` into dst at `stride` is refused.
+// OK, or why a gather of row_ids from `table` into `dst` is refused.
 Status CheckGatherArguments(const GatherTarget& target, size_t table, std::span<const uint64_t> row_ids,
-                            const std::byte* dst, size_t stride);
+                            const RowDestination& dst);
 
 }  // namespace engram

@@ -39,8 +39,7 @@ void GatherOperation::Reset() {
   store_ = nullptr;
   table_ = 0;
   row_ids_ = {};
-  dst_ = nullptr;
-  stride_ = 0;
+  dst_ = RowPlacement();
   done_ = nullptr;
   caller_reads_ = reads_pending_ = false;
   consumes_read_ahead_ = true;
@@ -65,15 +64,14 @@ void GatherOperation::Reset() {
   if (staged_.capacity() > kKeptStagedBytes) std::vector<std::byte>().swap(staged_);
 }
 
-void GatherOperation::Init(StoreImpl* store, size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
-                           size_t stride, std::function<void(GatherResult)> done, bool caller_reads,
+void GatherOperation::Init(StoreImpl* store, size_t table, std::span<const uint64_t> row_ids,
+                           const RowDestination& dst, std::function<void(GatherResult)> done, bool caller_reads,
                            bool consumes_read_ahead) {
   t0_ = ReadinessNanos();
   store_ = store;
   table_ = table;
   row_ids_ = row_ids;
-  dst_ = dst;
-  stride_ = stride;
+  dst_ = RowPlacement(dst);
   done_ = std::move(done);
   caller_reads_ = caller_reads;
   consumes_read_ahead_ = consumes_read_ahead;
@@ -135,7 +133,13 @@ inline GatherOperation::CachePhase GatherOperation::BeginCachePhase() {
   thread_local std::vector<uint8_t> hit;
   outs.resize(distinct);
   hit.resize(distinct);  // every hit[d] is set by LookupBatch
-  for (size_t d = 0; d < distinct; ++d) outs[d] = dst_ + size_t(plan_.first_pos[d]) * stride_;
+  if (dst_.flat()) {
+    std::byte* const dst = dst_.dst();
+    const size_t stride = dst_.stride();
+    for (size_t d = 0; d < distinct; ++d) outs[d] = dst + size_t(plan_.first_pos[d]) * stride;
+  } else {
+    for (size_t d = 0; d < distinct; ++d) outs[d] = dst_.At(plan_.first_pos[d]);
+  }
   const bool reference = store_->table_state(table_).file->is_reference();
   const ReadBufferPool& buffers = store_->read_buffers();
   const size_t stream_chunks = buffers.stream_chunks();
@@ -462,12 +466,12 @@ void GatherOperation::Offer(std::span<const uint64_t> ids, std::span<const std::
 }
 
 void GatherOperation::CopyOut(uint32_t d, const std::byte* bytes, uint32_t record) {
-  std::memcpy(dst_ + size_t(plan_.first_pos[d]) * stride_, bytes, record);
+  std::memcpy(dst_.At(plan_.first_pos[d]), bytes, record);
   CopyToDuplicates(d, bytes, record);
 }
 
 void GatherOperation::CopyToDuplicates(uint32_t d, const std::byte* bytes, uint32_t record) {
-  plan_.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(dst_ + size_t(p) * stride_, bytes, record); });
+  plan_.ForEachDuplicate(d, [&](uint32_t p) { std::memcpy(dst_.At(p), bytes, record); });
 }
 
 void GatherOperation::OnBlocksRead() {

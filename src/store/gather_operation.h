@@ -56,6 +56,7 @@
 #include "src/store/gather_ticket_access.h"
 #include "src/store/read_buffer_pool.h"
 #include "src/store/readiness_clock.h"
+#include "src/store/row_placement.h"
 #include "storage/io/io_stats.h"
 #include "storage/mutex.h"
 #include "storage/thread_annotations.h"
@@ -81,7 +82,7 @@ class GatherOperation final : public GatherTicket::State {
   // the result goes to Wait().
   // `caller_reads`: the gather is waited for by WaitOnThisThread, on the
   // thread that starts it. `consumes_read_ahead`: see consumes_read_ahead_.
-  void Init(StoreImpl* store, size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
+  void Init(StoreImpl* store, size_t table, std::span<const uint64_t> row_ids, const RowDestination& dst,
             std::function<void(GatherResult)> done, bool caller_reads = false, bool consumes_read_ahead = true);
   // Completes the gather with `why` without looking anything up (a bad
   // argument), counted against its table if it has one.
@@ -245,8 +246,7 @@ class GatherOperation final : public GatherTicket::State {
   StoreImpl* store_ = nullptr;
   size_t table_ = 0;
   std::span<const uint64_t> row_ids_;
-  std::byte* dst_ = nullptr;
-  size_t stride_ = 0;
+  RowPlacement dst_;  // where each position's row goes
   std::function<void(GatherResult)> done_;  // callback form; empty for Wait()
   bool caller_reads_ = false;  // WaitOnThisThread reads the misses (Init)
   // Its rows consume the store's own read-ahead pins (Init). The node

@@ -2,22 +2,21 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <string>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <nlohmann/json.hpp>
 
+#include "src/store/readiness_clock.h"
 #include "storage/mutex.h"
 
 namespace engram {
 namespace {
 
-uint64_t NowNanoseconds() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+// The step's clock is its gathers' (readiness_clock.h): a layer's wait and
+// its gather's are read from the same clock.
+uint64_t NowNanoseconds() { return ReadinessNanos(); }
 
 // What a table's metadata says about hashing for it: the full layer layout,
 // and for a rank table ("rank_shard") the slots it holds.
@@ -82,17 +81,13 @@ void SumLayers(StageResult& step, std::vector<StageLayerResult> layers) {
 
 }  // namespace
 
+
+// A started step's row IDs, held by its gathers' callbacks until the last.
 struct StepStager::Plan {
-  struct Run {
-    size_t layer;
-    size_t table;
-    std::span<const uint64_t> row_ids;
-    std::byte* dst;
-    size_t stride;
-  };
-  std::vector<uint64_t> row_ids;  // [layer][slot][token], or [token][slot] for one layer
-  std::vector<Run> runs;
-  StageResult result;
+  std::vector<uint64_t> row_ids;  // [layer][token][slot]
+  std::byte* out = nullptr;
+  size_t tokens = 0;
+  StageResult result;  // tokens, rows and hashing time, before any gather
   uint64_t start_nanoseconds = 0;
 };
 
@@ -150,37 +145,72 @@ uint32_t StepStager::history_tokens() const {
   return h;
 }
 
-Result<std::shared_ptr<StepStager::Plan>> StepStager::Hash(std::span<const uint32_t> history,
-                                                           std::span<const uint32_t> tokens, std::byte* out) const {
-  auto plan = std::make_shared<Plan>();
-  plan->start_nanoseconds = NowNanoseconds();
-  const size_t n = tokens.size(), slots = rows_per_token_, per_layer = n * slots;
-  plan->result.tokens = n;
-  plan->result.rows = per_layer * layers();
-  if (n == 0) return plan;
-  if (out == nullptr) return Status::InvalidArgument("stage output buffer is null");
-  plan->row_ids.resize(per_layer * layers());
-  if (layers() == 1) {
-    // One layer: out is [token][slot], the hasher's own order: one gather.
-    ENGRAM_RETURN_IF_ERROR(hashers_[0].Hash(history, tokens, plan->row_ids));
-    plan->runs.push_back({0, tables_[0], plan->row_ids, out, record_bytes_});
-  } else {
-    std::vector<uint64_t> layer_ids(per_layer);
-    const size_t token_stride = layers() * slots * size_t(record_bytes_);
+RowDestination StepStager::LayerDestination(std::byte* out, size_t layer) const {
+  const size_t slot_bytes = size_t(rows_per_token_) * record_bytes_;
+  return RowDestination{out + layer * slot_bytes, record_bytes_, rows_per_token_, layers() * slot_bytes};
+}
+
+Status StepStager::CheckCompletion(const StepCompletion& completion) const {
+  if (completion.words.empty() && completion.sequence == 0) return Status::OK();
+  if (completion.words.size() != layers()) {
+    return Status::InvalidArgument("step completion: " + std::to_string(completion.words.size()) +
+                                   " words given, the step has " + std::to_string(layers()) +
+                                   " layers (one word per layer)");
+  }
+  if (completion.sequence == 0 || completion.sequence > kMaxStepSequence) {
+    return Status::InvalidArgument("step completion: sequence number " + std::to_string(completion.sequence) +
+                                   " is not in 1.." + std::to_string(kMaxStepSequence) +
+                                   " (a word's high bit tells a failed layer)");
+  }
+  return Status::OK();
+}
+
+Status StepStager::CheckStep(size_t tokens, const std::byte* out, const StepCompletion& completion) const {
+  ENGRAM_RETURN_IF_ERROR(CheckCompletion(completion));
+  if (tokens > 0 && out == nullptr) return Status::InvalidArgument("stage output buffer is null");
+  return Status::OK();
+}
+
+Status StepStager::CheckGatherStepIds(std::span<const uint64_t> ids) const {
+  const size_t slots = rows_per_token_, per_token = layers() * slots;
+  if (ids.size() % per_token != 0) {
+    return Status::InvalidArgument("gather_step: " + std::to_string(ids.size()) +
+                                   " row IDs are not a whole number of tokens of " + std::to_string(layers()) +
+                                   " layers x " + std::to_string(slots) + " slots ([tokens, layers, slots])");
+  }
+  for (size_t t = 0; t < ids.size() / per_token; ++t) {
     for (size_t l = 0; l < layers(); ++l) {
-      ENGRAM_RETURN_IF_ERROR(hashers_[l].Hash(history, tokens, layer_ids));
-      uint64_t* runs = plan->row_ids.data() + l * per_layer;  // [slot][token]
-      for (size_t t = 0; t < n; ++t) {
-        for (size_t s = 0; s < slots; ++s) runs[s * n + t] = layer_ids[t * slots + s];
-      }
+      const uint64_t* run = ids.data() + (t * layers() + l) * slots;
       for (size_t s = 0; s < slots; ++s) {
-        std::byte* dst = out + (l * slots + s) * size_t(record_bytes_);
-        plan->runs.push_back({l, tables_[l], std::span<const uint64_t>(runs + s * n, n), dst, token_stride});
+        if (run[s] < table_rows_[l]) continue;
+        return Status::OutOfRange("gather_step: row ID " + std::to_string(run[s]) + " at [token " +
+                                  std::to_string(t) + ", layer " + std::to_string(l) + ", slot " + std::to_string(s) +
+                                  "] is past the end of its table '" + store_.table_name(tables_[l]) + "' (" +
+                                  std::to_string(table_rows_[l]) + " rows)");
       }
     }
   }
-  plan->result.hash_nanoseconds = NowNanoseconds() - plan->start_nanoseconds;
-  return plan;
+  return Status::OK();
+}
+
+Status StepStager::HashLayers(std::span<const uint32_t> history, std::span<const uint32_t> tokens,
+                              std::vector<uint64_t>& ids) const {
+  const size_t per_layer = tokens.size() * rows_per_token_;
+  ids.resize(per_layer * layers());
+  for (size_t l = 0; l < layers(); ++l) {
+    ENGRAM_RETURN_IF_ERROR(hashers_[l].Hash(history, tokens, std::span<uint64_t>(ids).subspan(l * per_layer, per_layer)));
+  }
+  return Status::OK();
+}
+
+void StepStager::SplitByLayer(std::span<const uint64_t> step_ids, std::vector<uint64_t>& ids) const {
+  const size_t slots = rows_per_token_, n = step_ids.size() / (layers() * slots), per_layer = n * slots;
+  ids.resize(step_ids.size());
+  for (size_t t = 0; t < n; ++t) {
+    for (size_t l = 0; l < layers(); ++l) {
+      std::copy_n(step_ids.data() + (t * layers() + l) * slots, slots, ids.data() + l * per_layer + t * slots);
+    }
+  }
 }
 
 std::vector<StageLayerResult> StepStager::NewLayerResults(const StageResult& step) const {
@@ -190,106 +220,151 @@ std::vector<StageLayerResult> StepStager::NewLayerResults(const StageResult& ste
   return std::vector<StageLayerResult>(layers(), layer);
 }
 
-StageResult StepStager::Stage(std::span<const uint32_t> history, std::span<const uint32_t> tokens,
-                              std::byte* out) const {
-  auto plan = Hash(history, tokens, out);
-  if (!plan.ok()) {
-    StageResult failed;
-    failed.status = plan.status();
-    failed.layers = NewLayerResults(failed);
-    return failed;
-  }
-  Plan& p = **plan;
-  std::vector<GatherTicket> tickets;
-  tickets.reserve(p.runs.size());
-  for (const Plan::Run& run : p.runs) tickets.push_back(store_.StartGather(run.table, run.row_ids, run.dst, run.stride));
-  // The tickets are waited for in the order the gathers started (layer by
-  // layer), on this thread, which then does each gather's disk phase.
-  std::vector<StageLayerResult> layers = NewLayerResults(p.result);
-  for (StageLayerResult& layer : layers) layer.wait_nanoseconds = p.result.hash_nanoseconds;
-  for (size_t i = 0; i < tickets.size(); ++i) {
-    StageLayerResult& layer = layers[p.runs[i].layer];
-    Accumulate(layer, tickets[i].Wait());
-    layer.wait_nanoseconds = NowNanoseconds() - p.start_nanoseconds;
-  }
-  SumLayers(p.result, std::move(layers));
-  p.result.wait_nanoseconds = NowNanoseconds() - p.start_nanoseconds;
-  return std::move(p.result);
+namespace {
+
+// Tells a layer's completion: its hook, then its word (the hook may write
+// the rows elsewhere, and the word must come after every write).
+void CompleteLayer(const StepCompletion& completion, size_t layer, const StageLayerResult& result) {
+  if (completion.layer_done) completion.layer_done(layer, result);
+  if (completion.words.empty()) return;
+  const uint32_t word = result.status.ok() ? completion.sequence : (completion.sequence | kStepWordFailed);
+  std::atomic_ref<uint32_t>(completion.words[layer]).store(word, std::memory_order_release);
 }
 
-// A step's completion, shared by its ticket and its gathers' callbacks.
+}  // namespace
+
+StageResult StepStager::FailedStep(Status why, size_t tokens, const StepCompletion& completion) const {
+  StageResult failed;
+  failed.status = std::move(why);
+  failed.tokens = tokens;
+  failed.rows = tokens * layers() * rows_per_token_;
+  failed.layers = NewLayerResults(failed);
+  // Words that cannot be told (not one per layer, no sequence number) are
+  // not written at all.
+  if (CheckCompletion(completion).ok()) {
+    for (size_t l = 0; l < layers(); ++l) CompleteLayer(completion, l, failed.layers[l]);
+  }
+  return failed;
+}
+
+StageResult StepStager::GatherLayers(std::span<const uint64_t> ids, std::byte* out, const StepCompletion& completion,
+                                     StageResult step, uint64_t start) const {
+  const size_t per_layer = step.tokens * rows_per_token_;
+  std::vector<StageLayerResult> results = NewLayerResults(step);
+  for (size_t l = 0; l < layers(); ++l) {
+    StageLayerResult& layer = results[l];
+    if (per_layer > 0) {
+      const GatherResult g = store_.Gather(tables_[l], ids.subspan(l * per_layer, per_layer), LayerDestination(out, l));
+      Accumulate(layer, g);
+    }
+    layer.wait_nanoseconds = ElapsedNanos(start, NowNanoseconds());
+    CompleteLayer(completion, l, layer);
+  }
+  SumLayers(step, std::move(results));
+  return step;
+}
+
+StageResult StepStager::Stage(std::span<const uint32_t> history, std::span<const uint32_t> tokens, std::byte* out,
+                              const StepCompletion& completion) const {
+  const uint64_t start = NowNanoseconds();
+  if (Status bad = CheckStep(tokens.size(), out, completion); !bad.ok()) return FailedStep(bad, tokens.size(), completion);
+  // Scratch per thread: a thread's steps of the same size allocate nothing here.
+  thread_local std::vector<uint64_t> ids;
+  if (Status bad = HashLayers(history, tokens, ids); !bad.ok()) return FailedStep(bad, tokens.size(), completion);
+  StageResult step;
+  step.tokens = tokens.size();
+  step.rows = ids.size();
+  step.hash_nanoseconds = ElapsedNanos(start, NowNanoseconds());
+  return GatherLayers(ids, out, completion, std::move(step), start);
+}
+
+StageResult StepStager::GatherStep(std::span<const uint64_t> step_ids, std::byte* out,
+                                   const StepCompletion& completion) const {
+  const uint64_t start = NowNanoseconds();
+  const size_t tokens = step_ids.size() / (layers() * size_t(rows_per_token_));
+  if (Status bad = CheckStep(tokens, out, completion); !bad.ok()) return FailedStep(bad, tokens, completion);
+  if (Status bad = CheckGatherStepIds(step_ids); !bad.ok()) return FailedStep(bad, tokens, completion);
+  StageResult step;
+  step.tokens = tokens;
+  step.rows = step_ids.size();
+  // One layer's IDs are already the gather's: [token][slot].
+  if (layers() == 1) return GatherLayers(step_ids, out, completion, std::move(step), start);
+  thread_local std::vector<uint64_t> ids;
+  SplitByLayer(step_ids, ids);
+  step.hash_nanoseconds = ElapsedNanos(start, NowNanoseconds());
+  return GatherLayers(ids, out, completion, std::move(step), start);
+}
+
+// A started step's completion, shared by its ticket and its gathers'
+// callbacks.
 //
-// Guarded by mu: the per-layer counts and results, which the gathers'
-// completion callbacks (store completion threads, or the starting thread for
-// a gather that completes at once) write and waiters read. Set before the
-// first gather starts and only read after: layer_count, step,
-// start_nanoseconds; done is moved out once, under mu, by the callback that
-// completes the last layer.
+// Guarded by mu: the per-layer results, which the gathers' completion
+// callbacks (store completion threads, the layer starter, or the starting
+// thread for a gather that completes at once) write and waiters read.
+// Set before the first gather starts and only read after: layer_count,
+// step, start_nanoseconds, completion; done is moved out once, under mu, by
+// the callback that completes the last layer.
 struct StageTicket::State : std::enable_shared_from_this<StageTicket::State> {
-  // Starts a layer's gathers (set by a step of more than one layer).
+  // Starts a layer's gather (set by a step of more than one layer).
   using StartLayer = std::function<void(std::shared_ptr<State>, size_t layer)>;
 
-  State(size_t layers, StageResult hashed, std::vector<StageLayerResult> results, uint64_t start)
-      : layer_count(layers), step(std::move(hashed)), start_nanoseconds(start) {
+  State(size_t layers, StageResult hashed, std::vector<StageLayerResult> results, uint64_t start,
+        StepCompletion step_completion)
+      : layer_count(layers),
+        step(std::move(hashed)),
+        start_nanoseconds(start),
+        completion(std::move(step_completion)) {
     MutexLock lock(&mu);  // no gather has started yet; the lock satisfies the analysis
     layer_results = std::move(results);
-    gathers_left.assign(layers, 0);
+    ready.assign(layers, 0);
     layers_left = layers;
   }
 
   const size_t layer_count;
-  const StageResult step;  // tokens, rows, hash time, and a hashing failure
+  const StageResult step;  // tokens, rows, hash time, and a failure before the gathers
   const uint64_t start_nanoseconds;
+  const StepCompletion completion;
   Mutex mu;
   CondVar layer_ready;
   std::vector<StageLayerResult> layer_results GUARDED_BY(mu);
-  std::vector<size_t> gathers_left GUARDED_BY(mu);  // per layer: 0 = ready
+  std::vector<uint8_t> ready GUARDED_BY(mu);  // per layer: its rows are in out, its word stored
   size_t layers_left GUARDED_BY(mu) = 0;
   std::function<void(StageResult)> done GUARDED_BY(mu);  // StartStage's; empty for a ticket
-  StartLayer start_layer GUARDED_BY(mu);                  // starts the layer after a ready one
+  StartLayer start_layer GUARDED_BY(mu);                  // starts the layer after a finished one
 
-  // Counts `gathers` more gathers for layer (before they start).
-  void Expect(size_t layer, size_t gathers) EXCLUDES(mu) {
-    MutexLock lock(&mu);
-    gathers_left[layer] += gathers;
-  }
-  // A layer with nothing to gather (no tokens, or hashing failed) is ready.
+  // Every layer of a step that gathers nothing (no tokens, or it failed
+  // before its gathers) is ready.
   void EndEmptyLayers() EXCLUDES(mu) {
-    std::function<void(StageResult)> finish;
-    StageResult r;
-    {
-      MutexLock lock(&mu);
-      for (size_t l = 0; l < layer_count; ++l) {
-        if (gathers_left[l] == 0) EndLayerLocked(l);
+    for (size_t l = 0; l < layer_count; ++l) {
+      StageLayerResult r;
+      {
+        MutexLock lock(&mu);
+        layer_results[l].wait_nanoseconds = ElapsedNanos(start_nanoseconds, NowNanoseconds());
+        r = layer_results[l];
       }
-      if (layers_left > 0 || !done) return;
-      r = ResultLocked();
-      finish = std::move(done);
+      EndLayer(l, r);
     }
-    finish(std::move(r));
   }
+  // Layer `layer`'s gather finished: the next layer starts, then this one
+  // completes (hook, word) and is ready.
   void GatherDone(size_t layer, const GatherResult& g) EXCLUDES(mu) {
-    std::function<void(StageResult)> finish;
     StartLayer start_next;
-    StageResult r;
+    StageLayerResult r;
     {
       MutexLock lock(&mu);
-      Accumulate(layer_results[layer], g);
-      if (--gathers_left[layer] > 0) return;
-      EndLayerLocked(layer);
+      StageLayerResult& result = layer_results[layer];
+      Accumulate(result, g);
+      result.wait_nanoseconds = ElapsedNanos(start_nanoseconds, NowNanoseconds());
+      r = result;
       if (layer + 1 < layer_count) start_next = start_layer;
-      if (layers_left == 0 && done) {
-        r = ResultLocked();
-        finish = std::move(done);
-      }
     }
-    // Outside the lock: both hand work to other threads, which then ask
+    // Outside the lock: it hands work to another thread, which then asks
     // this state about its layers.
     if (start_next) start_next(shared_from_this(), layer + 1);
-    if (finish) finish(std::move(r));
+    EndLayer(layer, r);
   }
   void WaitLayer(size_t layer) REQUIRES(mu) {
-    while (gathers_left[layer] > 0) layer_ready.Wait(&mu);
+    while (!ready[layer]) layer_ready.Wait(&mu);
   }
   void WaitAll() EXCLUDES(mu) {
     MutexLock lock(&mu);
@@ -302,10 +377,22 @@ struct StageTicket::State : std::enable_shared_from_this<StageTicket::State> {
   }
 
  private:
-  void EndLayerLocked(size_t layer) REQUIRES(mu) {
-    layer_results[layer].wait_nanoseconds = NowNanoseconds() - start_nanoseconds;
-    --layers_left;
-    layer_ready.SignalAll();
+  // Tells the layer's completion, marks it ready, and ends the step after
+  // its last layer.
+  void EndLayer(size_t layer, const StageLayerResult& r) EXCLUDES(mu) {
+    CompleteLayer(completion, layer, r);
+    std::function<void(StageResult)> finish;
+    StageResult result;
+    {
+      MutexLock lock(&mu);
+      ready[layer] = 1;
+      --layers_left;
+      layer_ready.SignalAll();
+      if (layers_left > 0 || !done) return;
+      result = ResultLocked();
+      finish = std::move(done);
+    }
+    finish(std::move(result));
   }
 };
 
@@ -339,7 +426,7 @@ size_t StageTicket::layers() const { return state_ == nullptr ? 0 : state_->laye
 Result<bool> StageTicket::Ready(size_t layer) const {
   ENGRAM_RETURN_IF_ERROR(CheckLayer(*this, layer));
   MutexLock lock(&state_->mu);
-  return state_->gathers_left[layer] == 0;
+  return state_->ready[layer] != 0;
 }
 
 StageLayerResult StageTicket::WaitLayer(size_t layer) const {
@@ -365,28 +452,38 @@ StageResult StageTicket::Wait() {
   return state->ResultLocked();
 }
 
+namespace {
+
+// The step this thread is starting a layer of in Launch, and the layer its
+// gather's callback, run at once on this thread, asked to start next.
+constexpr size_t kNoLayer = SIZE_MAX;
+thread_local const void* launching = nullptr;
+thread_local size_t next_inline_layer = kNoLayer;
+
+}  // namespace
+
 // Starts the later layers of launched steps, on a thread of its own: a
 // layer is ready in a gather's completion callback, on a store completion
 // thread, which must not block; starting gathers may wait for read buffers
-// that only those threads free. Counts the steps whose later layers are still
-// to start, so the stager's destructor can wait for them.
+// that only those threads free. Counts the layers posted and not yet
+// started, so the stager's destructor can wait for them.
 struct StepStager::LayerStarter {
   boost::asio::thread_pool thread{1};
   Mutex mu;
   CondVar idle;
-  size_t steps_starting GUARDED_BY(mu) = 0;
+  size_t layers_to_start GUARDED_BY(mu) = 0;
 
   void Begin() EXCLUDES(mu) {
     MutexLock lock(&mu);
-    ++steps_starting;
+    ++layers_to_start;
   }
   void End() EXCLUDES(mu) {
     MutexLock lock(&mu);
-    if (--steps_starting == 0) idle.SignalAll();
+    if (--layers_to_start == 0) idle.SignalAll();
   }
   void WaitIdle() EXCLUDES(mu) {
     MutexLock lock(&mu);
-    while (steps_starting > 0) idle.Wait(&mu);
+    while (layers_to_start > 0) idle.Wait(&mu);
   }
 };
 
@@ -403,63 +500,118 @@ StepStager::LayerStarter& StepStager::starter() const {
 
 void StepStager::StartLayer(const std::shared_ptr<Plan>& plan, const std::shared_ptr<StageTicket::State>& state,
                             size_t layer) const {
-  // Each callback holds the plan (its row IDs) until its gather is done.
-  for (const Plan::Run& run : plan->runs) {
-    if (run.layer != layer) continue;
-    store_.StartGather(run.table, run.row_ids, run.dst, run.stride,
-                       [state, plan, layer](GatherResult g) { state->GatherDone(layer, g); });
-  }
+  // The callback holds the plan (its row IDs) until its gather is done.
+  const size_t per_layer = plan->tokens * rows_per_token_;
+  store_.StartGather(tables_[layer], std::span<const uint64_t>(plan->row_ids).subspan(layer * per_layer, per_layer),
+                     LayerDestination(plan->out, layer),
+                     [state, plan, layer](GatherResult g) { state->GatherDone(layer, g); });
 }
 
-std::shared_ptr<StageTicket::State> StepStager::Launch(std::span<const uint32_t> history,
-                                                       std::span<const uint32_t> tokens, std::byte* out,
-                                                       std::function<void(StageResult)> done) const {
-  auto plan = Hash(history, tokens, out);
-  StageResult hashed;
+std::shared_ptr<StageTicket::State> StepStager::Launch(Result<std::shared_ptr<Plan>> plan, size_t tokens,
+                                                       std::function<void(StageResult)> done,
+                                                       StepCompletion completion) const {
+  StageResult step;
   uint64_t start = NowNanoseconds();
   if (plan.ok()) {
-    hashed = (*plan)->result;
+    step = (*plan)->result;
     start = (*plan)->start_nanoseconds;
   } else {
-    hashed.status = plan.status();
+    step.status = plan.status();
+    step.tokens = tokens;
+    step.rows = tokens * layers() * rows_per_token_;
+    // Completion words that cannot be told (the wrong count, no sequence
+    // number) are not written at all.
+    if (!CheckCompletion(completion).ok()) completion = StepCompletion();
   }
-  auto state = std::make_shared<StageTicket::State>(layers(), hashed, NewLayerResults(hashed), start);
+  auto state = std::make_shared<StageTicket::State>(layers(), step, NewLayerResults(step), start,
+                                                    std::move(completion));
   {
     MutexLock lock(&state->mu);
     state->done = std::move(done);
   }
-  if (!plan.ok() || (*plan)->runs.empty()) {
+  if (!plan.ok() || (*plan)->tokens == 0) {
     state->EndEmptyLayers();
     return state;
   }
   std::shared_ptr<Plan> p = std::move(plan).value();
-  for (const Plan::Run& run : p->runs) state->Expect(run.layer, 1);
-  // Layer by layer: layer k+1's gathers start when layer k is ready, so
-  // layer k's reads and disk phases never queue behind a later layer's
-  // (measured: docs/lab-notes/2026-12-05-per-layer-readiness.md).
+  // Layer by layer: layer k+1's gather starts when layer k is in, so layer
+  // k's reads and disk phase never queue behind a later layer's (measured:
+  // docs/lab-notes/2026-12-05-per-layer-readiness.md). A layer that is in
+  // at once (every row a hit) has its next layer started by this thread,
+  // after the loop below; any other, by the layer starter's thread.
   if (layers() > 1) {
-    LayerStarter& later = starter();
-    later.Begin();
     MutexLock lock(&state->mu);
-    state->start_layer = [this, p, &later](std::shared_ptr<StageTicket::State> s, size_t layer) {
+    state->start_layer = [this, p](std::shared_ptr<StageTicket::State> s, size_t layer) {
+      if (launching == s.get()) {
+        next_inline_layer = layer;
+        return;
+      }
+      LayerStarter& later = starter();
+      later.Begin();
       boost::asio::post(later.thread, [this, p, s = std::move(s), layer, &later] {
         StartLayer(p, s, layer);
-        if (layer + 1 == layers()) later.End();
+        later.End();
       });
     };
   }
-  StartLayer(p, state, 0);
+  for (size_t layer = 0; layer != kNoLayer;) {
+    launching = state.get();
+    next_inline_layer = kNoLayer;
+    StartLayer(p, state, layer);
+    launching = nullptr;
+    layer = next_inline_layer;
+  }
   return state;
 }
 
+Result<std::shared_ptr<StepStager::Plan>> StepStager::PlanStage(std::span<const uint32_t> history,
+                                                                std::span<const uint32_t> tokens, std::byte* out,
+                                                                const StepCompletion& completion) const {
+  auto plan = std::make_shared<Plan>();
+  plan->start_nanoseconds = NowNanoseconds();
+  ENGRAM_RETURN_IF_ERROR(CheckStep(tokens.size(), out, completion));
+  ENGRAM_RETURN_IF_ERROR(HashLayers(history, tokens, plan->row_ids));
+  plan->out = out;
+  plan->tokens = tokens.size();
+  plan->result.tokens = tokens.size();
+  plan->result.rows = plan->row_ids.size();
+  plan->result.hash_nanoseconds = ElapsedNanos(plan->start_nanoseconds, NowNanoseconds());
+  return plan;
+}
+
+Result<std::shared_ptr<StepStager::Plan>> StepStager::PlanGatherStep(std::span<const uint64_t> ids, std::byte* out,
+                                                                     const StepCompletion& completion) const {
+  auto plan = std::make_shared<Plan>();
+  plan->start_nanoseconds = NowNanoseconds();
+  const size_t tokens = ids.size() / (layers() * size_t(rows_per_token_));
+  ENGRAM_RETURN_IF_ERROR(CheckStep(tokens, out, completion));
+  ENGRAM_RETURN_IF_ERROR(CheckGatherStepIds(ids));
+  SplitByLayer(ids, plan->row_ids);
+  plan->out = out;
+  plan->tokens = tokens;
+  plan->result.tokens = tokens;
+  plan->result.rows = ids.size();
+  plan->result.hash_nanoseconds = ElapsedNanos(plan->start_nanoseconds, NowNanoseconds());
+  return plan;
+}
+
 StageTicket StepStager::Start(std::span<const uint32_t> history, std::span<const uint32_t> tokens, std::byte* out,
-                              std::function<void(StageResult)> done) const {
-  return StageTicket(Launch(history, tokens, out, std::move(done)));
+                              std::function<void(StageResult)> done, StepCompletion completion) const {
+  auto plan = PlanStage(history, tokens, out, completion);
+  return StageTicket(Launch(std::move(plan), tokens.size(), std::move(done), std::move(completion)));
 }
 
 void StepStager::StartStage(std::span<const uint32_t> history, std::span<const uint32_t> tokens, std::byte* out,
-                            std::function<void(StageResult)> done) const {
-  Launch(history, tokens, out, std::move(done));
+                            std::function<void(StageResult)> done, StepCompletion completion) const {
+  auto plan = PlanStage(history, tokens, out, completion);
+  Launch(std::move(plan), tokens.size(), std::move(done), std::move(completion));
+}
+
+StageTicket StepStager::StartGatherStep(std::span<const uint64_t> ids, std::byte* out,
+                                        std::function<void(StageResult)> done, StepCompletion completion) const {
+  auto plan = PlanGatherStep(ids, out, completion);
+  const size_t tokens = ids.size() / (layers() * size_t(rows_per_token_));
+  return StageTicket(Launch(std::move(plan), tokens, std::move(done), std::move(completion)));
 }
 
 }  // namespace engram

@@ -285,22 +285,21 @@ std::string StoreImpl::metadata_json(size_t table) const {
 }
 
 std::shared_ptr<GatherOperation> StoreImpl::Begin(size_t table, std::span<const uint64_t> row_ids,
-                                                  std::byte* dst, size_t stride,
-                                                  std::function<void(GatherResult)> done, bool caller_reads,
-                                                  bool consumes_read_ahead) {
+                                                  const RowDestination& dst, std::function<void(GatherResult)> done,
+                                                  bool caller_reads, bool consumes_read_ahead) {
   // Only a warm-up asks how many gathers are in flight (GathersInFlight), so
   // only a store with a hot set pays this locked add on every gather. hot_set_
   // is set in Open, before any gather can begin.
   if (hot_set_ && table < tables_.size()) tables_[table]->gathers_begun.fetch_add(1, std::memory_order_relaxed);
   std::shared_ptr<GatherOperation> st = GatherOperation::Acquire();
-  st->Init(this, table, row_ids, dst, stride, std::move(done), caller_reads, consumes_read_ahead);
+  st->Init(this, table, row_ids, dst, std::move(done), caller_reads, consumes_read_ahead);
   GatherTarget target{tables_.size()};
   if (table < tables_.size()) {
     target.record_bytes = tables_[table]->file->record_bytes();
     target.row_count = tables_[table]->file->row_count();
     target.name = &tables_[table]->name;
   }
-  Status bad = CheckGatherArguments(target, table, row_ids, dst, stride);
+  Status bad = CheckGatherArguments(target, table, row_ids, dst);
   if (!bad.ok()) {
     st->Reject(std::move(bad));
     return st;
@@ -310,30 +309,31 @@ std::shared_ptr<GatherOperation> StoreImpl::Begin(size_t table, std::span<const 
   return st;
 }
 
-GatherResult StoreImpl::Gather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride) {
-  return GatherOperation::WaitOnThisThread(Begin(table, row_ids, dst, stride, nullptr, /*caller_reads=*/true));
+GatherResult StoreImpl::Gather(size_t table, std::span<const uint64_t> row_ids, const RowDestination& dst) {
+  return GatherOperation::WaitOnThisThread(Begin(table, row_ids, dst, nullptr, /*caller_reads=*/true));
 }
 
-GatherTicket StoreImpl::StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride) {
-  return GatherTicketAccess::Make(Begin(table, row_ids, dst, stride, nullptr));
+GatherTicket StoreImpl::StartGather(size_t table, std::span<const uint64_t> row_ids, const RowDestination& dst) {
+  return GatherTicketAccess::Make(Begin(table, row_ids, dst, nullptr));
 }
 
-void StoreImpl::StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
+void StoreImpl::StartGather(size_t table, std::span<const uint64_t> row_ids, const RowDestination& dst,
                             std::function<void(GatherResult)> done) {
   if (!done) done = [](GatherResult) {};
-  Begin(table, row_ids, dst, stride, std::move(done));
+  Begin(table, row_ids, dst, std::move(done));
 }
 
 void StoreImpl::StartGatherLeavingPins(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
                                        size_t stride, std::function<void(GatherResult)> done) {
   if (!done) done = [](GatherResult) {};
-  Begin(table, row_ids, dst, stride, std::move(done), /*caller_reads=*/false, /*consumes_read_ahead=*/false);
+  Begin(table, row_ids, RowDestination{dst, stride}, std::move(done), /*caller_reads=*/false,
+        /*consumes_read_ahead=*/false);
 }
 
 GatherResult StoreImpl::GatherLeavingPins(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
                                           size_t stride) {
-  return GatherOperation::WaitOnThisThread(
-      Begin(table, row_ids, dst, stride, nullptr, /*caller_reads=*/true, /*consumes_read_ahead=*/false));
+  return GatherOperation::WaitOnThisThread(Begin(table, row_ids, RowDestination{dst, stride}, nullptr,
+                                                 /*caller_reads=*/true, /*consumes_read_ahead=*/false));
 }
 
 size_t StoreImpl::ConsumeReadAheadPins(size_t table, ReadAheadTracker::PinOwner owner,

@@ -61,10 +61,11 @@ class StoreImpl final : public Store {
   std::string metadata_json(size_t table) const override;
   std::string io_description() const override { return engine_->Describe(); }
 
-  GatherResult Gather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride) override;
-  GatherTicket StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
-                           size_t stride) override;
-  void StartGather(size_t table, std::span<const uint64_t> row_ids, std::byte* dst, size_t stride,
+  using Store::Gather;
+  using Store::StartGather;
+  GatherResult Gather(size_t table, std::span<const uint64_t> row_ids, const RowDestination& dst) override;
+  GatherTicket StartGather(size_t table, std::span<const uint64_t> row_ids, const RowDestination& dst) override;
+  void StartGather(size_t table, std::span<const uint64_t> row_ids, const RowDestination& dst,
                    std::function<void(GatherResult)> done) override;
 
   Status ReadAhead(size_t table, std::span<const uint64_t> row_ids) override;
@@ -124,8 +125,8 @@ class StoreImpl final : public Store {
   StoreImpl() = default;
   // `caller_reads`: the calling thread waits for the gather right away
   // (Gather), so it reads the misses itself (GatherOperation::WaitOnThisThread).
-  std::shared_ptr<GatherOperation> Begin(size_t table, std::span<const uint64_t> row_ids, std::byte* dst,
-                                         size_t stride, std::function<void(GatherResult)> done,
+  std::shared_ptr<GatherOperation> Begin(size_t table, std::span<const uint64_t> row_ids, const RowDestination& dst,
+                                         std::function<void(GatherResult)> done,
                                          bool caller_reads = false, bool consumes_read_ahead = true);
 
   StoreOptions options_;
