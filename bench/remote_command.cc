@@ -123,18 +123,25 @@ struct RedisBenchmarkResult {
   Rate rate;
 };
 
-// redis-benchmark's GET of 4 KiB values on the same cluster, parsed from its CSV line.
+// redis-benchmark's GET of 4 KiB values on the same cluster, parsed from its
+// CSV line. keys_per_master 0: the one key its SET wrote on each master (its
+// default); else random keys of that many per master (-r), which a SET with
+// the same range wrote first (PopulateRandomKeys).
 Result<RedisBenchmarkResult> RunRedisBenchmark(const LocalRedisCluster& c, uint32_t pipeline, uint32_t clients,
-                                               uint64_t requests) {
+                                               uint64_t requests, uint64_t keys_per_master = 0) {
   const std::string bin = "/usr/bin/redis-benchmark";
   if (::access(bin.c_str(), X_OK) != 0) return Status::NotFound("redis-benchmark not found (Debian's redis-tools)");
   const std::string port = std::to_string(c.ports()[0]);
   const double cpu0 = ChildrenCpu(), srv0 = ServersCpu(c);
   const auto t0 = Clock::now();
-  ChildProcess p = ChildProcess::Start({bin, "-h", "127.0.0.1", "-p", port, "--cluster", "-t", "get", "-d", "4096", "-P",
-                                        std::to_string(pipeline), "-c", std::to_string(clients), "-n",
-                                        std::to_string(requests), "--csv"},
-                                       /*merge_stderr=*/true);
+  std::vector<std::string> args = {bin, "-h", "127.0.0.1", "-p", port, "--cluster", "-t", "get", "-d", "4096", "-P",
+                                   std::to_string(pipeline), "-c", std::to_string(clients), "-n",
+                                   std::to_string(requests), "--csv"};
+  if (keys_per_master != 0) {
+    args.push_back("-r");
+    args.push_back(std::to_string(keys_per_master));
+  }
+  ChildProcess p = ChildProcess::Start(args, /*merge_stderr=*/true);
   auto line = p.WaitForLine("\"GET\"", std::chrono::seconds(300));
   auto st = p.Wait(std::chrono::seconds(30));
   const double wall = Seconds(Clock::now() - t0);
@@ -182,6 +189,37 @@ Result<Rate> ClientRate(redis::ClusterClient& client, const redis::RemoteTableKe
   }
   const double wall = Seconds(Clock::now() - t0);
   return Rate{double(done) / wall, (OwnCpu() - cpu0) / wall, (ServersCpu(c) - srv0) / wall};
+}
+
+// The keys on the cluster's masters (those at start): DBSIZE summed.
+Result<uint64_t> KeysOnMasters(const LocalRedisCluster& c) {
+  uint64_t keys = 0;
+  for (size_t m = 0; m < 3 && m < c.ports().size(); ++m) {
+    auto reply = c.Command(c.ports()[m], {"DBSIZE"});
+    if (!reply.ok()) return reply.status();
+    if ((*reply)->type != REDIS_REPLY_INTEGER) return Status::IOError("DBSIZE gave no integer");
+    keys += static_cast<uint64_t>((*reply)->integer);
+  }
+  return keys;
+}
+
+// Writes redis-benchmark's random keys (-r keys_per_master on each master)
+// with 4 KiB values: SETs of random keys in that range, 12 per key, so that
+// a key is left unwritten with odds of about e^-12. Returns the fraction of
+// them that is present.
+Result<double> PopulateRandomKeys(const LocalRedisCluster& c, uint64_t keys_per_master) {
+  const uint64_t masters = 3;
+  auto before = KeysOnMasters(c);
+  if (!before.ok()) return before.status();
+  ChildProcess set = ChildProcess::Start(
+      {"/usr/bin/redis-benchmark", "-h", "127.0.0.1", "-p", std::to_string(c.ports()[0]), "--cluster", "-t", "set",
+       "-d", "4096", "-r", std::to_string(keys_per_master), "-n", std::to_string(12 * masters * keys_per_master), "-c",
+       "3", "-P", "64", "-q"},
+      /*merge_stderr=*/true);
+  if (!set.Wait(std::chrono::seconds(120))) return Status::IOError("redis-benchmark SET of random keys did not finish");
+  auto after = KeysOnMasters(c);
+  if (!after.ok()) return after.status();
+  return double(*after - *before) / double(masters * keys_per_master);
 }
 
 std::string Spread(const std::vector<double>& v) {
@@ -264,6 +302,12 @@ int RunRemoteCommand(const RemoteArgs& a) {
                                            /*merge_stderr=*/true);
     if (!set.Wait(std::chrono::seconds(60))) return fail(Status::IOError("redis-benchmark SET did not finish"));
   }
+  // The like-for-like baseline: random keys over as many 4 KiB values as the
+  // table has blocks (a third on each master), as the store's GETs are; the
+  // one key of redis-benchmark's default is read from the server's CPU caches.
+  const uint64_t random_keys_per_master = (loaded->blocks + 2) / 3;
+  auto populated = PopulateRandomKeys(cluster, random_keys_per_master);
+  if (!populated.ok()) return fail(populated.status());
   // 1. Client cost: block GETs/s of 4096-row gathers vs redis-benchmark GETs/s.
   std::mt19937_64 rng(1);
   // In cluster mode redis-benchmark runs a thread per node and its main loop
@@ -271,6 +315,7 @@ int RunRemoteCommand(const RemoteArgs& a) {
   // rate) is rounded up to a multiple of 250 ms: it runs long enough here that
   // the rounding is a few percent (it makes redis-benchmark look slower).
   const uint64_t bench_requests = std::max<uint64_t>(uint64_t(a.large_gathers) * 3500, a.benchmark_requests);
+  std::vector<double> theirs_hot, ratios_hot, rb_hot_srv_cpu;
   std::vector<double> ours, theirs, ratios, local_rates, own_cpu, srv_cpu, rb_cpu, rb_srv_cpu, alone, alone_ratios,
       alone_cpu;
   auto file_table = TableFile::Open(file);
@@ -285,8 +330,13 @@ int RunRemoteCommand(const RemoteArgs& a) {
     if (!bare.ok()) return fail(bare.status());
     auto mine = GatherRate(**remote, a.rows, a.large_gathers, rng, &cluster);
     if (!mine.ok()) return fail(mine.status());
-    auto rb = RunRedisBenchmark(cluster, a.queue_depth, 3, bench_requests);
+    auto rb = RunRedisBenchmark(cluster, a.queue_depth, 3, bench_requests, random_keys_per_master);
     if (!rb.ok()) return fail(rb.status());
+    auto rb_hot = RunRedisBenchmark(cluster, a.queue_depth, 3, bench_requests);
+    if (!rb_hot.ok()) return fail(rb_hot.status());
+    theirs_hot.push_back(rb_hot->rps);
+    ratios_hot.push_back(mine->per_second / rb_hot->rps);
+    rb_hot_srv_cpu.push_back(rb_hot->rate.servers_cpu);
     auto disk = GatherRate(**local, a.rows, a.large_gathers, rng, nullptr);
     if (!disk.ok()) return fail(disk.status());
     ours.push_back(mine->per_second);
@@ -302,10 +352,17 @@ int RunRemoteCommand(const RemoteArgs& a) {
     rb_srv_cpu.push_back(rb->rate.servers_cpu);
   }
   std::printf("4096-row all-miss gathers (block GETs/s, median of %u, spread): store %.0f (%s), redis-benchmark GET "
-              "-d 4096 -P %u -c 3 %.0f (%s); ratio store/redis-benchmark %.2f (%.2f..%.2f)\n",
-              a.repeats, Median(ours), Spread(ours).c_str(), a.queue_depth, Median(theirs), Spread(theirs).c_str(),
+              "-d 4096 -P %u -c 3 -r %llu (random keys over the table's size, %.4f of them written) %.0f (%s); ratio "
+              "store/redis-benchmark %.2f (%.2f..%.2f)\n",
+              a.repeats, Median(ours), Spread(ours).c_str(), a.queue_depth,
+              (unsigned long long)random_keys_per_master, *populated, Median(theirs), Spread(theirs).c_str(),
               Median(ratios), *std::min_element(ratios.begin(), ratios.end()),
               *std::max_element(ratios.begin(), ratios.end()));
+  std::printf("  redis-benchmark's default (one key per master, read from the servers' CPU caches): %.0f GETs/s (%s), "
+              "servers %.2f cores; ratio store/it %.2f (%.2f..%.2f)\n",
+              Median(theirs_hot), Spread(theirs_hot).c_str(), Median(rb_hot_srv_cpu), Median(ratios_hot),
+              *std::min_element(ratios_hot.begin(), ratios_hot.end()),
+              *std::max_element(ratios_hot.begin(), ratios_hot.end()));
   std::printf("  CPU (cores busy, median): store process %.2f + redis-servers %.2f; redis-benchmark %.2f + "
               "redis-servers %.2f\n",
               Median(own_cpu), Median(srv_cpu), Median(rb_cpu), Median(rb_srv_cpu));
