@@ -128,7 +128,8 @@ LocalRedisCluster::~LocalRedisCluster() {
 std::string LocalRedisCluster::Seeds() const {
   std::string out;
   for (int i = 0; i < options_.masters && size_t(i) < ports_.size(); ++i) {
-    out += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(ports_[i]);
+    if (i != 0) out += ',';
+    out.append("127.0.0.1:").append(std::to_string(ports_[i]));
   }
   return out;
 }

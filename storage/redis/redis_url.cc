@@ -84,8 +84,13 @@ Result<NodeAddress> ParseNodeAddress(std::string_view text) {
 
 std::string RedisUrl::Display() const {
   std::string out(kScheme);
-  for (size_t i = 0; i < seeds.size(); ++i) out += (i ? "," : "") + seeds[i].ToString();
-  return out + "/" + name;
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    if (i != 0) out += ',';
+    out += seeds[i].ToString();
+  }
+  out += '/';
+  out += name;
+  return out;
 }
 
 bool IsRedisUrl(std::string_view path) { return path.substr(0, kScheme.size()) == kScheme; }

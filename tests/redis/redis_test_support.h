@@ -38,7 +38,7 @@ class SharedRedisCluster : public ::testing::Test {
 // A hash tag whose keys hash to `slot`.
 inline std::string TagForSlot(uint16_t slot) {
   for (uint64_t i = 0;; ++i) {
-    std::string tag = "t" + std::to_string(i);
+    std::string tag = std::string("t").append(std::to_string(i));
     if (redis::KeySlot(tag) == slot) return tag;
   }
 }
