@@ -83,7 +83,15 @@ struct Tally {
     hits += r.hits;
     misses += r.misses;
     if (failed.ok() && !r.status.ok()) failed = r.status;
+  }  // A step through the C API: its status and its result's counts.
+  void AddC(engram_status status, const engram_stage_result& r) {
+    rows += r.rows;
+    distinct += r.distinct_rows;
+    hits += r.hits;
+    misses += r.misses;
+    if (failed.ok() && status != ENGRAM_OK) failed = Status::Internal(std::string("C API: ") + engram_last_error());
   }
+
   void Add(const StageResult& r) {
     rows += r.rows;
     distinct += r.distinct_rows;
@@ -156,28 +164,14 @@ std::map<std::string, Mode> Modes() {
   modes["c_stage_rows"] = [](Bench& b, const Step& s, Tally& t) {
     engram_stage_result r{};
     r.size = sizeof r;
-    if (engram_stage_rows(b.c_stager, s.history.data(), s.history.size(), s.tokens.data(), s.tokens.size(),
-                          b.out.data(), nullptr, &r) != ENGRAM_OK &&
-        t.failed.ok()) {
-      t.failed = Status::Internal(std::string("C API: ") + engram_last_error());
-    }
-    t.rows += r.rows;
-    t.distinct += r.distinct_rows;
-    t.hits += r.hits;
-    t.misses += r.misses;
+    t.AddC(engram_stage_rows(b.c_stager, s.history.data(), s.history.size(), s.tokens.data(), s.tokens.size(),
+                             b.out.data(), nullptr, &r),
+           r);
   };
   modes["c_gather_step"] = [](Bench& b, const Step& s, Tally& t) {
     engram_stage_result r{};
     r.size = sizeof r;
-    if (engram_gather_step(b.c_stager, s.step_ids.data(), s.step_ids.size(), b.out.data(), nullptr, &r) !=
-            ENGRAM_OK &&
-        t.failed.ok()) {
-      t.failed = Status::Internal(std::string("C API: ") + engram_last_error());
-    }
-    t.rows += r.rows;
-    t.distinct += r.distinct_rows;
-    t.hits += r.hits;
-    t.misses += r.misses;
+    t.AddC(engram_gather_step(b.c_stager, s.step_ids.data(), s.step_ids.size(), b.out.data(), nullptr, &r), r);
   };
   modes["c_stage"] = [](Bench& b, const Step& s, Tally& t) {
     engram_stage* stage = nullptr;
@@ -186,11 +180,7 @@ std::map<std::string, Mode> Modes() {
     engram_status st = engram_stage_start(b.c_stager, s.history.data(), s.history.size(), s.tokens.data(),
                                           s.tokens.size(), b.out.data(), &stage);
     if (st == ENGRAM_OK) st = engram_stage_wait(stage, &r);
-    if (st != ENGRAM_OK && t.failed.ok()) t.failed = Status::Internal(std::string("C API: ") + engram_last_error());
-    t.rows += r.rows;
-    t.distinct += r.distinct_rows;
-    t.hits += r.hits;
-    t.misses += r.misses;
+    t.AddC(st, r);
   };
   return modes;
 }
